@@ -1,0 +1,53 @@
+//! Helpers for the cross-crate integration suite: where the workspace, its
+//! built binaries and the reference Python live, and running them.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The workspace root (the parent of this package).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// A binary of the workspace, built by the same `cargo` invocation profile
+/// as this test (the test command builds all binaries before the tests).
+pub fn binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/<profile>/deps/suite-<hash> -> target/<profile>/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target profile dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run the test command (scripts/test.sh), which builds the binaries first",
+        path.display()
+    );
+    path
+}
+
+/// The Python interpreter of the venv with the reference Gymnasium
+/// (`RLFLEET_PYTHON`, set by scripts/setup.sh).
+pub fn reference_python() -> PathBuf {
+    let p = std::env::var_os("RLFLEET_PYTHON").expect(
+        "RLFLEET_PYTHON is not set: run the tests through scripts/test.sh, which installs the \
+         reference Gymnasium",
+    );
+    PathBuf::from(p)
+}
+
+/// Runs a command to completion with `input` on stdin, returning its output.
+pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
+    use std::io::Write;
+    use std::process::Stdio;
+    let mut child = cmd
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut stdin = child.stdin.take().expect("stdin");
+    let data = input.to_vec();
+    let writer = std::thread::spawn(move || stdin.write_all(&data));
+    let out = child.wait_with_output().expect("wait for child");
+    writer.join().expect("writer thread").expect("write stdin");
+    out
+}
