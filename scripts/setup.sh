@@ -21,7 +21,7 @@ _rlfleet_setup() {
 
     # 1. System packages (Debian): OpenMPI and libclang for the mpi feature.
     local missing=()
-    for p in libopenmpi-dev openmpi-bin libclang-dev unzip; do
+    for p in libopenmpi-dev openmpi-bin libclang-dev unzip fonts-dejavu-core; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then

@@ -1,1 +1,229 @@
-fn main(){}
+//! rlfleet benchmarks. Each prints its figure as a ratio against a baseline
+//! measured in the same run and writes JSON under `bench/results/`.
+//!
+//! - `dqn`: DQN gradient steps/s of the agent at batch 64 and 256, against
+//!   the textbook tch implementation of the same step (nn::Linear layers,
+//!   tch's built-in Adam) on the same data.
+//! - `envs`: environment steps/s of each built-in env, against the counting
+//!   env through the same trait (the cost of the interface itself).
+
+use clap::{Parser, Subcommand};
+use learner_server::agents::{Agent, Dqn};
+use learner_server::replay::Transition;
+use rlfleet_shared::config::DqnConfig;
+use rlfleet_shared::env::{self, Action, ENV_IDS};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+use tch::nn::{self, Module, OptimizerConfig};
+use tch::{Device, Kind, Reduction, Tensor};
+
+#[derive(Parser, Debug)]
+#[command(about = "rlfleet benchmarks")]
+struct Cli {
+    #[command(subcommand)]
+    what: What,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench/results")]
+    out: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+enum What {
+    /// DQN training steps per second vs. plain tch.
+    Dqn {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+    },
+    /// Environment steps per second vs. the counting env.
+    Envs {
+        #[arg(long, default_value_t = 1.0)]
+        secs: f64,
+    },
+}
+
+/// Runs `f` repeatedly for about `secs` seconds (after a warm-up); returns
+/// calls per second.
+fn rate(secs: f64, mut f: impl FnMut()) -> f64 {
+    let warm = Instant::now();
+    while warm.elapsed().as_secs_f64() < secs * 0.1 {
+        f();
+    }
+    let start = Instant::now();
+    let mut n = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        for _ in 0..16 {
+            f();
+        }
+        n += 16;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+#[derive(Serialize)]
+struct DqnRow {
+    batch: u32,
+    hidden: Vec<u32>,
+    rlfleet_steps_per_sec: f64,
+    baseline_steps_per_sec: f64,
+    ratio: f64,
+    rlfleet_us_per_step: f64,
+}
+
+fn filled_dqn(batch: u32) -> Dqn {
+    let spec = env::spec("CartPole-v1").unwrap();
+    let cfg = DqnConfig {
+        batch_size: batch,
+        learning_starts: 0,
+        ..DqnConfig::default()
+    };
+    let mut dqn = Dqn::new(&cfg, &spec, 0, Device::Cpu);
+    let mut e = env::make("CartPole-v1").unwrap();
+    let (mut obs, mut next) = (vec![0f32; 4], vec![0f32; 4]);
+    e.reset(Some(0), &mut obs);
+    for i in 0..10_000u32 {
+        let a = [(i % 2) as f32];
+        let s = e.step(Action::Discrete(i as usize % 2), &mut next);
+        dqn.observe(&Transition {
+            obs: &obs,
+            action: &a,
+            reward: s.reward as f32,
+            next_obs: &next,
+            terminated: s.terminated,
+        });
+        if s.done() {
+            e.reset(None, &mut obs);
+        } else {
+            obs.copy_from_slice(&next);
+        }
+    }
+    dqn
+}
+
+/// The same DQN step written the textbook tch way.
+fn baseline_step(batch: i64, secs: f64) -> f64 {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let target_vs = nn::VarStore::new(Device::Cpu);
+    let mlp = |p: nn::Path| {
+        nn::seq()
+            .add(nn::linear(&p / "l1", 4, 64, Default::default()))
+            .add_fn(|x| x.relu())
+            .add(nn::linear(&p / "l2", 64, 64, Default::default()))
+            .add_fn(|x| x.relu())
+            .add(nn::linear(&p / "l3", 64, 2, Default::default()))
+    };
+    let q = mlp(vs.root());
+    let q_target = mlp(target_vs.root());
+    let mut opt = nn::Adam::default().build(&vs, 1e-3).unwrap();
+    let obs = Tensor::randn([batch, 4], (Kind::Float, Device::Cpu));
+    let next = Tensor::randn([batch, 4], (Kind::Float, Device::Cpu));
+    let actions = Tensor::randint(2, [batch, 1], (Kind::Int64, Device::Cpu));
+    let rewards = Tensor::ones([batch], (Kind::Float, Device::Cpu));
+    let done = Tensor::zeros([batch], (Kind::Float, Device::Cpu));
+    // Host data copied in each step, as a replay sample would be.
+    let host: Vec<f32> = vec![0.5; (batch * 11) as usize];
+    rate(secs, || {
+        let _upload = Tensor::from_slice(&host);
+        let q_sa = q.forward(&obs).gather(1, &actions, false).squeeze_dim(1);
+        let target = tch::no_grad(|| {
+            let best = q.forward(&next).argmax(1, true);
+            let next_q = q_target
+                .forward(&next)
+                .gather(1, &best, false)
+                .squeeze_dim(1);
+            &rewards + (1.0 - &done) * next_q * 0.99
+        });
+        let loss = q_sa.huber_loss(&target, Reduction::Mean, 1.0);
+        opt.backward_step_clip_norm(&loss, 10.0);
+    })
+}
+
+fn write_json<T: Serialize>(out: &std::path::Path, name: &str, value: &T) -> anyhow::Result<()> {
+    std::fs::create_dir_all(out)?;
+    let path = out.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_string_pretty(value)?)?;
+    println!("wrote {}", path.display());
+    Ok(())
+}
+
+fn bench_dqn(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
+    tch::set_num_threads(1);
+    let mut rows = vec![];
+    for batch in [64u32, 256] {
+        let mut dqn = filled_dqn(batch);
+        let ours = rate(secs, || {
+            dqn.train(0);
+        });
+        let base = baseline_step(batch as i64, secs);
+        let row = DqnRow {
+            batch,
+            hidden: vec![64, 64],
+            rlfleet_steps_per_sec: ours,
+            baseline_steps_per_sec: base,
+            ratio: ours / base,
+            rlfleet_us_per_step: 1e6 / ours,
+        };
+        println!(
+            "dqn batch {batch:>3}: {ours:>8.0} steps/s ({:.0} us/step); plain tch {base:>8.0} steps/s; ratio {:.2}",
+            1e6 / ours,
+            ours / base
+        );
+        rows.push(row);
+    }
+    write_json(out, "dqn_train", &rows)
+}
+
+#[derive(Serialize)]
+struct EnvRow {
+    env: String,
+    steps_per_sec: f64,
+    baseline_steps_per_sec: f64,
+    ratio: f64,
+}
+
+fn env_rate(id: &str, secs: f64) -> f64 {
+    let mut e = env::make(id).unwrap();
+    let spec = e.spec().clone();
+    let mut obs = vec![0f32; spec.obs_dim()];
+    e.reset(Some(0), &mut obs);
+    let cont = [0.3f32];
+    let mut i = 0usize;
+    rate(secs, || {
+        i += 1;
+        let a = match spec.action_space.n() {
+            Some(n) => Action::Discrete(i % n),
+            None => Action::Continuous(&cont),
+        };
+        if e.step(a, &mut obs).done() {
+            e.reset(None, &mut obs);
+        }
+    })
+}
+
+fn bench_envs(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
+    let base = env_rate("Counting-v0", secs);
+    let mut rows = vec![];
+    for id in ENV_IDS.iter().filter(|id| **id != "Counting-v0") {
+        let r = env_rate(id, secs);
+        println!(
+            "{id:<26} {:>12.0} steps/s; counting env {base:>12.0}; ratio {:.2}",
+            r,
+            r / base
+        );
+        rows.push(EnvRow {
+            env: id.to_string(),
+            steps_per_sec: r,
+            baseline_steps_per_sec: base,
+            ratio: r / base,
+        });
+    }
+    write_json(out, "env_steps", &rows)
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.what {
+        What::Dqn { secs } => bench_dqn(secs, &cli.out),
+        What::Envs { secs } => bench_envs(secs, &cli.out),
+    }
+}

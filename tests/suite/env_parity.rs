@@ -46,7 +46,12 @@ struct StepOut {
 type Behaviour = fn(&[f32], &mut Pcg64) -> f64;
 
 /// Runs one episode of ours, recording its start state, actions and steps.
-fn rollout(env: &mut dyn Env, seed: u64, behaviour: Behaviour, rng: &mut Pcg64) -> (EpisodeIn, Vec<StepOut>) {
+fn rollout(
+    env: &mut dyn Env,
+    seed: u64,
+    behaviour: Behaviour,
+    rng: &mut Pcg64,
+) -> (EpisodeIn, Vec<StepOut>) {
     let mut obs = vec![0.0f32; env.spec().obs_dim()];
     env.reset(Some(seed), &mut obs);
     let state = env.state();
@@ -60,7 +65,11 @@ fn rollout(env: &mut dyn Env, seed: u64, behaviour: Behaviour, rng: &mut Pcg64) 
             Action::Continuous(&cont)
         };
         let s = env.step(action, &mut obs);
-        actions.push(if env.spec().action_space.is_discrete() { a } else { cont[0] as f64 });
+        actions.push(if env.spec().action_space.is_discrete() {
+            a
+        } else {
+            cont[0] as f64
+        });
         steps.push(StepOut {
             obs: obs.iter().map(|&o| o as f64).collect(),
             reward: s.reward,
@@ -97,19 +106,31 @@ fn check(id: &str, plan: &[(Behaviour, usize)]) -> (usize, usize, usize) {
     let req = serde_json::to_vec(&Request { env: id, episodes }).unwrap();
     let script = workspace_root().join("tests/gym_reference.py");
     let out = run_with_input(Command::new(reference_python()).arg(script), &req);
-    assert!(out.status.success(), "reference failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "reference failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let theirs: Response = serde_json::from_slice(&out.stdout).expect("reference JSON");
     assert_eq!(theirs.gymnasium, "1.2.2", "pinned reference version");
     assert_eq!(theirs.episodes.len(), ours.len());
     let (mut total, mut term, mut trunc) = (0, 0, 0);
     for (e, (mine, reference)) in ours.iter().zip(&theirs.episodes).enumerate() {
-        assert_eq!(mine.len(), reference.steps.len(), "{id} episode {e}: length differs");
+        assert_eq!(
+            mine.len(),
+            reference.steps.len(),
+            "{id} episode {e}: length differs"
+        );
         for (t, (m, r)) in mine.iter().zip(&reference.steps).enumerate() {
             let ctx = format!("{id} episode {e} step {t}: ours {m:?} reference {r:?}");
             // Observations are float32 on both sides: exact.
             assert_eq!(m.obs, r.obs, "observation: {ctx}");
             assert!(close(m.reward, r.reward), "reward: {ctx}");
-            assert_eq!((m.terminated, m.truncated), (r.terminated, r.truncated), "flags: {ctx}");
+            assert_eq!(
+                (m.terminated, m.truncated),
+                (r.terminated, r.truncated),
+                "flags: {ctx}"
+            );
             assert_eq!(m.state.len(), r.state.len(), "state: {ctx}");
             for (a, b) in m.state.iter().zip(&r.state) {
                 assert!(close(*a, *b), "state: {ctx}");
@@ -140,7 +161,10 @@ fn cartpole_matches_gymnasium() {
         (o[2] + 0.5 * o[3] > 0.0) as u8 as f64
     }
     let (steps, term, trunc) = check("CartPole-v1", &[(random2, 40), (balance, 3)]);
-    assert!(steps >= 1000 && term >= 1 && trunc >= 1, "{steps} {term} {trunc}");
+    assert!(
+        steps >= 1000 && term >= 1 && trunc >= 1,
+        "{steps} {term} {trunc}"
+    );
 }
 
 #[test]
@@ -152,7 +176,10 @@ fn acrobot_matches_gymnasium() {
         if o[5] > 0.0 { 0.0 } else { 2.0 }
     }
     let (steps, term, trunc) = check("Acrobot-v1", &[(pump, 6), (resist, 1), (random3, 1)]);
-    assert!(steps >= 1000 && term >= 1 && trunc >= 1, "{steps} {term} {trunc}");
+    assert!(
+        steps >= 1000 && term >= 1 && trunc >= 1,
+        "{steps} {term} {trunc}"
+    );
 }
 
 #[test]
@@ -161,7 +188,10 @@ fn mountain_car_matches_gymnasium() {
         if o[1] > 0.0 { 2.0 } else { 0.0 }
     }
     let (steps, term, trunc) = check("MountainCar-v0", &[(pump, 6), (random3, 4)]);
-    assert!(steps >= 1000 && term >= 1 && trunc >= 1, "{steps} {term} {trunc}");
+    assert!(
+        steps >= 1000 && term >= 1 && trunc >= 1,
+        "{steps} {term} {trunc}"
+    );
 }
 
 #[test]
@@ -170,9 +200,11 @@ fn mountain_car_continuous_matches_gymnasium() {
         let push = rng.random_range(0.3..1.6);
         if o[1] > 0.0 { push } else { -push }
     }
-    let (steps, term, trunc) =
-        check("MountainCarContinuous-v0", &[(pump, 8), (random_torque, 1)]);
-    assert!(steps >= 1000 && term >= 1 && trunc >= 1, "{steps} {term} {trunc}");
+    let (steps, term, trunc) = check("MountainCarContinuous-v0", &[(pump, 8), (random_torque, 1)]);
+    assert!(
+        steps >= 1000 && term >= 1 && trunc >= 1,
+        "{steps} {term} {trunc}"
+    );
 }
 
 #[test]

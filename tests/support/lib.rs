@@ -6,7 +6,10 @@ use std::process::{Command, Output};
 
 /// The workspace root (the parent of this package).
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
 }
 
 /// A binary of the workspace, built by the same `cargo` invocation profile
@@ -14,7 +17,10 @@ pub fn workspace_root() -> PathBuf {
 pub fn binary(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test executable path");
     // target/<profile>/deps/suite-<hash> -> target/<profile>/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target profile dir");
+    let dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("target profile dir");
     let path = dir.join(name);
     assert!(
         path.exists(),

@@ -1,1 +1,85 @@
-pub mod x {}
+//! The run config: one training job in TOML (env, agent, workflow,
+//! transport, hyperparameters, stop condition, seed, output directory).
+//!
+//! Two stages, as ripgrep does with its flags: serde parses the raw form
+//! (unknown keys and wrong types are rejected there, with the line), then
+//! [`RunConfig::validate`] checks ranges and cross-field rules and names the
+//! key, the value and what is allowed.
+
+mod dqn;
+mod error;
+mod kinds;
+mod sections;
+mod validate;
+
+pub use dqn::{DqnConfig, TargetUpdate};
+pub use error::ConfigError;
+pub use kinds::{AgentKind, TransportKind, WorkflowKind};
+pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
+
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// One training run, as written in a TOML file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunConfig {
+    /// A short name for logs and the control API.
+    pub name: String,
+    /// A built-in environment id (see `rlfleet_shared::env::ENV_IDS`).
+    pub env: String,
+    pub agent: AgentKind,
+    pub workflow: WorkflowKind,
+    #[serde(default)]
+    pub transport: TransportKind,
+    /// Seeds the networks, replay sampling, exploration and environments.
+    #[serde(default)]
+    pub seed: u64,
+    /// Where the run writes its resolved config, episodes, checkpoint and
+    /// plots. Relative paths are relative to the working directory.
+    pub output_dir: PathBuf,
+    #[serde(default)]
+    pub stop: StopConfig,
+    #[serde(default)]
+    pub eval: EvalConfig,
+    #[serde(default)]
+    pub checkpoint: CheckpointConfig,
+    /// Hyperparameters of the `dqn` agent.
+    #[serde(default)]
+    pub dqn: DqnConfig,
+}
+
+impl RunConfig {
+    /// Reads, parses and validates a config file.
+    pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_toml(&text, &path.display().to_string())
+    }
+
+    /// Parses and validates config text; `origin` names it in errors.
+    pub fn from_toml(text: &str, origin: &str) -> Result<RunConfig, ConfigError> {
+        let cfg: RunConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            origin: origin.to_string(),
+            message: e.to_string(),
+        })?;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// The config with every default filled in, as TOML (written into the
+    /// run's output directory).
+    pub fn to_resolved_toml(&self) -> String {
+        toml::to_string(self).expect("a run config always serialises")
+    }
+
+    /// The run's output directory.
+    pub fn output_dir(&self) -> PathBuf {
+        self.output_dir.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests;

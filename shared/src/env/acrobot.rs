@@ -35,7 +35,10 @@ impl Default for Acrobot {
         Acrobot {
             spec: EnvSpec {
                 id: "Acrobot-v1",
-                observation_space: Space::Box { low: high.iter().map(|h| -h).collect(), high },
+                observation_space: Space::Box {
+                    low: high.iter().map(|h| -h).collect(),
+                    high,
+                },
                 action_space: Space::Discrete { n: 3 },
                 max_episode_steps: 500,
                 reward_threshold: Some(-100.0),
@@ -47,16 +50,19 @@ impl Default for Acrobot {
 
 /// The time derivative of `[theta1, theta2, dtheta1, dtheta2, torque]`.
 fn dsdt(s: &[f64; 5]) -> [f64; 5] {
-    let (m1, m2, l1, lc1, lc2) =
-        (LINK_MASS_1, LINK_MASS_2, LINK_LENGTH_1, LINK_COM_POS_1, LINK_COM_POS_2);
+    let (m1, m2, l1, lc1, lc2) = (
+        LINK_MASS_1,
+        LINK_MASS_2,
+        LINK_LENGTH_1,
+        LINK_COM_POS_1,
+        LINK_COM_POS_2,
+    );
     let (i1, i2) = (LINK_MOI, LINK_MOI);
     let g = 9.8;
     let a = s[4];
     let (theta1, theta2, dtheta1, dtheta2) = (s[0], s[1], s[2], s[3]);
-    let d1 = m1 * (lc1 * lc1)
-        + m2 * ((l1 * l1) + (lc2 * lc2) + 2.0 * l1 * lc2 * theta2.cos())
-        + i1
-        + i2;
+    let d1 =
+        m1 * (lc1 * lc1) + m2 * ((l1 * l1) + (lc2 * lc2) + 2.0 * l1 * lc2 * theta2.cos()) + i1 + i2;
     let d2 = m2 * ((lc2 * lc2) + l1 * lc2 * theta2.cos()) + i2;
     let phi2 = m2 * lc2 * g * (theta1 + theta2 - PI / 2.0).cos();
     let phi1 = -m2 * l1 * lc2 * (dtheta2 * dtheta2) * theta2.sin()

@@ -35,7 +35,10 @@ impl Default for CartPole {
         CartPole {
             spec: EnvSpec {
                 id: "CartPole-v1",
-                observation_space: Space::Box { low: high.iter().map(|h| -h).collect(), high },
+                observation_space: Space::Box {
+                    low: high.iter().map(|h| -h).collect(),
+                    high,
+                },
                 action_space: Space::Discrete { n: 2 },
                 max_episode_steps: 500,
                 reward_threshold: Some(475.0),
@@ -74,6 +77,8 @@ impl Dynamics for CartPole {
         theta_dot += TAU * thetaacc;
         self.state = [x, x_dot, theta, theta_dot];
         let th = theta_threshold();
+        // Written as Gymnasium writes it.
+        #[allow(clippy::manual_range_contains)]
         let terminated = x < -X_THRESHOLD || x > X_THRESHOLD || theta < -th || theta > th;
         let reward = if !terminated {
             1.0

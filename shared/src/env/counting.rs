@@ -76,7 +76,12 @@ impl Dynamics for Counting {
     }
 
     fn state(&self) -> Vec<f64> {
-        vec![self.tag as f64, self.t as f64, self.last_action as f64, self.length as f64]
+        vec![
+            self.tag as f64,
+            self.t as f64,
+            self.last_action as f64,
+            self.length as f64,
+        ]
     }
 
     fn set_state(&mut self, state: &[f64]) {

@@ -148,7 +148,10 @@ mod tests {
     #[test]
     fn unknown_id_names_the_choices() {
         let err = make("Nope-v9").err().unwrap().to_string();
-        assert!(err.contains("Nope-v9") && err.contains("CartPole-v1"), "{err}");
+        assert!(
+            err.contains("Nope-v9") && err.contains("CartPole-v1"),
+            "{err}"
+        );
     }
 
     #[test]

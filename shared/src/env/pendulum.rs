@@ -26,7 +26,10 @@ impl Default for Pendulum {
         Pendulum {
             spec: EnvSpec {
                 id: "Pendulum-v1",
-                observation_space: Space::Box { low: high.iter().map(|h| -h).collect(), high },
+                observation_space: Space::Box {
+                    low: high.iter().map(|h| -h).collect(),
+                    high,
+                },
                 action_space: Space::uniform_box(1, -MAX_TORQUE, MAX_TORQUE),
                 max_episode_steps: 200,
                 reward_threshold: None,

@@ -32,7 +32,10 @@ impl Space {
 
     /// A box with the same bound on every dimension.
     pub fn uniform_box(dim: usize, low: f32, high: f32) -> Space {
-        Space::Box { low: vec![low; dim], high: vec![high; dim] }
+        Space::Box {
+            low: vec![low; dim],
+            high: vec![high; dim],
+        }
     }
 
     /// Checks an untrusted continuous action: right length, finite values.
@@ -40,9 +43,9 @@ impl Space {
     /// Gymnasium's do.)
     pub fn check_continuous(&self, action: &[f32]) -> Result<(), String> {
         match self {
-            Space::Discrete { n } => {
-                Err(format!("continuous action given to a discrete space of {n} actions"))
-            }
+            Space::Discrete { n } => Err(format!(
+                "continuous action given to a discrete space of {n} actions"
+            )),
             Space::Box { low, .. } => {
                 if action.len() != low.len() {
                     return Err(format!(

@@ -26,7 +26,11 @@ pub struct TimeLimited<D> {
 
 impl<D: Dynamics> TimeLimited<D> {
     pub fn new(dynamics: D) -> Self {
-        TimeLimited { dynamics, rng: None, elapsed: 0 }
+        TimeLimited {
+            dynamics,
+            rng: None,
+            elapsed: 0,
+        }
     }
 
     pub fn dynamics(&self) -> &D {

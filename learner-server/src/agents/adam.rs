@@ -1,0 +1,102 @@
+//! [`Adam`] over one flat parameter tensor, with its state in the open so
+//! that checkpoints can save and restore it (tch's built-in optimizers keep
+//! their moments inside libtorch, out of reach).
+
+use tch::{Kind, Tensor};
+
+/// Adam (Kingma & Ba) with PyTorch's defaults and bias correction.
+#[derive(Debug)]
+pub struct Adam {
+    pub lr: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    /// First moment.
+    pub m: Tensor,
+    /// Second moment.
+    pub v: Tensor,
+    pub steps: u64,
+}
+
+impl Adam {
+    pub fn new(params: &Tensor, lr: f64) -> Self {
+        Adam {
+            lr,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            m: params.zeros_like().set_requires_grad(false),
+            v: params.zeros_like().set_requires_grad(false),
+            steps: 0,
+        }
+    }
+
+    /// One update of `params` from `grad`, in place.
+    pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
+        self.steps += 1;
+        let t = self.steps as i32;
+        let bias1 = 1.0 - self.beta1.powi(t);
+        let bias2 = 1.0 - self.beta2.powi(t);
+        let step_size = self.lr / bias1;
+        tch::no_grad(|| {
+            let _ = self.m.lerp_(grad, 1.0 - self.beta1);
+            let _ = self.v.lerp_(&grad.square(), 1.0 - self.beta2);
+            // params -= step_size * m / (sqrt(v) / sqrt(bias2) + eps)
+            let mut denom = self.v.sqrt();
+            let _ = denom.g_div_scalar_(bias2.sqrt());
+            let _ = denom.g_add_scalar_(self.eps);
+            let _ = denom.g_mul_scalar_(-1.0 / step_size);
+            let _ = params.addcdiv_(&self.m, &denom);
+        });
+    }
+
+    /// Scales `grad` in place so that its L2 norm is at most `max_norm`
+    /// (no host synchronisation).
+    pub fn clip_grad_norm(grad: &mut Tensor, max_norm: f64) {
+        tch::no_grad(|| {
+            let norm = grad.norm();
+            let coef = (norm + 1e-6).reciprocal() * max_norm;
+            let coef = coef.clamp_max(1.0).to_kind(Kind::Float);
+            let _ = grad.g_mul_(&coef);
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::{Device, nn, nn::OptimizerConfig};
+
+    /// Our Adam follows tch's (libtorch's) Adam on the same problem.
+    #[test]
+    fn matches_libtorch_adam() {
+        tch::manual_seed(3);
+        let target = Tensor::randn([16], (Kind::Float, Device::Cpu));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let theirs = vs.root().zeros("p", &[16]);
+        let mut opt = nn::Adam::default().build(&vs, 0.01).unwrap();
+        let mut ours = Tensor::zeros([16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        let mut adam = Adam::new(&ours, 0.01);
+        for _ in 0..50 {
+            let loss = (&theirs - &target).square().sum(Kind::Float);
+            opt.backward_step(&loss);
+            ours.zero_grad();
+            let loss = (&ours - &target).square().sum(Kind::Float);
+            loss.backward();
+            let grad = ours.grad();
+            adam.step(&mut ours, &grad);
+        }
+        let diff = (&ours - &theirs).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "max difference {diff}");
+    }
+
+    #[test]
+    fn clipping_bounds_the_norm_and_leaves_small_gradients() {
+        let mut g = Tensor::from_slice(&[3.0f32, 4.0]);
+        Adam::clip_grad_norm(&mut g, 1.0);
+        assert!((g.norm().double_value(&[]) - 1.0).abs() < 1e-5);
+        let mut small = Tensor::from_slice(&[0.3f32, 0.4]);
+        Adam::clip_grad_norm(&mut small, 1.0);
+        assert!((small.norm().double_value(&[]) - 0.5).abs() < 1e-6);
+    }
+}

@@ -1,0 +1,226 @@
+//! [`Dqn`]: deep Q-learning with a target network, double-DQN targets,
+//! Huber loss, gradient-norm clipping, Adam and an epsilon-greedy schedule.
+
+use super::{
+    Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
+};
+use crate::nets::FlatMlp;
+use crate::replay::{SampledBatch, Transition, UniformReplay};
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use rlfleet_shared::config::{DqnConfig, TargetUpdate};
+use rlfleet_shared::env::EnvSpec;
+use tch::{Device, Kind, Reduction, Tensor};
+
+/// The DQN learner: online and target Q-networks over flat parameters.
+#[derive(Debug)]
+pub struct Dqn {
+    cfg: DqnConfig,
+    net: FlatMlp,
+    n_actions: usize,
+    device: Device,
+    /// Online parameters (leaf tensor with gradients).
+    params: Tensor,
+    target: Tensor,
+    adam: crate::agents::Adam,
+    replay: UniformReplay,
+    /// Exploration and replay sampling.
+    rng: Pcg64,
+    batch: SampledBatch,
+    train_steps: u64,
+    last_loss: Option<Tensor>,
+}
+
+impl Dqn {
+    pub fn new(cfg: &DqnConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+        let n_actions = spec
+            .action_space
+            .n()
+            .expect("DQN needs a discrete action space (validated)");
+        let net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, n_actions);
+        tch::manual_seed(seed as i64);
+        let params = net.init(device).set_requires_grad(true);
+        let target = params.detach().copy();
+        let adam = crate::agents::Adam::new(&params, cfg.lr);
+        Dqn {
+            cfg: cfg.clone(),
+            net,
+            n_actions,
+            device,
+            target,
+            adam,
+            replay: UniformReplay::new(cfg.buffer_size as usize, spec.obs_dim(), 1),
+            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d0a1),
+            batch: SampledBatch::default(),
+            params,
+            train_steps: 0,
+            last_loss: None,
+        }
+    }
+
+    /// Exploration rate after `env_steps` (linear decay).
+    pub fn epsilon(&self, env_steps: u64) -> f64 {
+        let frac = (env_steps as f64 / self.cfg.eps_decay_steps as f64).min(1.0);
+        self.cfg.eps_start + frac * (self.cfg.eps_end - self.cfg.eps_start)
+    }
+
+    /// Q-values of a batch of observations under the online network.
+    pub fn q_values(&self, obs: &[f32], batch: usize) -> Tensor {
+        let x = Tensor::from_slice(obs)
+            .view([batch as i64, -1])
+            .to_device(self.device);
+        tch::no_grad(|| self.net.forward(&self.params, &x))
+    }
+
+    /// The online parameters (for tests and benchmarks).
+    pub fn params(&self) -> &Tensor {
+        &self.params
+    }
+
+    /// One gradient step on a sampled batch.
+    fn gradient_step(&mut self) {
+        let b = self.cfg.batch_size as usize;
+        self.replay.sample_into(b, &mut self.rng, &mut self.batch);
+        let od = self.batch.obs_dim as i64;
+        let bi = b as i64;
+        let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
+        let [o_obs, _, o_act, o_rew, o_term] = self.batch.offsets().map(|o| o as i64);
+        // obs and next_obs are adjacent: one forward pass over both.
+        let both = data.narrow(0, o_obs, 2 * bi * od).view([2 * bi, od]);
+        let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
+        let rewards = data.narrow(0, o_rew, bi);
+        let terminated = data.narrow(0, o_term, bi);
+
+        let q_all = self.net.forward(&self.params, &both);
+        let q_sa = q_all
+            .narrow(0, 0, bi)
+            .gather(1, &actions, false)
+            .squeeze_dim(1);
+        let target = tch::no_grad(|| {
+            let next = both.narrow(0, bi, bi);
+            let q_next_target = self.net.forward(&self.target, &next);
+            let next_q = if self.cfg.double {
+                let best = q_all.narrow(0, bi, bi).argmax(1, true);
+                q_next_target.gather(1, &best, false).squeeze_dim(1)
+            } else {
+                q_next_target.amax(1, false)
+            };
+            rewards + (1.0 - terminated) * next_q * self.cfg.gamma
+        });
+        let loss = q_sa.huber_loss(&target, Reduction::Mean, self.cfg.huber_delta);
+        self.params.zero_grad();
+        loss.backward();
+        let mut grad = self.params.grad();
+        crate::agents::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
+        self.adam.step(&mut self.params, &grad);
+        self.train_steps += 1;
+        if self
+            .train_steps
+            .is_multiple_of(u64::from(self.cfg.target_update_interval))
+        {
+            tch::no_grad(|| match self.cfg.target_update {
+                TargetUpdate::Hard => {
+                    self.target.copy_(&self.params);
+                }
+                TargetUpdate::Soft => {
+                    let _ = self.target.lerp_(&self.params, self.cfg.tau);
+                }
+            });
+        }
+        self.last_loss = Some(loss.detach());
+    }
+}
+
+impl Agent for Dqn {
+    fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
+        let a = if self.rng.random::<f64>() < self.epsilon(env_steps) {
+            self.rng.random_range(0..self.n_actions)
+        } else {
+            self.q_values(obs, 1).argmax(1, false).int64_value(&[0]) as usize
+        };
+        action[0] = a as f32;
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        self.replay.push(t);
+    }
+
+    fn train(&mut self, env_steps: u64) -> u32 {
+        let ready = env_steps >= self.cfg.learning_starts
+            && self.replay.len() >= self.cfg.batch_size as usize
+            && env_steps.is_multiple_of(u64::from(self.cfg.train_freq));
+        if !ready {
+            return 0;
+        }
+        for _ in 0..self.cfg.gradient_steps {
+            self.gradient_step();
+        }
+        self.cfg.gradient_steps
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.train_steps
+    }
+
+    fn replay_len(&self) -> usize {
+        self.replay.len()
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.train_steps,
+            data: to_vec(&self.params),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(w, self.net.numel() as usize)?;
+        copy_into(&mut self.params, &w.data);
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        let shape = vec![self.net.numel() as usize];
+        let named = |name: &str, t: &Tensor| NamedTensor {
+            name: name.into(),
+            shape: shape.clone(),
+            data: to_vec(t),
+        };
+        AgentState {
+            tensors: vec![
+                named("online", &self.params),
+                named("target", &self.target),
+                named("adam.m", &self.adam.m),
+                named("adam.v", &self.adam.v),
+            ],
+            train_steps: self.train_steps,
+            version: self.train_steps,
+            optimizer_steps: self.adam.steps,
+        }
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        let n = self.net.numel() as usize;
+        for name in ["online", "target", "adam.m", "adam.v"] {
+            let t = s.tensor(name)?;
+            check_weights(
+                &Weights {
+                    version: 0,
+                    data: t.data.clone(),
+                },
+                n,
+            )?;
+        }
+        copy_into(&mut self.params, &s.tensor("online")?.data);
+        copy_into(&mut self.target, &s.tensor("target")?.data);
+        copy_into(&mut self.adam.m, &s.tensor("adam.m")?.data);
+        copy_into(&mut self.adam.v, &s.tensor("adam.v")?.data);
+        self.adam.steps = s.optimizer_steps;
+        self.train_steps = s.train_steps;
+        Ok(())
+    }
+}

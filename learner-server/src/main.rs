@@ -1,0 +1,131 @@
+//! `learner-server`: parses flags, sets up logging and signals, and calls the
+//! library. Exit codes: 0 the run ended by its stop condition, 2 bad config,
+//! 1 any other error, 130 stopped by a signal (after checkpointing).
+
+use clap::{Parser, Subcommand, ValueEnum};
+use learner_server::workflows::{self, RunOptions, StopReason};
+use rlfleet_shared::config::RunConfig;
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser, Debug)]
+#[command(name = "learner-server", version, about = "The rlfleet learner")]
+struct Cli {
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Embedded mode: run one config to its stop condition, then exit.
+    Run {
+        /// The run config (TOML).
+        config: PathBuf,
+        /// Resume from this checkpoint (weights, optimizer state, counters).
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Do not draw the progress bar.
+        #[arg(long)]
+        no_progress: bool,
+    },
+    /// Check a run config and print it with every default filled in.
+    Check { config: PathBuf },
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Human => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+/// Cancels `token` on SIGINT or SIGTERM.
+async fn cancel_on_signal(token: CancellationToken) {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("install SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+    tracing::warn!("signal received: stopping the run (it checkpoints first)");
+    token.cancel();
+}
+
+fn load_config(path: &std::path::Path) -> Result<RunConfig, ExitCode> {
+    RunConfig::load(path).map_err(|e| {
+        eprintln!("error: {e}");
+        ExitCode::from(2)
+    })
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Check { config } => match load_config(&config) {
+            Ok(cfg) => {
+                print!("{}", cfg.to_resolved_toml());
+                ExitCode::SUCCESS
+            }
+            Err(code) => code,
+        },
+        Command::Run {
+            config,
+            resume,
+            no_progress,
+        } => {
+            let cfg = match load_config(&config) {
+                Ok(cfg) => cfg,
+                Err(code) => return code,
+            };
+            let opts = RunOptions {
+                resume,
+                progress: !no_progress && std::io::stderr().is_terminal(),
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            let token = CancellationToken::new();
+            runtime.spawn(cancel_on_signal(token.clone()));
+            let result = runtime.block_on(async {
+                let t = token.clone();
+                tokio::task::spawn_blocking(move || workflows::run(&cfg, &opts, t)).await
+            });
+            match result {
+                Ok(Ok(summary)) => {
+                    println!("{summary}");
+                    if summary.reason == StopReason::Cancelled {
+                        ExitCode::from(130)
+                    } else {
+                        ExitCode::SUCCESS
+                    }
+                }
+                Ok(Err(e)) => {
+                    eprintln!("error: {e:#}");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("error: the run panicked: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}

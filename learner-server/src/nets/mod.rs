@@ -1,0 +1,9 @@
+//! Networks whose parameters are one flat f32 tensor.
+//!
+//! A flat layout makes the operations rlfleet does all the time single tensor
+//! operations: an optimizer step, gradient clipping, a target-network update,
+//! and weights going out as raw flat f32 (what the wire carries).
+
+mod mlp;
+
+pub use mlp::FlatMlp;

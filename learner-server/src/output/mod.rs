@@ -1,0 +1,175 @@
+//! What a run leaves on disk: the resolved config, `episodes.csv`,
+//! `evals.csv`, the checkpoint, a learning-curve PNG and `summary.toml`.
+
+mod plot;
+
+pub use plot::plot_learning_curve;
+
+use rlfleet_shared::config::RunConfig;
+use std::fs::{File, OpenOptions};
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+
+/// One finished episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpisodeRecord {
+    /// 0-based index among the run's finished episodes.
+    pub episode: u64,
+    /// Which actor ran it (0 for in-process workflows).
+    pub actor: u32,
+    pub ret: f64,
+    pub length: u32,
+    /// Seconds since the run started (over all its sessions).
+    pub wall_secs: f64,
+    /// Policy version that acted at the episode's end.
+    pub policy_version: u64,
+    /// Env steps of the run when the episode finished.
+    pub env_steps: u64,
+}
+
+/// One evaluation of published weights.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalRecord {
+    pub env_steps: u64,
+    pub policy_version: u64,
+    pub mean_return: f64,
+    pub min_return: f64,
+    pub max_return: f64,
+    pub wall_secs: f64,
+}
+
+pub const EPISODES_HEADER: &str = "episode,actor,return,length,wall_secs,policy_version,env_steps";
+pub const EVALS_HEADER: &str =
+    "env_steps,policy_version,mean_return,min_return,max_return,wall_secs";
+
+/// The files of one run's output directory.
+#[derive(Debug)]
+pub struct RunOutput {
+    dir: PathBuf,
+    episodes: BufWriter<File>,
+    evals: BufWriter<File>,
+}
+
+fn csv(path: &Path, header: &str, append: bool) -> std::io::Result<BufWriter<File>> {
+    let exists = append && path.exists();
+    let f = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .append(append)
+        .truncate(!append)
+        .open(path)?;
+    let mut w = BufWriter::new(f);
+    if !exists {
+        writeln!(w, "{header}")?;
+    }
+    Ok(w)
+}
+
+impl RunOutput {
+    /// Creates (or, when resuming, reopens for appending) the output
+    /// directory and writes the resolved config.
+    pub fn create(cfg: &RunConfig, resuming: bool) -> std::io::Result<RunOutput> {
+        let dir = cfg.output_dir();
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("config.resolved.toml"), cfg.to_resolved_toml())?;
+        Ok(RunOutput {
+            episodes: csv(&dir.join("episodes.csv"), EPISODES_HEADER, resuming)?,
+            evals: csv(&dir.join("evals.csv"), EVALS_HEADER, resuming)?,
+            dir,
+        })
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn checkpoint_path(&self) -> PathBuf {
+        self.dir.join("checkpoint.safetensors")
+    }
+
+    pub fn episode(&mut self, e: &EpisodeRecord) -> std::io::Result<()> {
+        writeln!(
+            self.episodes,
+            "{},{},{},{},{:.3},{},{}",
+            e.episode, e.actor, e.ret, e.length, e.wall_secs, e.policy_version, e.env_steps
+        )
+    }
+
+    pub fn eval(&mut self, e: &EvalRecord) -> std::io::Result<()> {
+        writeln!(
+            self.evals,
+            "{},{},{},{},{},{:.3}",
+            e.env_steps, e.policy_version, e.mean_return, e.min_return, e.max_return, e.wall_secs
+        )?;
+        self.evals.flush()
+    }
+
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.episodes.flush()?;
+        self.evals.flush()
+    }
+}
+
+/// Reads `episodes.csv` back (for plots over resumed runs, and tests).
+pub fn read_episodes(path: &Path) -> std::io::Result<Vec<EpisodeRecord>> {
+    let text = std::fs::read_to_string(path)?;
+    let bad = |line: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad episodes.csv line: {line}"),
+        )
+    };
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let f: Vec<&str> = line.split(',').collect();
+            if f.len() != 7 {
+                return Err(bad(line));
+            }
+            let p = |i: usize| f[i].parse::<f64>().map_err(|_| bad(line));
+            Ok(EpisodeRecord {
+                episode: p(0)? as u64,
+                actor: p(1)? as u32,
+                ret: p(2)?,
+                length: p(3)? as u32,
+                wall_secs: p(4)?,
+                policy_version: p(5)? as u64,
+                env_steps: p(6)? as u64,
+            })
+        })
+        .collect()
+}
+
+/// Reads `evals.csv` back.
+pub fn read_evals(path: &Path) -> std::io::Result<Vec<EvalRecord>> {
+    let text = std::fs::read_to_string(path)?;
+    let bad = |line: &str| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("bad evals.csv line: {line}"),
+        )
+    };
+    text.lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|line| {
+            let f: Vec<f64> = line
+                .split(',')
+                .map(|x| x.parse::<f64>())
+                .collect::<Result<_, _>>()
+                .map_err(|_| bad(line))?;
+            if f.len() != 6 {
+                return Err(bad(line));
+            }
+            Ok(EvalRecord {
+                env_steps: f[0] as u64,
+                policy_version: f[1] as u64,
+                mean_return: f[2],
+                min_return: f[3],
+                max_return: f[4],
+                wall_secs: f[5],
+            })
+        })
+        .collect()
+}

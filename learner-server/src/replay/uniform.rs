@@ -1,0 +1,178 @@
+//! [`UniformReplay`]: a preallocated ring of transitions with uniform
+//! sampling.
+
+use rand::Rng;
+
+/// One transition as pushed by a workflow. Discrete actions are stored as
+/// their index in `action[0]` (exact in f32 below 2^24).
+#[derive(Debug, Clone, Copy)]
+pub struct Transition<'a> {
+    pub obs: &'a [f32],
+    pub action: &'a [f32],
+    pub reward: f32,
+    pub next_obs: &'a [f32],
+    /// True only for a terminal MDP state: truncation still bootstraps.
+    pub terminated: bool,
+}
+
+/// A ring buffer with all storage allocated up front.
+#[derive(Debug)]
+pub struct UniformReplay {
+    capacity: usize,
+    obs_dim: usize,
+    act_dim: usize,
+    obs: Vec<f32>,
+    next_obs: Vec<f32>,
+    actions: Vec<f32>,
+    rewards: Vec<f32>,
+    terminated: Vec<f32>,
+    /// Next slot to write.
+    head: usize,
+    len: usize,
+    /// Transitions ever pushed (counts overwritten ones too).
+    pushed: u64,
+}
+
+/// A sampled batch laid out as one contiguous buffer
+/// `[obs | next_obs | actions | rewards | terminated]`, so that it becomes a
+/// tensor with a single copy.
+#[derive(Debug, Default)]
+pub struct SampledBatch {
+    pub data: Vec<f32>,
+    pub batch: usize,
+    pub obs_dim: usize,
+    pub act_dim: usize,
+}
+
+impl SampledBatch {
+    /// Offsets of the five parts in `data`.
+    pub fn offsets(&self) -> [usize; 5] {
+        let b = self.batch;
+        let o = b * self.obs_dim;
+        [
+            0,
+            o,
+            2 * o,
+            2 * o + b * self.act_dim,
+            2 * o + b * self.act_dim + b,
+        ]
+    }
+}
+
+impl UniformReplay {
+    pub fn new(capacity: usize, obs_dim: usize, act_dim: usize) -> Self {
+        assert!(capacity > 0, "replay capacity must be positive");
+        UniformReplay {
+            capacity,
+            obs_dim,
+            act_dim,
+            obs: vec![0.0; capacity * obs_dim],
+            next_obs: vec![0.0; capacity * obs_dim],
+            actions: vec![0.0; capacity * act_dim],
+            rewards: vec![0.0; capacity],
+            terminated: vec![0.0; capacity],
+            head: 0,
+            len: 0,
+            pushed: 0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Transitions ever pushed, including those since overwritten.
+    pub fn pushed(&self) -> u64 {
+        self.pushed
+    }
+
+    /// Stores a transition, overwriting the oldest when full.
+    pub fn push(&mut self, t: &Transition<'_>) {
+        debug_assert_eq!(t.obs.len(), self.obs_dim);
+        debug_assert_eq!(t.next_obs.len(), self.obs_dim);
+        debug_assert_eq!(t.action.len(), self.act_dim);
+        let i = self.head;
+        let (od, ad) = (self.obs_dim, self.act_dim);
+        self.obs[i * od..(i + 1) * od].copy_from_slice(t.obs);
+        self.next_obs[i * od..(i + 1) * od].copy_from_slice(t.next_obs);
+        self.actions[i * ad..(i + 1) * ad].copy_from_slice(t.action);
+        self.rewards[i] = t.reward;
+        self.terminated[i] = if t.terminated { 1.0 } else { 0.0 };
+        self.head = (self.head + 1) % self.capacity;
+        self.len = (self.len + 1).min(self.capacity);
+        self.pushed += 1;
+    }
+
+    /// Samples `batch` transitions uniformly with replacement into `out`.
+    pub fn sample_into<R: Rng>(&self, batch: usize, rng: &mut R, out: &mut SampledBatch) {
+        assert!(self.len > 0, "cannot sample from an empty replay");
+        let (od, ad) = (self.obs_dim, self.act_dim);
+        out.batch = batch;
+        out.obs_dim = od;
+        out.act_dim = ad;
+        out.data.resize(batch * (2 * od + ad + 2), 0.0);
+        let [o_obs, o_next, o_act, o_rew, o_term] = out.offsets();
+        for k in 0..batch {
+            let i = rng.random_range(0..self.len);
+            out.data[o_obs + k * od..o_obs + (k + 1) * od]
+                .copy_from_slice(&self.obs[i * od..(i + 1) * od]);
+            out.data[o_next + k * od..o_next + (k + 1) * od]
+                .copy_from_slice(&self.next_obs[i * od..(i + 1) * od]);
+            out.data[o_act + k * ad..o_act + (k + 1) * ad]
+                .copy_from_slice(&self.actions[i * ad..(i + 1) * ad]);
+            out.data[o_rew + k] = self.rewards[i];
+            out.data[o_term + k] = self.terminated[i];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn push(r: &mut UniformReplay, v: f32) {
+        r.push(&Transition {
+            obs: &[v, v],
+            action: &[v],
+            reward: v,
+            next_obs: &[v + 0.5, v + 0.5],
+            terminated: v >= 3.0,
+        });
+    }
+
+    #[test]
+    fn ring_overwrites_oldest_and_samples_only_live_transitions() {
+        let mut r = UniformReplay::new(3, 2, 1);
+        for v in 0..5 {
+            push(&mut r, v as f32);
+        }
+        assert_eq!((r.len(), r.pushed()), (3, 5));
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(1);
+        let mut b = SampledBatch::default();
+        r.sample_into(200, &mut rng, &mut b);
+        let [o_obs, o_next, o_act, o_rew, o_term] = b.offsets();
+        let mut seen = std::collections::BTreeSet::new();
+        for k in 0..200 {
+            let v = b.data[o_rew + k];
+            assert!(
+                (2.0..=4.0).contains(&v),
+                "sampled overwritten transition {v}"
+            );
+            assert_eq!(b.data[o_obs + 2 * k], v);
+            assert_eq!(b.data[o_next + 2 * k + 1], v + 0.5);
+            assert_eq!(b.data[o_act + k], v);
+            assert_eq!(b.data[o_term + k], if v >= 3.0 { 1.0 } else { 0.0 });
+            seen.insert(v as i32);
+        }
+        assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![2, 3, 4]);
+    }
+}

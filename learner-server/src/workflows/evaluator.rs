@@ -1,0 +1,168 @@
+//! The evaluator: a thread with its own environment and its own copy of the
+//! policy that scores the latest published weights with greedy episodes,
+//! without stalling training. Publication is a latest-value slot: if
+//! training publishes faster than evaluation runs, older weights are skipped.
+
+use crate::agents::{Policy, Weights};
+use rlfleet_shared::env::{self, Action, Env};
+use std::sync::mpsc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+/// Seeds of evaluation episode `i` are `EVAL_SEED_BASE + run seed * 1000 + i`
+/// (the same start states at every evaluation, apart from training's).
+pub const EVAL_SEED_BASE: u64 = 1 << 40;
+
+/// The score of one publication.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EvalResult {
+    pub env_steps: u64,
+    pub weights: Weights,
+    pub returns: Vec<f64>,
+}
+
+impl EvalResult {
+    pub fn mean(&self) -> f64 {
+        self.returns.iter().sum::<f64>() / self.returns.len() as f64
+    }
+    pub fn min(&self) -> f64 {
+        self.returns.iter().copied().fold(f64::INFINITY, f64::min)
+    }
+    pub fn max(&self) -> f64 {
+        self.returns
+            .iter()
+            .copied()
+            .fold(f64::NEG_INFINITY, f64::max)
+    }
+}
+
+#[derive(Debug, Default)]
+struct Slot {
+    job: Option<(Weights, u64)>,
+    closed: bool,
+}
+
+/// Handle to the evaluator thread.
+#[derive(Debug)]
+pub struct Evaluator {
+    slot: Arc<(Mutex<Slot>, Condvar)>,
+    results: mpsc::Receiver<EvalResult>,
+    thread: Option<JoinHandle<()>>,
+}
+
+/// Plays `episodes` greedy episodes with `policy`; returns their returns.
+pub fn evaluate(env: &mut dyn Env, policy: &mut dyn Policy, episodes: u32, seed: u64) -> Vec<f64> {
+    let spec = env.spec().clone();
+    let mut obs = vec![0f32; spec.obs_dim()];
+    let mut action = vec![0f32; spec.action_space.flat_dim()];
+    (0..episodes)
+        .map(|i| {
+            env.reset(Some(EVAL_SEED_BASE + seed * 1000 + u64::from(i)), &mut obs);
+            let mut ret = 0.0;
+            loop {
+                policy.act(&obs, &mut action);
+                let a = if spec.action_space.is_discrete() {
+                    Action::Discrete(action[0] as usize)
+                } else {
+                    Action::Continuous(&action)
+                };
+                let step = env.step(a, &mut obs);
+                ret += step.reward;
+                if step.done() {
+                    return ret;
+                }
+            }
+        })
+        .collect()
+}
+
+impl Evaluator {
+    /// Starts the thread. `policy` is the evaluator's own copy.
+    pub fn spawn(env_id: &str, mut policy: Box<dyn Policy>, episodes: u32, seed: u64) -> Evaluator {
+        let slot = Arc::new((Mutex::new(Slot::default()), Condvar::new()));
+        let (tx, results) = mpsc::channel();
+        let mut env = env::make(env_id).expect("env id validated with the config");
+        let shared = slot.clone();
+        let thread = std::thread::Builder::new()
+            .name("evaluator".into())
+            .spawn(move || {
+                loop {
+                    let (weights, env_steps) = {
+                        let (lock, cv) = &*shared;
+                        let mut s = lock.lock().expect("evaluator slot");
+                        loop {
+                            if let Some(job) = s.job.take() {
+                                break job;
+                            }
+                            if s.closed {
+                                return;
+                            }
+                            s = cv.wait(s).expect("evaluator slot");
+                        }
+                    };
+                    if let Err(e) = policy.load(&weights) {
+                        tracing::error!("evaluator cannot load weights: {e}");
+                        continue;
+                    }
+                    let returns = evaluate(env.as_mut(), policy.as_mut(), episodes, seed);
+                    if tx
+                        .send(EvalResult {
+                            env_steps,
+                            weights,
+                            returns,
+                        })
+                        .is_err()
+                    {
+                        return;
+                    }
+                }
+            })
+            .expect("spawn evaluator thread");
+        Evaluator {
+            slot,
+            results,
+            thread: Some(thread),
+        }
+    }
+
+    /// Offers weights for evaluation, replacing any not yet started.
+    pub fn publish(&self, weights: Weights, env_steps: u64) {
+        let (lock, cv) = &*self.slot;
+        lock.lock().expect("evaluator slot").job = Some((weights, env_steps));
+        cv.notify_one();
+    }
+
+    /// A finished evaluation, if one is ready.
+    pub fn try_result(&self) -> Option<EvalResult> {
+        self.results.try_recv().ok()
+    }
+
+    /// Stops the thread after the job in progress and any pending one
+    /// (`last`, when given, is queued first), and returns what they scored.
+    pub fn finish(mut self, last: Option<(Weights, u64)>) -> Vec<EvalResult> {
+        {
+            let (lock, cv) = &*self.slot;
+            let mut s = lock.lock().expect("evaluator slot");
+            if last.is_some() {
+                s.job = last;
+            }
+            s.closed = true;
+            cv.notify_one();
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        self.results.try_iter().collect()
+    }
+}
+
+impl Drop for Evaluator {
+    fn drop(&mut self) {
+        let (lock, cv) = &*self.slot;
+        if let Ok(mut s) = lock.lock() {
+            s.job = None;
+            s.closed = true;
+            cv.notify_one();
+        }
+    }
+}

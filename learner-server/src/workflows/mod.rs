@@ -1,0 +1,41 @@
+//! Workflows: how acting, training and evaluation are arranged for a run.
+//!
+//! `single` (JORLDY's single): one environment loop in the learner process,
+//! training inline, an evaluator thread scoring published weights. The
+//! distributed workflows of DESIGN.md reuse the same pieces (agent, replay,
+//! evaluator, stop rules, output) over a transport.
+
+mod evaluator;
+mod progress;
+mod single;
+mod stop;
+mod summary;
+
+pub use evaluator::{EvalResult, Evaluator};
+pub use single::SingleRun;
+pub use stop::{StopReason, check_limits};
+pub use summary::RunSummary;
+
+use rlfleet_shared::config::{RunConfig, WorkflowKind};
+use tokio_util::sync::CancellationToken;
+
+/// How a run is started, beyond its config.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Resume from this checkpoint (counters, weights, optimizer state).
+    pub resume: Option<std::path::PathBuf>,
+    /// Draw a progress bar on stderr (when it is a terminal).
+    pub progress: bool,
+}
+
+/// Runs a config to its stop condition (or until `cancel` fires).
+pub fn run(
+    cfg: &RunConfig,
+    opts: &RunOptions,
+    cancel: CancellationToken,
+) -> anyhow::Result<RunSummary> {
+    match cfg.workflow {
+        WorkflowKind::Single => SingleRun::new(cfg, opts)?.run(&cancel),
+        other => anyhow::bail!("workflow `{other}` is not available in this build"),
+    }
+}

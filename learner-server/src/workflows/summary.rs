@@ -1,0 +1,70 @@
+//! [`RunSummary`]: how a run ended, printed as its last line and written as
+//! `summary.toml`.
+
+use super::StopReason;
+use crate::checkpoint::RunCounters;
+use std::fmt;
+use std::path::PathBuf;
+
+/// The outcome of a run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunSummary {
+    pub reason: StopReason,
+    pub counters: RunCounters,
+    pub train_steps: u64,
+    /// Best evaluation mean and the env steps it was published at.
+    pub best_eval: Option<(f64, u64)>,
+    /// Evaluation mean of the final weights.
+    pub final_eval: Option<f64>,
+    /// Env steps per second in this session.
+    pub env_steps_per_sec: f64,
+    pub output_dir: PathBuf,
+}
+
+impl RunSummary {
+    pub fn target_reached(&self) -> bool {
+        matches!(self.reason, StopReason::TargetReached { .. })
+    }
+
+    /// The summary as TOML.
+    pub fn to_toml(&self) -> String {
+        let opt = |v: Option<f64>| v.map_or("nan".to_string(), |v| format!("{v}"));
+        format!(
+            "reason = {:?}\ntarget_reached = {}\nenv_steps = {}\nepisodes = {}\ntrain_steps = {}\n\
+             wall_secs = {}\nenv_steps_per_sec = {}\nbest_eval_return = {}\nbest_eval_env_steps = {}\n\
+             final_eval_return = {}\n",
+            self.reason.to_string(),
+            self.target_reached(),
+            self.counters.env_steps,
+            self.counters.episodes,
+            self.train_steps,
+            self.counters.wall_secs,
+            self.env_steps_per_sec,
+            opt(self.best_eval.map(|b| b.0)),
+            self.best_eval.map_or(0, |b| b.1),
+            opt(self.final_eval),
+        )
+    }
+}
+
+impl fmt::Display for RunSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} env steps, {} episodes, {} train steps in {:.1} s ({:.0} env steps/s)",
+            self.reason,
+            self.counters.env_steps,
+            self.counters.episodes,
+            self.train_steps,
+            self.counters.wall_secs,
+            self.env_steps_per_sec
+        )?;
+        if let Some((best, at)) = self.best_eval {
+            write!(f, "; best eval {best:.1} at {at} steps")?;
+        }
+        if let Some(last) = self.final_eval {
+            write!(f, "; final eval {last:.1}")?;
+        }
+        write!(f, "; output in {}", self.output_dir.display())
+    }
+}

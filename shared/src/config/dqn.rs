@@ -1,0 +1,73 @@
+//! The `[dqn]` table: hyperparameters of the DQN agent, with defaults tuned
+//! for CartPole-v1 on a 2-core CPU.
+
+use serde::{Deserialize, Serialize};
+
+/// How the target network follows the online network.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TargetUpdate {
+    /// Copy the online weights every `target_update_interval` train steps.
+    Hard,
+    /// Polyak averaging with `tau` every `target_update_interval` steps.
+    Soft,
+}
+
+/// DQN hyperparameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DqnConfig {
+    /// Hidden layer widths of the Q-network MLP (ReLU).
+    pub hidden: Vec<u32>,
+    /// Adam learning rate.
+    pub lr: f64,
+    pub gamma: f64,
+    pub batch_size: u32,
+    /// Replay ring capacity in transitions.
+    pub buffer_size: u32,
+    /// Env steps before training starts (random-ish exploration fills replay).
+    pub learning_starts: u64,
+    /// Train every this many env steps...
+    pub train_freq: u32,
+    /// ...with this many gradient steps each time.
+    pub gradient_steps: u32,
+    pub target_update: TargetUpdate,
+    /// Train steps between target updates.
+    pub target_update_interval: u32,
+    /// Polyak coefficient for soft updates.
+    pub tau: f64,
+    /// Double-DQN targets (online argmax, target evaluation).
+    pub double: bool,
+    /// Gradient L2-norm clip.
+    pub max_grad_norm: f64,
+    /// Huber loss threshold.
+    pub huber_delta: f64,
+    pub eps_start: f64,
+    pub eps_end: f64,
+    /// Env steps over which epsilon decays linearly.
+    pub eps_decay_steps: u64,
+}
+
+impl Default for DqnConfig {
+    fn default() -> Self {
+        DqnConfig {
+            hidden: vec![64, 64],
+            lr: 1e-3,
+            gamma: 0.99,
+            batch_size: 64,
+            buffer_size: 50_000,
+            learning_starts: 1_000,
+            train_freq: 1,
+            gradient_steps: 1,
+            target_update: TargetUpdate::Hard,
+            target_update_interval: 500,
+            tau: 1.0,
+            double: true,
+            max_grad_norm: 10.0,
+            huber_delta: 1.0,
+            eps_start: 1.0,
+            eps_end: 0.05,
+            eps_decay_steps: 10_000,
+        }
+    }
+}

@@ -1,0 +1,68 @@
+//! The names a run config chooses among: agents, workflows, transports.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// The learner-side algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentKind {
+    Dqn,
+}
+
+/// How actors and learners cooperate (DESIGN.md's workflow table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkflowKind {
+    Single,
+    Sync,
+    Async,
+    AsyncWindow,
+    NbAsync,
+    Rma,
+    RmaQueuePopAll,
+    Random,
+    Seed,
+    SeedA2c,
+    MlAsync,
+    MlRma,
+    MlRmaQueue,
+    MlRmaQueueShort,
+    Orchestrated,
+}
+
+impl WorkflowKind {
+    /// Workflows this build can run.
+    pub const IMPLEMENTED: &[WorkflowKind] = &[WorkflowKind::Single];
+}
+
+/// How experience and weights travel between actors and the learner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TransportKind {
+    #[default]
+    Inproc,
+    Quic,
+    Mpi,
+}
+
+/// The config spelling of a kind (its serde name).
+fn config_name<T: Serialize>(v: &T) -> String {
+    // A unit variant serialises as its kebab-case name.
+    toml::Value::try_from(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+macro_rules! display_by_config_name {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&config_name(self))
+            }
+        }
+    )*};
+}
+
+display_by_config_name!(AgentKind, WorkflowKind, TransportKind);

@@ -1,0 +1,44 @@
+//! The run config's `[stop]`, `[eval]` and `[checkpoint]` tables.
+
+use serde::{Deserialize, Serialize};
+
+/// When a run ends: the first condition met. At least one must be set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StopConfig {
+    /// Stop once the mean return of an evaluation reaches this.
+    pub target_eval_return: Option<f64>,
+    /// Stop after this many environment steps in total.
+    pub max_env_steps: Option<u64>,
+    /// Stop after this many *finished* episodes.
+    pub max_episodes: Option<u64>,
+    /// Stop after this much wall time.
+    pub max_wall_secs: Option<f64>,
+}
+
+/// Greedy evaluation of the latest weights, off the training path.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalConfig {
+    /// Publish weights to the evaluator every this many env steps.
+    pub period_steps: u64,
+    /// Episodes per evaluation (their mean is the evaluation return).
+    pub episodes: u32,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            period_steps: 2_000,
+            episodes: 10,
+        }
+    }
+}
+
+/// Checkpointing: weights, optimizer state and counters.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointConfig {
+    /// Write a checkpoint every this many env steps (0: only at the end).
+    pub period_steps: u64,
+}

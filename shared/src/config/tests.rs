@@ -1,0 +1,92 @@
+//! Config parsing and validation: what is accepted, and that every rejection
+//! names the problem.
+
+use super::*;
+
+const MINIMAL: &str = r#"
+name = "t"
+env = "CartPole-v1"
+agent = "dqn"
+workflow = "single"
+output_dir = "runs/t"
+[stop]
+max_env_steps = 100
+"#;
+
+fn err(text: &str) -> String {
+    RunConfig::from_toml(text, "test.toml")
+        .unwrap_err()
+        .to_string()
+}
+
+#[test]
+fn minimal_config_fills_defaults_and_round_trips() {
+    let cfg = RunConfig::from_toml(MINIMAL, "test.toml").unwrap();
+    assert_eq!(cfg.transport, TransportKind::Inproc);
+    assert_eq!(cfg.dqn, DqnConfig::default());
+    let resolved = cfg.to_resolved_toml();
+    let again = RunConfig::from_toml(&resolved, "resolved").unwrap();
+    assert_eq!(cfg, again);
+    assert!(
+        resolved.contains("[dqn]") && resolved.contains("gamma = 0.99"),
+        "{resolved}"
+    );
+}
+
+#[test]
+fn unknown_key_is_named_with_the_allowed_keys() {
+    let e = err(&MINIMAL.replace("[stop]", "[stop]\nmax_stepz = 3"));
+    assert!(
+        e.contains("unknown field `max_stepz`") && e.contains("max_env_steps"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_quotes_the_line() {
+    let e = err(&MINIMAL.replace("max_env_steps = 100", "max_env_steps = \"many\""));
+    assert!(
+        e.contains("max_env_steps = \"many\"") && e.contains("invalid type"),
+        "{e}"
+    );
+}
+
+#[test]
+fn out_of_range_names_key_value_and_range() {
+    let e = err(&format!("{MINIMAL}[dqn]\ngamma = 1.5\n"));
+    assert_eq!(e, "`dqn.gamma` = 1.5 is out of range: a number in (0, 1]");
+    let e = err(&format!(
+        "{MINIMAL}[dqn]\nbatch_size = 128\nbuffer_size = 100\n"
+    ));
+    assert!(
+        e.starts_with("`dqn.buffer_size` = 100 is out of range"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_enum_values_list_the_choices() {
+    let e = err(&MINIMAL.replace("agent = \"dqn\"", "agent = \"dqn2\""));
+    assert!(
+        e.contains("unknown variant `dqn2`") && e.contains("`dqn`"),
+        "{e}"
+    );
+    let e = err(&MINIMAL.replace("CartPole-v1", "CartPole-v7"));
+    assert!(e.contains("CartPole-v7") && e.contains("Acrobot-v1"), "{e}");
+}
+
+#[test]
+fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
+    let e = err(&MINIMAL.replace("\"single\"", "\"seed\""));
+    assert_eq!(
+        e,
+        "`workflow` = \"seed\" is not supported: this build runs single"
+    );
+    let e = err(&MINIMAL.replace("CartPole-v1", "Pendulum-v1"));
+    assert!(
+        e.contains("discrete action space") && e.contains("Pendulum-v1"),
+        "{e}"
+    );
+    let e = err(&MINIMAL.replace("[stop]\nmax_env_steps = 100", ""));
+    assert!(e.contains("[stop] sets no condition"), "{e}");
+}

@@ -1,0 +1,198 @@
+//! Second stage of config parsing: ranges and cross-field rules.
+
+use super::{AgentKind, ConfigError, RunConfig, TransportKind, WorkflowKind};
+use crate::env;
+use std::fmt::Display;
+
+/// `Err(OutOfRange)` unless `ok`.
+fn require<T: Display>(
+    key: &'static str,
+    value: T,
+    ok: bool,
+    allowed: &str,
+) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError::OutOfRange {
+            key,
+            value: value.to_string(),
+            allowed: allowed.to_string(),
+        })
+    }
+}
+
+fn positive_finite(key: &'static str, v: f64) -> Result<(), ConfigError> {
+    require(key, v, v.is_finite() && v > 0.0, "a finite number > 0")
+}
+
+fn unit_interval(key: &'static str, v: f64) -> Result<(), ConfigError> {
+    require(key, v, (0.0..=1.0).contains(&v), "a number in [0, 1]")
+}
+
+impl RunConfig {
+    /// Checks ranges and cross-field rules; the first problem is returned.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        require(
+            "name",
+            format!("{:?}", self.name),
+            !self.name.is_empty()
+                && self.name.len() <= 128
+                && self
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "1 to 128 characters of letters, digits, '-', '_' or '.'",
+        )?;
+        let spec = env::spec(&self.env).map_err(|_| ConfigError::Unsupported {
+            key: "env",
+            value: format!("{:?}", self.env),
+            allowed: format!("built-in environments are {}", env::ENV_IDS.join(", ")),
+        })?;
+        if !WorkflowKind::IMPLEMENTED.contains(&self.workflow) {
+            let names: Vec<String> = WorkflowKind::IMPLEMENTED
+                .iter()
+                .map(|w| w.to_string())
+                .collect();
+            return Err(ConfigError::Unsupported {
+                key: "workflow",
+                value: format!("\"{}\"", self.workflow),
+                allowed: format!("this build runs {}", names.join(", ")),
+            });
+        }
+        if self.workflow == WorkflowKind::Single && self.transport != TransportKind::Inproc {
+            return Err(ConfigError::Unsupported {
+                key: "transport",
+                value: format!("\"{}\"", self.transport),
+                allowed: "workflow `single` runs in one process: use \"inproc\"".into(),
+            });
+        }
+        match self.agent {
+            AgentKind::Dqn => {
+                if !spec.action_space.is_discrete() {
+                    return Err(ConfigError::Conflict(format!(
+                        "agent `dqn` needs a discrete action space, and `{}` has a continuous one",
+                        self.env
+                    )));
+                }
+                self.validate_dqn()?;
+            }
+        }
+        self.validate_stop()
+    }
+
+    fn validate_stop(&self) -> Result<(), ConfigError> {
+        let s = &self.stop;
+        if s.target_eval_return.is_none()
+            && s.max_env_steps.is_none()
+            && s.max_episodes.is_none()
+            && s.max_wall_secs.is_none()
+        {
+            return Err(ConfigError::Conflict(
+                "[stop] sets no condition: give at least one of target_eval_return, \
+                 max_env_steps, max_episodes, max_wall_secs"
+                    .into(),
+            ));
+        }
+        if let Some(t) = s.target_eval_return {
+            require(
+                "stop.target_eval_return",
+                t,
+                t.is_finite(),
+                "a finite number",
+            )?;
+        }
+        if let Some(n) = s.max_env_steps {
+            require("stop.max_env_steps", n, n >= 1, "an integer >= 1")?;
+        }
+        if let Some(n) = s.max_episodes {
+            require("stop.max_episodes", n, n >= 1, "an integer >= 1")?;
+        }
+        if let Some(w) = s.max_wall_secs {
+            positive_finite("stop.max_wall_secs", w)?;
+        }
+        let e = &self.eval;
+        require(
+            "eval.period_steps",
+            e.period_steps,
+            e.period_steps >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "eval.episodes",
+            e.episodes,
+            (1..=10_000).contains(&e.episodes),
+            "an integer in 1..=10000",
+        )?;
+        Ok(())
+    }
+
+    fn validate_dqn(&self) -> Result<(), ConfigError> {
+        let d = &self.dqn;
+        require(
+            "dqn.hidden",
+            format!("{:?}", d.hidden),
+            !d.hidden.is_empty()
+                && d.hidden.len() <= 8
+                && d.hidden.iter().all(|&h| (1..=65_536).contains(&h)),
+            "1 to 8 layer widths, each in 1..=65536",
+        )?;
+        positive_finite("dqn.lr", d.lr)?;
+        require(
+            "dqn.gamma",
+            d.gamma,
+            d.gamma > 0.0 && d.gamma <= 1.0,
+            "a number in (0, 1]",
+        )?;
+        require(
+            "dqn.batch_size",
+            d.batch_size,
+            (1..=65_536).contains(&d.batch_size),
+            "an integer in 1..=65536",
+        )?;
+        require(
+            "dqn.buffer_size",
+            d.buffer_size,
+            d.buffer_size >= d.batch_size && d.buffer_size <= 100_000_000,
+            &format!(
+                "an integer in {}..=100000000 (at least dqn.batch_size)",
+                d.batch_size
+            ),
+        )?;
+        require(
+            "dqn.train_freq",
+            d.train_freq,
+            d.train_freq >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.gradient_steps",
+            d.gradient_steps,
+            d.gradient_steps >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.target_update_interval",
+            d.target_update_interval,
+            d.target_update_interval >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.tau",
+            d.tau,
+            d.tau > 0.0 && d.tau <= 1.0,
+            "a number in (0, 1]",
+        )?;
+        positive_finite("dqn.max_grad_norm", d.max_grad_norm)?;
+        positive_finite("dqn.huber_delta", d.huber_delta)?;
+        unit_interval("dqn.eps_start", d.eps_start)?;
+        unit_interval("dqn.eps_end", d.eps_end)?;
+        require(
+            "dqn.eps_decay_steps",
+            d.eps_decay_steps,
+            d.eps_decay_steps >= 1,
+            "an integer >= 1",
+        )?;
+        Ok(())
+    }
+}

@@ -1,0 +1,111 @@
+//! Resume: a run stopped part-way continues from its checkpoint with the
+//! saved counters, weights and optimizer state, and appends to its files.
+
+use learner_server::checkpoint::Checkpoint;
+use learner_server::output::read_episodes;
+use learner_server::workflows::{RunOptions, SingleRun, StopReason};
+use rlfleet_shared::config::RunConfig;
+use rlfleet_tests::workspace_root;
+use tokio_util::sync::CancellationToken;
+
+fn config(dir: &std::path::Path, max_env_steps: u64) -> RunConfig {
+    let mut cfg =
+        RunConfig::load(&workspace_root().join("config/cartpole-dqn-single.toml")).unwrap();
+    cfg.output_dir = dir.to_path_buf();
+    cfg.stop.target_eval_return = None;
+    cfg.stop.max_env_steps = Some(max_env_steps);
+    cfg.eval.period_steps = 1_000;
+    cfg.eval.episodes = 2;
+    cfg
+}
+
+#[test]
+fn resumed_run_continues_from_saved_counters_and_weights() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = config(dir.path(), 3_000);
+    let summary = SingleRun::new(&first, &RunOptions::default())
+        .unwrap()
+        .run(&CancellationToken::new())
+        .unwrap();
+    assert_eq!(summary.reason, StopReason::MaxEnvSteps);
+    assert_eq!(summary.counters.env_steps, 3_000);
+    // learning_starts = 1000, one gradient step per env step after it.
+    assert_eq!(summary.train_steps, 2_001);
+
+    let ck_path = dir.path().join("checkpoint.safetensors");
+    let saved = Checkpoint::load(&ck_path).unwrap();
+    assert_eq!(saved.counters.env_steps, 3_000);
+    assert_eq!(saved.counters.episodes, summary.counters.episodes);
+    assert_eq!(saved.agent_state.train_steps, 2_001);
+    assert_eq!(saved.agent_state.optimizer_steps, 2_001);
+    let episodes_before = read_episodes(&dir.path().join("episodes.csv")).unwrap();
+    assert_eq!(episodes_before.len() as u64, saved.counters.episodes);
+
+    let second = config(dir.path(), 4_000);
+    let opts = RunOptions {
+        resume: Some(ck_path.clone()),
+        progress: false,
+    };
+    let run = SingleRun::new(&second, &opts).unwrap();
+    assert_eq!(run.counters(), saved.counters);
+    assert_eq!(run.agent().train_steps(), 2_001);
+    // Every tensor of the agent (online, target, Adam moments) is the saved one.
+    let state = run.agent().state();
+    assert_eq!(state.tensors.len(), 4);
+    for t in &state.tensors {
+        let want = saved.agent_state.tensor(&t.name).unwrap();
+        assert!(
+            t.data == want.data,
+            "tensor `{}` differs from the checkpoint",
+            t.name
+        );
+    }
+    assert_eq!(state.optimizer_steps, saved.agent_state.optimizer_steps);
+    assert!(run.agent().weights().data == saved.agent_state.tensor("online").unwrap().data);
+
+    let summary = run.run(&CancellationToken::new()).unwrap();
+    assert_eq!(
+        summary.counters.env_steps, 4_000,
+        "continues from 3,000, not from 0"
+    );
+    // The replay is not in the checkpoint: training resumes once the refilled
+    // replay holds a batch (64 transitions), i.e. from the 64th step on.
+    assert_eq!(summary.train_steps, 2_001 + (1_000 - 63));
+    let episodes = read_episodes(&dir.path().join("episodes.csv")).unwrap();
+    assert_eq!(
+        &episodes[..episodes_before.len()],
+        &episodes_before[..],
+        "earlier rows kept"
+    );
+    for (i, e) in episodes.iter().enumerate() {
+        assert_eq!(e.episode, i as u64, "episode ids continue");
+    }
+    let after = Checkpoint::load(&ck_path).unwrap();
+    assert_eq!(after.counters.env_steps, 4_000);
+    assert!(
+        after.agent_state.tensor("online").unwrap().data
+            != saved.agent_state.tensor("online").unwrap().data
+    );
+}
+
+#[test]
+fn resuming_from_a_checkpoint_of_another_env_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(dir.path(), 300);
+    SingleRun::new(&cfg, &RunOptions::default())
+        .unwrap()
+        .run(&CancellationToken::new())
+        .unwrap();
+    let mut other = cfg.clone();
+    other.env = "Acrobot-v1".into();
+    other.output_dir = dir.path().join("other");
+    let opts = RunOptions {
+        resume: Some(dir.path().join("checkpoint.safetensors")),
+        progress: false,
+    };
+    let err = SingleRun::new(&other, &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("CartPole-v1") && err.contains("Acrobot-v1"),
+        "{err}"
+    );
+}
