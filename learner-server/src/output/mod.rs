@@ -110,66 +110,55 @@ impl RunOutput {
     }
 }
 
-/// Reads `episodes.csv` back (for plots over resumed runs, and tests).
-pub fn read_episodes(path: &Path) -> std::io::Result<Vec<EpisodeRecord>> {
+/// Reads the numeric rows of one of the run's CSV files (header skipped),
+/// each with exactly `fields` values.
+fn read_rows(path: &Path, fields: usize) -> std::io::Result<Vec<Vec<f64>>> {
     let text = std::fs::read_to_string(path)?;
-    let bad = |line: &str| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("bad episodes.csv line: {line}"),
-        )
-    };
     text.lines()
         .skip(1)
         .filter(|l| !l.is_empty())
         .map(|line| {
-            let f: Vec<&str> = line.split(',').collect();
-            if f.len() != 7 {
-                return Err(bad(line));
-            }
-            let p = |i: usize| f[i].parse::<f64>().map_err(|_| bad(line));
-            Ok(EpisodeRecord {
-                episode: p(0)? as u64,
-                actor: p(1)? as u32,
-                ret: p(2)?,
-                length: p(3)? as u32,
-                wall_secs: p(4)?,
-                policy_version: p(5)? as u64,
-                env_steps: p(6)? as u64,
+            let row: Option<Vec<f64>> = line.split(',').map(|x| x.parse().ok()).collect();
+            row.filter(|r| r.len() == fields).ok_or_else(|| {
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "{}: bad line `{line}` (expected {fields} numbers)",
+                        path.display()
+                    ),
+                )
             })
         })
         .collect()
 }
 
+/// Reads `episodes.csv` back (for plots over resumed runs, and tests).
+pub fn read_episodes(path: &Path) -> std::io::Result<Vec<EpisodeRecord>> {
+    Ok(read_rows(path, 7)?
+        .into_iter()
+        .map(|f| EpisodeRecord {
+            episode: f[0] as u64,
+            actor: f[1] as u32,
+            ret: f[2],
+            length: f[3] as u32,
+            wall_secs: f[4],
+            policy_version: f[5] as u64,
+            env_steps: f[6] as u64,
+        })
+        .collect())
+}
+
 /// Reads `evals.csv` back.
 pub fn read_evals(path: &Path) -> std::io::Result<Vec<EvalRecord>> {
-    let text = std::fs::read_to_string(path)?;
-    let bad = |line: &str| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!("bad evals.csv line: {line}"),
-        )
-    };
-    text.lines()
-        .skip(1)
-        .filter(|l| !l.is_empty())
-        .map(|line| {
-            let f: Vec<f64> = line
-                .split(',')
-                .map(|x| x.parse::<f64>())
-                .collect::<Result<_, _>>()
-                .map_err(|_| bad(line))?;
-            if f.len() != 6 {
-                return Err(bad(line));
-            }
-            Ok(EvalRecord {
-                env_steps: f[0] as u64,
-                policy_version: f[1] as u64,
-                mean_return: f[2],
-                min_return: f[3],
-                max_return: f[4],
-                wall_secs: f[5],
-            })
+    Ok(read_rows(path, 6)?
+        .into_iter()
+        .map(|f| EvalRecord {
+            env_steps: f[0] as u64,
+            policy_version: f[1] as u64,
+            mean_return: f[2],
+            min_return: f[3],
+            max_return: f[4],
+            wall_secs: f[5],
         })
-        .collect()
+        .collect())
 }
