@@ -178,7 +178,7 @@ impl Agent for Dqn {
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(w, self.net.numel() as usize)?;
+        check_weights(&w.data, self.net.numel() as usize)?;
         copy_into(&mut self.params, &w.data);
         Ok(())
     }
@@ -206,14 +206,7 @@ impl Agent for Dqn {
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         let n = self.net.numel() as usize;
         for name in ["online", "target", "adam.m", "adam.v"] {
-            let t = s.tensor(name)?;
-            check_weights(
-                &Weights {
-                    version: 0,
-                    data: t.data.clone(),
-                },
-                n,
-            )?;
+            check_weights(&s.tensor(name)?.data, n)?;
         }
         copy_into(&mut self.params, &s.tensor("online")?.data);
         copy_into(&mut self.target, &s.tensor("target")?.data);

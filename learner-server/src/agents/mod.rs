@@ -104,15 +104,15 @@ pub fn build_policy(cfg: &RunConfig, spec: &EnvSpec) -> Box<dyn Policy> {
     }
 }
 
-/// Checks that published weights fit and are finite.
-pub(crate) fn check_weights(w: &Weights, expected: usize) -> Result<(), AgentError> {
-    if w.data.len() != expected {
+/// Checks that flat weights fit and are finite.
+pub(crate) fn check_weights(data: &[f32], expected: usize) -> Result<(), AgentError> {
+    if data.len() != expected {
         return Err(AgentError::WeightsLength {
             expected,
-            got: w.data.len(),
+            got: data.len(),
         });
     }
-    match w.data.iter().position(|v| !v.is_finite()) {
+    match data.iter().position(|v| !v.is_finite()) {
         Some(i) => Err(AgentError::NonFinite(i)),
         None => Ok(()),
     }

@@ -32,7 +32,7 @@ impl GreedyQPolicy {
 
 impl Policy for GreedyQPolicy {
     fn load(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(w, self.net.numel() as usize)?;
+        check_weights(&w.data, self.net.numel() as usize)?;
         copy_into(&mut self.params, &w.data);
         self.version = w.version;
         Ok(())
