@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# scripts/main.sh — the main job: DQN on CartPole-v1 with the embedded
-# `single` workflow, trained until 10 greedy evaluation episodes average
-# >= 475. Installs what it needs first (scripts/setup.sh). Extra arguments go
-# to `learner-server run` (e.g. --no-progress).
+# scripts/main.sh — the main job: the embedded default. The learner daemon on
+# loopback plus 4 real actor-client processes over QUIC train DQN on
+# CartPole-v1 with the `async` workflow until 10 greedy evaluation episodes
+# average >= 475. Installs what it needs first (scripts/setup.sh). Extra
+# arguments go to `learner-server run` (e.g. --no-progress).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-cargo build --release -p learner-server
-exec ./target/release/learner-server run config/cartpole-dqn-single.toml "$@"
+cargo build --release -p learner-server -p actor-client
+exec ./target/release/learner-server run config/cartpole-dqn-async.toml --local-actors 4 "$@"

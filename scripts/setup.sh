@@ -12,7 +12,7 @@
 _rlfleet_setup() {
     set -euo pipefail
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
-    local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6
+    local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
     local wheels="$cache/wheels"
     local libtorch="$cache/libtorch-$torch_ver"
     local ortdir="$cache/onnxruntime-$ort_ver"
@@ -64,6 +64,11 @@ _rlfleet_setup() {
         python3 -m venv "$venv"
         "$venv/bin/pip" install -q "gymnasium==$gym_ver" "numpy==$numpy_ver" "onnxruntime==$ort_ver"
         touch "$venv/.complete"
+    fi
+    # 3b. The OpenAPI validator (for the control API's document test).
+    if [ ! -f "$venv/.openapi-complete" ]; then
+        "$venv/bin/pip" install -q "openapi-spec-validator==$openapi_ver"
+        touch "$venv/.openapi-complete"
     fi
 
     export LIBTORCH="$libtorch"

@@ -1,7 +1,16 @@
 //! The rlfleet actor: runs environments and feeds a learner. It depends on
-//! `rlfleet-shared` only, never on libtorch. This first version runs
-//! episodes locally with a uniformly random policy (the actor half of the
-//! `random` workflow); the network transports come with the daemon.
+//! `rlfleet-shared` only, never on libtorch.
+//!
+//! Layout:
+//! - [`remote`]: the learner protocol over QUIC (connect, reconnect, the
+//!   `async`/`sync`/`seed` loops).
+//! - [`envs`]: the environments one actor runs behind one connection.
+//! - [`policy`]: epsilon-greedy actions from published Q-network weights.
+//! - [`random_rollout`]: local episodes with a random policy.
+
+pub mod envs;
+pub mod policy;
+pub mod remote;
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;

@@ -1,12 +1,70 @@
-//! `actor-client`: flags and output around the library.
+//! `actor-client`: flags, logging and exit codes around the library.
+//! `actor-client --server HOST:PORT --pin SHA256|--ca FILE [--token T]
+//! [--envs N]` feeds a learner; `actor-client rollout` plays locally.
 
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
+use rlfleet_shared::quic::{Liveness, Trust};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Parser, Debug)]
-#[command(name = "actor-client", version, about = "The rlfleet actor")]
+#[command(
+    name = "actor-client",
+    version,
+    about = "The rlfleet actor",
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    #[command(flatten)]
+    connect: ConnectArgs,
+}
+
+#[derive(Args, Debug)]
+struct ConnectArgs {
+    /// The learner's QUIC address, HOST:PORT.
+    #[arg(long)]
+    server: Option<String>,
+    /// Trust the learner's certificate if it chains to these PEM CAs.
+    #[arg(long, conflicts_with = "pin")]
+    ca: Option<PathBuf>,
+    /// Trust exactly the certificate with this SHA-256 fingerprint.
+    #[arg(long)]
+    pin: Option<String>,
+    /// Name to check in the certificate (default: the host in --server).
+    #[arg(long)]
+    server_name: Option<String>,
+    /// Shared secret, when the learner requires one.
+    #[arg(
+        long,
+        env = "RLFLEET_TOKEN",
+        default_value = "",
+        hide_env_values = true
+    )]
+    token: String,
+    /// Environments to run (they share the connection and the weights).
+    #[arg(long, default_value_t = 1)]
+    envs: u32,
+    /// Stable id of this actor (default: HOSTNAME-PID).
+    #[arg(long)]
+    actor_id: Option<String>,
+    /// Exit when the run ends instead of waiting for the next one.
+    #[arg(long)]
+    once: bool,
+    /// Give up after this many seconds without reaching the learner.
+    #[arg(long, default_value_t = 60.0)]
+    give_up_secs: f64,
+    #[arg(long, default_value_t = 1000)]
+    keep_alive_ms: u64,
+    #[arg(long, default_value_t = 5000)]
+    idle_timeout_ms: u64,
+    /// Log as JSON lines.
+    #[arg(long)]
+    log_json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -22,21 +80,113 @@ enum Command {
     },
 }
 
-fn main() -> anyhow::Result<()> {
-    match Cli::parse().command {
-        Command::Rollout {
-            env,
-            episodes,
-            seed,
-        } => {
-            let results = actor_client::random_rollout(&env, episodes, seed)?;
-            println!("episode,return,length,terminated");
-            for r in &results {
-                println!("{},{},{},{}", r.episode, r.ret, r.length, r.terminated);
+fn rollout(env: &str, episodes: u64, seed: u64) -> anyhow::Result<()> {
+    let results = actor_client::random_rollout(env, episodes, seed)?;
+    println!("episode,return,length,terminated");
+    for r in &results {
+        println!("{},{},{},{}", r.episode, r.ret, r.length, r.terminated);
+    }
+    let mean = results.iter().map(|r| r.ret).sum::<f64>() / results.len().max(1) as f64;
+    eprintln!("{} episodes of {env}, mean return {mean:.2}", results.len());
+    Ok(())
+}
+
+fn default_actor_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "actor".into());
+    format!("{host}-{}", std::process::id())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Some(Command::Rollout {
+        env,
+        episodes,
+        seed,
+    }) = cli.command
+    {
+        return match rollout(&env, episodes, seed) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
             }
-            let mean = results.iter().map(|r| r.ret).sum::<f64>() / results.len().max(1) as f64;
-            eprintln!("{} episodes of {env}, mean return {mean:.2}", results.len());
-            Ok(())
+        };
+    }
+    let c = cli.connect;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if c.log_json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+    let Some(server) = c.server else {
+        eprintln!("error: give --server HOST:PORT (or the `rollout` subcommand)");
+        return ExitCode::from(2);
+    };
+    let trust = match (c.ca, c.pin) {
+        (Some(ca), None) => Trust::CaFile(ca),
+        (None, Some(pin)) => Trust::Pin(pin),
+        _ => {
+            eprintln!("error: give --ca FILE or --pin SHA256 to trust the learner");
+            return ExitCode::from(2);
+        }
+    };
+    let opts = actor_client::remote::ActorOptions {
+        server,
+        server_name: c.server_name,
+        trust,
+        token: c.token,
+        envs: c.envs.max(1),
+        actor_id: c.actor_id.unwrap_or_else(default_actor_id),
+        once: c.once,
+        liveness: Liveness {
+            keep_alive: Duration::from_millis(c.keep_alive_ms),
+            idle_timeout: Duration::from_millis(c.idle_timeout_ms),
+        },
+        max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,
+        give_up_after: Duration::from_secs_f64(c.give_up_secs),
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let cancel = CancellationToken::new();
+    let result = runtime.block_on(async {
+        let c2 = cancel.clone();
+        tokio::spawn(async move {
+            let _ = tokio::signal::ctrl_c().await;
+            c2.cancel();
+        });
+        actor_client::remote::run(opts, cancel).await
+    });
+    match result {
+        Ok(r) => {
+            // One write, so lines of actors sharing a terminal do not mix.
+            let line = format!(
+                "actor done: {} env steps, {} episodes, {} batches ({} resent), {} inference requests, {} sessions\n",
+                r.env_steps,
+                r.episodes,
+                r.batches_sent,
+                r.batches_resent,
+                r.inference_requests,
+                r.sessions
+            );
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if actor_client::remote::refusal_code(&e).is_some() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::FAILURE
+            }
         }
     }
 }

@@ -6,6 +6,9 @@
 //!   tch's built-in Adam) on the same data.
 //! - `envs`: environment steps/s of each built-in env, against the counting
 //!   env through the same trait (the cost of the interface itself).
+//! - `seed`: SEED central inference over QUIC (see `seed.rs`).
+
+mod seed;
 
 use clap::{Parser, Subcommand};
 use learner_server::agents::{Agent, Dqn};
@@ -39,6 +42,13 @@ enum What {
     Envs {
         #[arg(long, default_value_t = 1.0)]
         secs: f64,
+    },
+    /// SEED inference over QUIC vs. a constant-action server and an echo.
+    Seed {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+        #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
+        actors: Vec<usize>,
     },
 }
 
@@ -225,5 +235,14 @@ fn main() -> anyhow::Result<()> {
     match cli.what {
         What::Dqn { secs } => bench_dqn(secs, &cli.out),
         What::Envs { secs } => bench_envs(secs, &cli.out),
+        What::Seed { secs, actors } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let cfg = std::path::Path::new("config/cartpole-dqn-seed.toml");
+            let rows = rt.block_on(seed::bench(cfg, &actors, secs))?;
+            write_json(&cli.out, "seed", &rows)
+        }
     }
 }

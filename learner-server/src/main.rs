@@ -3,6 +3,9 @@
 //! 1 any other error, 130 stopped by a signal (after checkpointing).
 
 use clap::{Parser, Subcommand, ValueEnum};
+use learner_server::daemon;
+use learner_server::embedded::{self, LocalActors};
+use learner_server::server_config::ServerConfig;
 use learner_server::workflows::{self, RunOptions, StopReason};
 use rlfleet_shared::config::RunConfig;
 use std::io::IsTerminal;
@@ -38,6 +41,24 @@ enum Command {
         /// Do not draw the progress bar.
         #[arg(long)]
         no_progress: bool,
+        /// Distributed workflows: start this many `actor-client` processes
+        /// on loopback QUIC (0: wait for actors started elsewhere).
+        #[arg(long, default_value_t = 4)]
+        local_actors: usize,
+        /// Environments each local actor runs.
+        #[arg(long, default_value_t = 1)]
+        envs_per_actor: u32,
+    },
+    /// Daemon mode: serve actors (QUIC) and the control API (HTTP) until
+    /// SIGINT/SIGTERM.
+    Serve {
+        /// The server config (TOML): listeners, TLS, tokens.
+        #[arg(long)]
+        config: PathBuf,
+        /// Once listening, write the bound addresses and the certificate
+        /// fingerprint here as JSON (for scripts and tests).
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
     },
     /// Check a run config and print it with every default filled in.
     Check { config: PathBuf },
@@ -63,7 +84,7 @@ async fn cancel_on_signal(token: CancellationToken) {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-    tracing::warn!("signal received: stopping the run (it checkpoints first)");
+    tracing::warn!("signal received: stopping (runs checkpoint first)");
     token.cancel();
 }
 
@@ -85,10 +106,54 @@ fn main() -> ExitCode {
             }
             Err(code) => code,
         },
+        Command::Serve { config, ready_file } => {
+            let cfg = match ServerConfig::load(&config) {
+                Ok(c) => c,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            runtime.block_on(async {
+                let shutdown = CancellationToken::new();
+                tokio::spawn(cancel_on_signal(shutdown.clone()));
+                match daemon::start(&cfg, shutdown).await {
+                    Ok(d) => {
+                        if let Some(path) = ready_file {
+                            let info = serde_json::json!({
+                                "actors": d.actors_addr.to_string(),
+                                "api": d.api_addr.to_string(),
+                                "fingerprint": d.fingerprint,
+                                "cert": d.cert_path,
+                            });
+                            let tmp = path.with_extension("tmp");
+                            if let Err(e) = std::fs::write(&tmp, info.to_string())
+                                .and_then(|_| std::fs::rename(&tmp, &path))
+                            {
+                                eprintln!("error: cannot write {}: {e}", path.display());
+                            }
+                        }
+                        d.wait().await;
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e:#}");
+                        ExitCode::FAILURE
+                    }
+                }
+            })
+        }
         Command::Run {
             config,
             resume,
             no_progress,
+            local_actors,
+            envs_per_actor,
         } => {
             let cfg = match load_config(&config) {
                 Ok(cfg) => cfg,
@@ -98,7 +163,8 @@ fn main() -> ExitCode {
                 resume,
                 progress: !no_progress && std::io::stderr().is_terminal(),
             };
-            let runtime = tokio::runtime::Builder::new_current_thread()
+            let runtime = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
@@ -106,7 +172,16 @@ fn main() -> ExitCode {
             runtime.spawn(cancel_on_signal(token.clone()));
             let result = runtime.block_on(async {
                 let t = token.clone();
-                tokio::task::spawn_blocking(move || workflows::run(&cfg, &opts, t)).await
+                if cfg.workflow.is_distributed() {
+                    let actors = LocalActors {
+                        count: local_actors,
+                        envs_per_actor,
+                        binary: None,
+                    };
+                    Ok(embedded::run(cfg, opts, actors, t).await)
+                } else {
+                    tokio::task::spawn_blocking(move || workflows::run(&cfg, &opts, t)).await
+                }
             });
             match result {
                 Ok(Ok(summary)) => {

@@ -7,8 +7,15 @@
 //!   then validated ranges and cross-field rules).
 //! - [`env`]: the [`env::Env`] trait, spaces, the Gymnasium-exact classic
 //!   control environments and the deterministic counting env.
+//! - [`wire`]: the actor/learner protocol (rkyv messages in validated,
+//!   length-prefixed frames).
+//! - [`quic`]: TLS identities and trust, QUIC endpoints, framed streams.
+//! - [`nets`]: the MLP forward pass actors use to act from weights.
 //!
 //! This crate never links libtorch: actor processes depend on it alone.
 
 pub mod config;
 pub mod env;
+pub mod nets;
+pub mod quic;
+pub mod wire;

@@ -1,7 +1,12 @@
 //! rlfleet's cross-crate integration suite: one test binary, a module per
 //! area. Helpers are in the `rlfleet_tests` library (`tests/support/`).
 
+mod actor_faults;
 mod bad_config;
+mod bad_input;
+mod control_api;
+mod daemon_accounting;
 mod env_parity;
 mod resume;
 mod single_dqn;
+mod workflows_learn;

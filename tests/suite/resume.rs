@@ -21,6 +21,7 @@ fn config(dir: &std::path::Path, max_env_steps: u64) -> RunConfig {
 
 #[test]
 fn resumed_run_continues_from_saved_counters_and_weights() {
+    let _heavy = rlfleet_tests::heavy();
     let dir = tempfile::tempdir().unwrap();
     let first = config(dir.path(), 3_000);
     let summary = SingleRun::new(&first, &RunOptions::default())
@@ -90,6 +91,7 @@ fn resumed_run_continues_from_saved_counters_and_weights() {
 
 #[test]
 fn resuming_from_a_checkpoint_of_another_env_is_refused() {
+    let _heavy = rlfleet_tests::heavy();
     let dir = tempfile::tempdir().unwrap();
     let cfg = config(dir.path(), 300);
     SingleRun::new(&cfg, &RunOptions::default())

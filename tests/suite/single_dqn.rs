@@ -13,6 +13,7 @@ use std::process::Command;
 
 #[test]
 fn dqn_single_reaches_475_and_writes_its_outputs() {
+    let _heavy = rlfleet_tests::heavy();
     let dir = tempfile::tempdir().unwrap();
     let shipped = workspace_root().join("config/cartpole-dqn-single.toml");
     let mut cfg = RunConfig::load(&shipped).unwrap();

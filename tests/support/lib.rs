@@ -57,3 +57,12 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
     writer.join().expect("writer thread").expect("write stdin");
     out
 }
+
+pub mod daemon;
+
+/// Serialises the tests that train networks: on a 2-core machine two of
+/// them at once would each run at half speed and blur their budgets.
+pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}

@@ -141,6 +141,26 @@ impl Agent for Dqn {
         action[0] = a as f32;
     }
 
+    fn act_batch(&mut self, obs: &[f32], n: usize, env_steps: u64, actions: &mut [f32]) {
+        if n == 0 {
+            return;
+        }
+        let eps = self.epsilon(env_steps);
+        let greedy: Vec<i64> =
+            Vec::try_from(self.q_values(obs, n).argmax(1, false)).expect("argmax gives int64");
+        for (a, g) in actions.iter_mut().zip(greedy) {
+            *a = if self.rng.random::<f64>() < eps {
+                self.rng.random_range(0..self.n_actions) as f32
+            } else {
+                g as f32
+            };
+        }
+    }
+
+    fn epsilon(&self, env_steps: u64) -> f64 {
+        Dqn::epsilon(self, env_steps)
+    }
+
     fn observe(&mut self, t: &Transition<'_>) {
         self.replay.push(t);
     }

@@ -66,6 +66,23 @@ pub trait Agent: Send {
     /// at `env_steps`. Writes the action into `action` (a discrete index is
     /// written as `action[0]`).
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]);
+    /// [`Agent::act`] for `n` observations at once (one forward pass where
+    /// the agent can); `obs` holds `n` rows, `actions` receives `n` rows.
+    fn act_batch(&mut self, obs: &[f32], n: usize, env_steps: u64, actions: &mut [f32]) {
+        let (od, ad) = (obs.len() / n.max(1), actions.len() / n.max(1));
+        for i in 0..n {
+            self.act(
+                &obs[i * od..(i + 1) * od],
+                env_steps,
+                &mut actions[i * ad..(i + 1) * ad],
+            );
+        }
+    }
+    /// The exploration rate at `env_steps` that actors acting for this
+    /// agent use (0 when the agent explores otherwise).
+    fn epsilon(&self, _env_steps: u64) -> f64 {
+        0.0
+    }
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
     /// Trains as the schedule calls for after `env_steps` environment steps;

@@ -5,14 +5,17 @@
 //! distributed workflows of DESIGN.md reuse the same pieces (agent, replay,
 //! evaluator, stop rules, output) over a transport.
 
+mod book;
 mod evaluator;
 mod progress;
+pub mod remote;
 mod single;
 mod stop;
 mod summary;
 
+pub use book::RunBook;
 pub use evaluator::{EvalResult, Evaluator};
-pub use single::SingleRun;
+pub use single::{SingleRun, episode_seed};
 pub use stop::{StopReason, check_limits};
 pub use summary::RunSummary;
 

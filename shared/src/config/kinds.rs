@@ -33,7 +33,17 @@ pub enum WorkflowKind {
 
 impl WorkflowKind {
     /// Workflows this build can run.
-    pub const IMPLEMENTED: &[WorkflowKind] = &[WorkflowKind::Single];
+    pub const IMPLEMENTED: &[WorkflowKind] = &[
+        WorkflowKind::Single,
+        WorkflowKind::Async,
+        WorkflowKind::Sync,
+        WorkflowKind::Seed,
+    ];
+
+    /// Actors feed the learner over a transport.
+    pub fn is_distributed(self) -> bool {
+        self != WorkflowKind::Single
+    }
 }
 
 /// How experience and weights travel between actors and the learner.

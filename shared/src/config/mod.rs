@@ -6,12 +6,14 @@
 //! [`RunConfig::validate`] checks ranges and cross-field rules and names the
 //! key, the value and what is allowed.
 
+mod distributed;
 mod dqn;
 mod error;
 mod kinds;
 mod sections;
 mod validate;
 
+pub use distributed::DistributedConfig;
 pub use dqn::{DqnConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use kinds::{AgentKind, TransportKind, WorkflowKind};
@@ -44,6 +46,9 @@ pub struct RunConfig {
     pub eval: EvalConfig,
     #[serde(default)]
     pub checkpoint: CheckpointConfig,
+    /// Parameters of the actor/learner workflows.
+    #[serde(default)]
+    pub distributed: DistributedConfig,
     /// Hyperparameters of the `dqn` agent.
     #[serde(default)]
     pub dqn: DqnConfig,

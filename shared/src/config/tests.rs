@@ -77,11 +77,18 @@ fn unknown_enum_values_list_the_choices() {
 
 #[test]
 fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
+    let e = err(&MINIMAL.replace("\"single\"", "\"rma\""));
+    assert_eq!(
+        e,
+        "`workflow` = \"rma\" is not supported: this build runs single, async, sync, seed"
+    );
     let e = err(&MINIMAL.replace("\"single\"", "\"seed\""));
     assert_eq!(
         e,
-        "`workflow` = \"seed\" is not supported: this build runs single"
+        "`transport` = \"inproc\" is not supported: workflow `seed` runs over \"quic\" in this build"
     );
+    let e = err(&MINIMAL.replace("\"single\"", "\"async\"\ntransport = \"quic\""));
+    assert!(e.contains("set stop.max_episodes"), "{e}");
     let e = err(&MINIMAL.replace("CartPole-v1", "Pendulum-v1"));
     assert!(
         e.contains("discrete action space") && e.contains("Pendulum-v1"),

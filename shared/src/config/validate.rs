@@ -67,6 +67,23 @@ impl RunConfig {
                 allowed: "workflow `single` runs in one process: use \"inproc\"".into(),
             });
         }
+        if self.workflow.is_distributed() && self.transport != TransportKind::Quic {
+            return Err(ConfigError::Unsupported {
+                key: "transport",
+                value: format!("\"{}\"", self.transport),
+                allowed: format!(
+                    "workflow `{}` runs over \"quic\" in this build",
+                    self.workflow
+                ),
+            });
+        }
+        if self.workflow == WorkflowKind::Async && self.stop.max_episodes.is_none() {
+            return Err(ConfigError::Conflict(
+                "workflow `async` ends when all episodes have finished: set stop.max_episodes"
+                    .into(),
+            ));
+        }
+        self.validate_distributed()?;
         match self.agent {
             AgentKind::Dqn => {
                 if !spec.action_space.is_discrete() {
@@ -123,6 +140,41 @@ impl RunConfig {
             e.episodes,
             (1..=10_000).contains(&e.episodes),
             "an integer in 1..=10000",
+        )?;
+        Ok(())
+    }
+
+    fn validate_distributed(&self) -> Result<(), ConfigError> {
+        let d = &self.distributed;
+        require(
+            "distributed.batch_step_frequency",
+            d.batch_step_frequency,
+            (1..=1_000_000).contains(&d.batch_step_frequency),
+            "an integer in 1..=1000000",
+        )?;
+        require(
+            "distributed.steps_per_round",
+            d.steps_per_round,
+            (1..=1_000_000).contains(&d.steps_per_round),
+            "an integer in 1..=1000000",
+        )?;
+        require(
+            "distributed.inference_max_batch",
+            d.inference_max_batch,
+            (1..=65_536).contains(&d.inference_max_batch),
+            "an integer in 1..=65536",
+        )?;
+        require(
+            "distributed.inference_max_wait_us",
+            d.inference_max_wait_us,
+            d.inference_max_wait_us <= 10_000_000,
+            "an integer in 0..=10000000",
+        )?;
+        require(
+            "distributed.max_envs_per_actor",
+            d.max_envs_per_actor,
+            (1..=4_096).contains(&d.max_envs_per_actor),
+            "an integer in 1..=4096",
         )?;
         Ok(())
     }

@@ -1,0 +1,433 @@
+//! The actor's side of the learner protocol over QUIC: connect (with
+//! exponential backoff and jitter), say hello, follow the assigned workflow
+//! — `async`/`sync` (play with local weights, send experience) or `seed`
+//! (send observations, play the returned actions) — and after a lost
+//! connection reconnect with a new session id and resend the batch that was
+//! not acknowledged.
+
+use crate::envs::EnvSlots;
+use crate::policy::QPolicy;
+use rand::Rng;
+use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
+use rlfleet_shared::wire::{
+    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions, Welcome,
+    flags,
+};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How an actor reaches its learner.
+#[derive(Debug, Clone)]
+pub struct ActorOptions {
+    /// `HOST:PORT` of the learner's QUIC listener.
+    pub server: String,
+    /// Name checked against the certificate (default: the host part).
+    pub server_name: Option<String>,
+    pub trust: Trust,
+    pub token: String,
+    pub envs: u32,
+    pub actor_id: String,
+    /// Exit when the first run ends instead of waiting for the next.
+    pub once: bool,
+    pub liveness: Liveness,
+    pub max_frame_bytes: u32,
+    /// Give up after failing to connect for this long.
+    pub give_up_after: Duration,
+}
+
+/// What an actor did, for its exit line and tests.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ActorReport {
+    pub sessions: u64,
+    pub env_steps: u64,
+    pub episodes: u64,
+    pub batches_sent: u64,
+    pub batches_resent: u64,
+    pub inference_requests: u64,
+}
+
+/// Why a session ended.
+enum SessionEnd {
+    /// The learner said stop; `shutdown`: it is going away.
+    Stopped { shutdown: bool },
+    /// The connection dropped.
+    Lost(String),
+}
+
+/// A refusal from the learner that reconnecting will not fix.
+#[derive(Debug, thiserror::Error)]
+#[error("the learner refused this actor ({code}): {text}")]
+pub struct Refused {
+    pub code: u16,
+    pub text: String,
+}
+
+/// State that survives reconnects.
+#[derive(Debug)]
+struct Carry {
+    /// The batch sent but not acknowledged, with the run it belongs to.
+    pending: Option<(String, Experience)>,
+    seq: u64,
+    report: ActorReport,
+}
+
+/// Runs the actor until the learner stops it (or `cancel` fires).
+pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Result<ActorReport> {
+    let endpoint = client_endpoint(&opts.trust, opts.liveness)?;
+    let host = opts
+        .server
+        .rsplit_once(':')
+        .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
+        .unwrap_or_else(|| opts.server.clone());
+    let server_name = opts.server_name.clone().unwrap_or(host);
+    let mut carry = Carry {
+        pending: None,
+        seq: 0,
+        report: ActorReport::default(),
+    };
+    let mut backoff = Duration::from_millis(100);
+    let mut failing_since: Option<std::time::Instant> = None;
+    loop {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let attempt = async {
+            let addr = tokio::net::lookup_host(&opts.server)
+                .await?
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("`{}` resolves to no address", opts.server))?;
+            let conn = endpoint.connect(addr, &server_name)?.await?;
+            let (send, recv) = conn.open_bi().await?;
+            anyhow::Ok((conn, FramedStream::new(send, recv, opts.max_frame_bytes)))
+        };
+        let (conn, mut fs) = match attempt.await {
+            Ok(c) => c,
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > opts.give_up_after {
+                    anyhow::bail!("cannot reach the learner at {}: {e:#}", opts.server);
+                }
+                let jitter = fresh_rng().random_range(0.5..1.5);
+                tracing::warn!(
+                    "cannot connect to {}: {e:#}; retrying in {:.0?}",
+                    opts.server,
+                    backoff.mul_f64(jitter)
+                );
+                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        failing_since = None;
+        carry.report.sessions += 1;
+        let end = tokio::select! {
+            r = session(&opts, &mut fs, &mut carry, &mut backoff) => r,
+            _ = cancel.cancelled() => Ok(SessionEnd::Stopped { shutdown: true }),
+        };
+        match end {
+            Ok(SessionEnd::Stopped { shutdown }) => {
+                let _ = fs.send.finish();
+                conn.close(0u32.into(), b"done");
+                if shutdown || opts.once {
+                    break;
+                }
+            }
+            Ok(SessionEnd::Lost(why)) => {
+                tracing::warn!("connection lost ({why}); reconnecting");
+            }
+            Err(e) => {
+                conn.close(1u32.into(), b"error");
+                return Err(e);
+            }
+        }
+    }
+    endpoint.wait_idle().await;
+    Ok(carry.report)
+}
+
+/// A generator seeded from the clock and the process id (session ids and
+/// backoff jitter need to differ between processes, not be reproducible).
+fn fresh_rng() -> rand_pcg::Pcg64 {
+    use rand::SeedableRng;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    rand_pcg::Pcg64::seed_from_u64(nanos ^ (u64::from(std::process::id()) << 32))
+}
+
+/// Sends and waits for the reply; maps transport trouble to `Lost`.
+async fn call(fs: &mut FramedStream, msg: &Message) -> Result<Message, SessionEnd> {
+    fs.send(msg)
+        .await
+        .map_err(|e| SessionEnd::Lost(e.to_string()))?;
+    match fs.recv().await {
+        Ok(Some(m)) => Ok(m),
+        Ok(None) => Err(SessionEnd::Lost("the learner closed the stream".into())),
+        Err(e) => Err(SessionEnd::Lost(e.to_string())),
+    }
+}
+
+/// Unwraps a reply: `Stop` ends the session, `Error` is fatal.
+fn expect_reply(m: Message) -> anyhow::Result<Result<Message, SessionEnd>> {
+    match m {
+        Message::Stop(s) => {
+            tracing::info!("learner: stop ({})", s.reason);
+            Ok(Err(SessionEnd::Stopped {
+                shutdown: s.shutdown,
+            }))
+        }
+        Message::Error(e) => Err(Refused {
+            code: e.code,
+            text: e.text,
+        }
+        .into()),
+        other => Ok(Ok(other)),
+    }
+}
+
+macro_rules! reply {
+    ($e:expr) => {
+        match $e {
+            Ok(m) => match expect_reply(m)? {
+                Ok(m) => m,
+                Err(end) => return Ok(end),
+            },
+            Err(end) => return Ok(end),
+        }
+    };
+}
+
+async fn session(
+    opts: &ActorOptions,
+    fs: &mut FramedStream,
+    carry: &mut Carry,
+    backoff: &mut Duration,
+) -> anyhow::Result<SessionEnd> {
+    let session_id: u64 = fresh_rng().random();
+    loop {
+        let hello = Message::Hello(Hello {
+            protocol: wire::PROTOCOL_VERSION,
+            software: wire::SOFTWARE_VERSION.into(),
+            actor_id: opts.actor_id.clone(),
+            session_id,
+            token: opts.token.clone(),
+            env_capacity: opts.envs,
+        });
+        let welcome = match reply!(call(fs, &hello).await) {
+            Message::Welcome(w) => w,
+            other => anyhow::bail!("expected welcome, got {}", other.kind()),
+        };
+        *backoff = Duration::from_millis(100);
+        tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
+        let end = match welcome.workflow.as_str() {
+            "seed" => play_seed(fs, &welcome, carry).await?,
+            "async" | "sync" => play_experience(opts, fs, &welcome, session_id, carry).await?,
+            other => anyhow::bail!("this actor does not know workflow `{other}`"),
+        };
+        match end {
+            SessionEnd::Stopped { shutdown: false } if !opts.once => continue,
+            end => return Ok(end),
+        }
+    }
+}
+
+/// `async` and `sync`: act with local weights, send experience every
+/// `batch_step_frequency` steps or at an episode end (`async`) or every
+/// `steps_per_round` steps (`sync`), apply the reply.
+async fn play_experience(
+    opts: &ActorOptions,
+    fs: &mut FramedStream,
+    w: &Welcome,
+    session_id: u64,
+    carry: &mut Carry,
+) -> anyhow::Result<SessionEnd> {
+    let mut envs = EnvSlots::new(w)?;
+    let n_actions = envs.n_actions.ok_or_else(|| {
+        anyhow::anyhow!(
+            "agent `{}` on a continuous action space is not supported by this actor",
+            w.agent
+        )
+    })?;
+    let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed);
+    if let Some(weights) = &w.weights {
+        policy.load(weights)?;
+    }
+    policy.epsilon = w.epsilon;
+    envs.start(&w.starts)?;
+    // A batch the previous session sent but never saw acknowledged.
+    if let Some((run, mut e)) = carry.pending.take()
+        && run == w.run_id
+    {
+        e.idle_envs.clear();
+        carry.report.batches_resent += 1;
+        let m = reply!(call(fs, &Message::Experience(e)).await);
+        apply_ack(m, &mut envs, &mut policy)?;
+    }
+    let sync = w.workflow == "sync";
+    let every = if sync {
+        w.steps_per_round
+    } else {
+        w.batch_step_frequency
+    } as usize;
+    let (od, n) = (envs.obs_dim, envs.slots.len());
+    let mut obs = Vec::with_capacity(n * od);
+    let mut actions = Vec::new();
+    loop {
+        let mut batch = Transitions::default();
+        let mut finished = Vec::new();
+        let mut steps = 0;
+        while steps < every && envs.running() > 0 {
+            let running: Vec<usize> = (0..n)
+                .filter(|&i| envs.slots[i].episode.is_some())
+                .collect();
+            obs.clear();
+            for &i in &running {
+                obs.extend_from_slice(&envs.slots[i].obs);
+            }
+            policy.act(&obs, running.len(), &mut actions);
+            let mut ended = false;
+            for (k, &i) in running.iter().enumerate() {
+                let a = &actions[k..k + 1];
+                let step = envs.step(i, a);
+                let slot = &mut envs.slots[i];
+                batch.obs.extend_from_slice(&obs[k * od..(k + 1) * od]);
+                batch.actions.extend_from_slice(a);
+                batch.rewards.push(step.reward as f32);
+                batch.next_obs.extend_from_slice(&slot.obs);
+                batch.terminated.push(u8::from(step.terminated));
+                batch.episode.push(slot.episode.expect("running"));
+                if step.done() {
+                    finished.push(EpisodeResult {
+                        episode: slot.episode.take().expect("running"),
+                        env: i as u32,
+                        ret: slot.ret,
+                        length: slot.len,
+                    });
+                    ended = true;
+                }
+            }
+            steps += 1;
+            if ended && !sync {
+                break;
+            }
+        }
+        carry.seq += 1;
+        carry.report.env_steps += batch.len() as u64;
+        carry.report.episodes += finished.len() as u64;
+        let e = Experience {
+            actor_id: opts.actor_id.clone(),
+            session_id,
+            seq: carry.seq,
+            policy_version: policy.version,
+            transitions: batch,
+            finished,
+            idle_envs: envs.idle(),
+        };
+        carry.pending = Some((w.run_id.clone(), e.clone()));
+        carry.report.batches_sent += 1;
+        let m = reply!(call(fs, &Message::Experience(e)).await);
+        carry.pending = None;
+        apply_ack(m, &mut envs, &mut policy)?;
+    }
+}
+
+fn apply_ack(m: Message, envs: &mut EnvSlots, policy: &mut QPolicy) -> anyhow::Result<()> {
+    let Message::Ack(ack) = m else {
+        anyhow::bail!("expected ack, got {}", m.kind());
+    };
+    if let Some(weights) = &ack.weights {
+        policy.load(weights)?;
+    }
+    policy.epsilon = ack.epsilon;
+    envs.start(&ack.starts)
+}
+
+/// `seed`: no model here. Send every env's observation (with the outcome
+/// of its last action), play the actions that come back.
+async fn play_seed(
+    fs: &mut FramedStream,
+    w: &Welcome,
+    carry: &mut Carry,
+) -> anyhow::Result<SessionEnd> {
+    let mut envs = EnvSlots::new(w)?;
+    envs.start(&w.starts)?;
+    let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
+    // Per env: the flags and reward to report next.
+    let mut flag: Vec<u8> = envs
+        .slots
+        .iter()
+        .map(|s| {
+            if s.episode.is_some() {
+                flags::FRESH
+            } else {
+                flags::IDLE
+            }
+        })
+        .collect();
+    let mut rewards = vec![0f32; n];
+    let mut seq = 0;
+    loop {
+        seq += 1;
+        let mut obs = Vec::with_capacity(n * od);
+        for s in &envs.slots {
+            obs.extend_from_slice(&s.obs);
+        }
+        let req = Observations {
+            seq,
+            obs,
+            rewards: rewards.clone(),
+            flags: flag.clone(),
+        };
+        carry.report.inference_requests += 1;
+        let m = reply!(call(fs, &Message::Observations(req)).await);
+        let Message::Actions(a) = m else {
+            anyhow::bail!("expected actions, got {}", m.kind());
+        };
+        anyhow::ensure!(
+            a.actions.len() == n * ad,
+            "actions for {} values, expected {}",
+            a.actions.len(),
+            n * ad
+        );
+        for i in 0..n {
+            let acting = flag[i] & (flags::IDLE | flags::TERMINATED | flags::TRUNCATED) == 0;
+            if acting && envs.slots[i].episode.is_some() {
+                let step = envs.step(i, &a.actions[i * ad..(i + 1) * ad]);
+                carry.report.env_steps += 1;
+                rewards[i] = step.reward as f32;
+                flag[i] = (u8::from(step.terminated) * flags::TERMINATED)
+                    | (u8::from(step.truncated) * flags::TRUNCATED);
+                if step.done() {
+                    envs.slots[i].episode = None;
+                    carry.report.episodes += 1;
+                }
+            } else {
+                envs.slots[i].episode = None;
+                rewards[i] = 0.0;
+                flag[i] = flags::IDLE;
+            }
+        }
+        envs.start(&a.starts)?;
+        for s in &a.starts {
+            flag[s.env as usize] = flags::FRESH;
+            rewards[s.env as usize] = 0.0;
+        }
+    }
+}
+
+/// The error code a refusal carries (for exit codes and tests).
+pub fn refusal_code(e: &anyhow::Error) -> Option<ErrorCode> {
+    let r = e.downcast_ref::<Refused>()?;
+    [
+        ErrorCode::BadFrame,
+        ErrorCode::FrameTooLarge,
+        ErrorCode::ProtocolVersion,
+        ErrorCode::Unauthorized,
+        ErrorCode::BadShape,
+        ErrorCode::NonFinite,
+        ErrorCode::Unexpected,
+        ErrorCode::BadAction,
+    ]
+    .into_iter()
+    .find(|c| *c as u16 == r.code)
+}

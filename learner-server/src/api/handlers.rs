@@ -1,0 +1,159 @@
+//! The route handlers. Each documents itself for the OpenAPI document.
+#![allow(unused_qualifications)] // utoipa's generated code spells out paths
+
+use super::error::ErrorBody;
+use super::{ApiError, ApiState};
+use crate::hub::{ActorView, EpisodeView, RunStatus, StartError};
+use crate::workflows::RunOptions;
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use rlfleet_shared::config::RunConfig;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use utoipa::{IntoParams, ToSchema};
+
+/// The answer to a created or stopped run.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunRef {
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct Since {
+    /// Skip the first `since` episodes (poll with the count you have).
+    pub since: Option<usize>,
+}
+
+/// Start a run. The body is a run config (the TOML schema, as JSON).
+#[utoipa::path(post, path = "/v1/runs", tag = "runs",
+    request_body(content = Object, description = "A run config, as JSON", content_type = "application/json"),
+    responses(
+        (status = 201, description = "Started", body = RunRef),
+        (status = 400, description = "The config is invalid; the message names the field", body = ErrorBody),
+        (status = 401, description = "Missing or wrong token", body = ErrorBody),
+        (status = 409, description = "A run is active", body = ErrorBody),
+    ))]
+pub async fn create_run(
+    State(state): State<Arc<ApiState>>,
+    body: Bytes,
+) -> Result<impl IntoResponse, ApiError> {
+    let cfg: RunConfig = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;
+    cfg.validate()
+        .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;
+    let id = state
+        .hub
+        .start_run(cfg, RunOptions::default())
+        .map_err(|e| match e {
+            StartError::Conflict(_) => ApiError::conflict(e.to_string()),
+            StartError::ShuttingDown => ApiError::unavailable(e.to_string()),
+        })?;
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, format!("/v1/runs/{id}"))],
+        Json(RunRef { id }),
+    ))
+}
+
+/// All runs, oldest first.
+#[utoipa::path(get, path = "/v1/runs", tag = "runs",
+    responses((status = 200, body = Vec<RunStatus>), (status = 401, body = ErrorBody)))]
+pub async fn list_runs(State(state): State<Arc<ApiState>>) -> Json<Vec<RunStatus>> {
+    Json(state.hub.list_runs())
+}
+
+/// One run: state, env steps, episodes, returns, policy version, actors.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 200, body = RunStatus), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn get_run(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+) -> Result<Json<RunStatus>, ApiError> {
+    state
+        .hub
+        .run_status(&id)
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("run", &id))
+}
+
+/// Stop a run: it checkpoints and tells its actors to stop.
+#[utoipa::path(post, path = "/v1/runs/{id}/stop", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 202, body = RunRef), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn stop_run(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    if state.hub.stop_run(&id) {
+        Ok((StatusCode::ACCEPTED, Json(RunRef { id })))
+    } else {
+        Err(ApiError::not_found("run", &id))
+    }
+}
+
+/// Finished episodes of a run, in the order they finished.
+#[utoipa::path(get, path = "/v1/runs/{id}/episodes", tag = "runs",
+    params(("id" = String, Path, description = "Run id"), Since),
+    responses((status = 200, body = Vec<EpisodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub async fn run_episodes(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    Query(q): Query<Since>,
+) -> Result<Json<Vec<EpisodeView>>, ApiError> {
+    state
+        .hub
+        .episodes(&id, q.since.unwrap_or(0))
+        .map(Json)
+        .ok_or_else(|| ApiError::not_found("run", &id))
+}
+
+/// Connected actors.
+#[utoipa::path(get, path = "/v1/actors", tag = "actors",
+    responses((status = 200, body = Vec<ActorView>), (status = 401, body = ErrorBody)))]
+pub async fn list_actors(State(state): State<Arc<ApiState>>) -> Json<Vec<ActorView>> {
+    Json(state.hub.list_actors())
+}
+
+/// Prometheus metrics (text format 0.0.4).
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+pub async fn metrics(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.hub.metrics.render(),
+    )
+}
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "ops",
+    responses((status = 200, description = "Alive", body = String, content_type = "text/plain")))]
+pub async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+/// Readiness: listeners bound and not shutting down.
+#[utoipa::path(get, path = "/readyz", tag = "ops",
+    responses((status = 200, description = "Ready", body = String, content_type = "text/plain"),
+              (status = 503, description = "Starting or shutting down", body = ErrorBody)))]
+pub async fn readyz(State(state): State<Arc<ApiState>>) -> Result<&'static str, ApiError> {
+    if state.hub.shutdown.is_cancelled() {
+        Err(ApiError::unavailable("shutting down"))
+    } else if !state.ready.load(Ordering::Acquire) {
+        Err(ApiError::unavailable("starting"))
+    } else {
+        Ok("ready\n")
+    }
+}
+
+/// This document.
+pub async fn openapi() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        super::openapi_json(),
+    )
+}

@@ -1,0 +1,103 @@
+//! The long-running learner: binds the QUIC actor listener and the HTTP
+//! control API (configuration validated first), serves until the shutdown
+//! token fires, then drains in order — runs stop and checkpoint, actors are
+//! told to stop, connections close, and the API goes last.
+
+use crate::api::{self, ApiState};
+use crate::hub::Hub;
+use crate::metrics::Metrics;
+use crate::server_config::ServerConfig;
+use crate::transport::quic::{self, QuicOptions};
+use anyhow::Context;
+use rlfleet_shared::quic::{ServerIdentity, server_endpoint};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// A started daemon: where it listens and how to wait for it.
+#[derive(Debug)]
+pub struct Daemon {
+    pub hub: Arc<Hub>,
+    pub actors_addr: SocketAddr,
+    pub api_addr: SocketAddr,
+    /// SHA-256 of the certificate actors see (for `--pin`).
+    pub fingerprint: String,
+    /// The certificate (for `--ca` with a self-signed one).
+    pub cert_path: PathBuf,
+    quic_task: JoinHandle<()>,
+    api_task: JoinHandle<std::io::Result<()>>,
+    api_stop: CancellationToken,
+}
+
+/// Binds both listeners and starts serving.
+pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::Result<Daemon> {
+    let a = &cfg.actors;
+    let identity = match (&a.cert, &a.key) {
+        (Some(cert), Some(key)) => ServerIdentity::load(cert, key)?,
+        _ => ServerIdentity::load_or_generate(&a.tls_dir, &a.tls_names)?,
+    };
+    let endpoint = server_endpoint(a.listen, &identity, cfg.liveness())?;
+    let actors_addr = endpoint.local_addr().context("QUIC local address")?;
+    let hub = Hub::new(Arc::new(Metrics::new()), shutdown.clone());
+    let listener = tokio::net::TcpListener::bind(cfg.api.listen)
+        .await
+        .with_context(|| format!("cannot bind the control API on {}", cfg.api.listen))?;
+    let api_addr = listener.local_addr()?;
+    let state = Arc::new(ApiState {
+        hub: hub.clone(),
+        token: cfg.api.token.clone(),
+        open_metrics: cfg.api.open_metrics,
+        open_healthz: cfg.api.open_healthz,
+        ready: false.into(),
+    });
+    let api_stop = CancellationToken::new();
+    let stop = api_stop.clone();
+    let app = api::router(state.clone());
+    let api_task = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stop.cancelled().await })
+            .await
+    });
+    let quic_task = tokio::spawn(quic::serve(
+        endpoint,
+        hub.clone(),
+        QuicOptions {
+            token: a.token.clone(),
+            max_frame_bytes: a.max_frame_bytes,
+        },
+    ));
+    state.ready.store(true, Ordering::Release);
+    tracing::info!(
+        actors = %actors_addr,
+        api = %api_addr,
+        fingerprint = %identity.fingerprint,
+        cert = %identity.cert_path.display(),
+        "listening: actors on QUIC {actors_addr}, control API on http://{api_addr}"
+    );
+    Ok(Daemon {
+        hub,
+        actors_addr,
+        api_addr,
+        fingerprint: identity.fingerprint.clone(),
+        cert_path: identity.cert_path.clone(),
+        quic_task,
+        api_task,
+        api_stop,
+    })
+}
+
+impl Daemon {
+    /// Waits for the shutdown token, then drains everything.
+    pub async fn wait(self) {
+        self.hub.shutdown.cancelled().await;
+        tracing::info!("shutting down: stopping runs (they checkpoint first)");
+        self.hub.wait_all().await;
+        let _ = self.quic_task.await;
+        self.api_stop.cancel();
+        let _ = self.api_task.await;
+        tracing::info!("shut down");
+    }
+}

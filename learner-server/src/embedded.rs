@@ -1,0 +1,113 @@
+//! Embedded mode (`learner-server run CONFIG --local-actors N`): the daemon
+//! on loopback, one run, N real `actor-client` processes connected over
+//! QUIC, everything shut down when the run ends.
+
+use crate::daemon;
+use crate::server_config::ServerConfig;
+use crate::workflows::{RunOptions, RunSummary};
+use anyhow::Context;
+use rlfleet_shared::config::RunConfig;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How embedded actors are started.
+#[derive(Debug, Clone)]
+pub struct LocalActors {
+    pub count: usize,
+    pub envs_per_actor: u32,
+    /// The `actor-client` binary (default: next to this executable).
+    pub binary: Option<PathBuf>,
+}
+
+fn actor_binary(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(b) = given {
+        return Ok(b.clone());
+    }
+    if let Some(b) = std::env::var_os("RLFLEET_ACTOR_CLIENT") {
+        return Ok(PathBuf::from(b));
+    }
+    let exe = std::env::current_exe().context("locating this executable")?;
+    let b = exe.with_file_name("actor-client");
+    anyhow::ensure!(
+        b.exists(),
+        "`{}` not found: build it (cargo build --release -p actor-client) or set RLFLEET_ACTOR_CLIENT",
+        b.display()
+    );
+    Ok(b)
+}
+
+/// Runs `cfg` with local actor processes; returns the run's summary.
+pub async fn run(
+    cfg: RunConfig,
+    opts: RunOptions,
+    actors: LocalActors,
+    cancel: CancellationToken,
+) -> anyhow::Result<RunSummary> {
+    let binary = if actors.count > 0 {
+        Some(actor_binary(&actors.binary)?)
+    } else {
+        None
+    };
+    let mut scfg = ServerConfig::default();
+    scfg.actors.listen = ([127, 0, 0, 1], 0).into();
+    scfg.actors.tls_dir = cfg.output_dir.join("tls");
+    scfg.api.listen = ([127, 0, 0, 1], 0).into();
+    let shutdown = CancellationToken::new();
+    let d = daemon::start(&scfg, shutdown.clone()).await?;
+    let id = d.hub.start_run(cfg, opts)?;
+    if actors.count == 0 {
+        eprintln!(
+            "waiting for actors: actor-client --server {} --pin {}",
+            d.actors_addr, d.fingerprint
+        );
+    }
+    let mut children = Vec::new();
+    for i in 0..actors.count {
+        let mut cmd = tokio::process::Command::new(binary.as_ref().expect("set when count > 0"));
+        cmd.arg("--server")
+            .arg(d.actors_addr.to_string())
+            .arg("--pin")
+            .arg(&d.fingerprint)
+            .arg("--envs")
+            .arg(actors.envs_per_actor.to_string())
+            .arg("--actor-id")
+            .arg(format!("local-{i}"))
+            .arg("--once")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "warn");
+        }
+        children.push(cmd.spawn().context("starting an actor-client process")?);
+    }
+    let hub = d.hub.clone();
+    let result = tokio::select! {
+        r = hub.wait_run(&id) => r,
+        _ = cancel.cancelled() => {
+            hub.stop_run(&id);
+            hub.wait_run(&id).await
+        }
+    };
+    shutdown.cancel();
+    d.wait().await;
+    for mut c in children {
+        match tokio::time::timeout(Duration::from_secs(10), c.wait()).await {
+            Ok(Ok(status)) if !status.success() => {
+                tracing::warn!("an actor-client exited with {status}")
+            }
+            Ok(_) => {}
+            Err(_) => {
+                tracing::warn!("an actor-client did not exit; killing it");
+                let _ = c.kill().await;
+            }
+        }
+    }
+    match result {
+        Some(Ok(summary)) => Ok(summary),
+        Some(Err(e)) => Err(anyhow::anyhow!(e)),
+        None => anyhow::bail!("the run vanished"),
+    }
+}

@@ -1,0 +1,307 @@
+//! [`Hub`]: the daemon's registry of runs and actors. It starts runs (one
+//! active at a time) on their own threads, routes transports to the active
+//! run, and keeps the snapshots the control API reads.
+
+mod status;
+
+pub use status::{ActorView, BatchTally, EpisodeView, RunShared, RunState, RunStatus};
+
+use crate::metrics::Metrics;
+use crate::transport::{ConnId, Event};
+use crate::workflows::remote::RemoteRun;
+use crate::workflows::{self, RunOptions, RunSummary};
+use rlfleet_shared::config::RunConfig;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::Instant;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The run actors are routed to.
+#[derive(Debug, Clone)]
+pub struct ActiveRun {
+    pub id: String,
+    pub events: mpsc::Sender<Event>,
+}
+
+#[derive(Debug)]
+struct RunEntry {
+    shared: Arc<RunShared>,
+    cancel: CancellationToken,
+    done: watch::Receiver<Option<Result<RunSummary, String>>>,
+}
+
+#[derive(Debug)]
+struct ActorEntry {
+    view: ActorView,
+    since: Instant,
+}
+
+/// Why a run could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("run `{0}` is active: stop it first")]
+    Conflict(String),
+    #[error("the server is shutting down")]
+    ShuttingDown,
+}
+
+/// The daemon's shared state.
+#[derive(Debug)]
+pub struct Hub {
+    pub metrics: Arc<Metrics>,
+    runs: Mutex<BTreeMap<String, RunEntry>>,
+    order: Mutex<Vec<String>>,
+    actors: Mutex<BTreeMap<ConnId, ActorEntry>>,
+    active: watch::Sender<Option<ActiveRun>>,
+    next_run: AtomicU64,
+    next_conn: AtomicU64,
+    /// Cancelled when the daemon shuts down.
+    pub shutdown: CancellationToken,
+}
+
+impl Hub {
+    pub fn new(metrics: Arc<Metrics>, shutdown: CancellationToken) -> Arc<Hub> {
+        Arc::new(Hub {
+            metrics,
+            runs: Mutex::default(),
+            order: Mutex::default(),
+            actors: Mutex::default(),
+            active: watch::Sender::new(None),
+            next_run: AtomicU64::new(1),
+            next_conn: AtomicU64::new(1),
+            shutdown,
+        })
+    }
+
+    /// Starts a validated run on its own thread; returns its id.
+    pub fn start_run(
+        self: &Arc<Self>,
+        cfg: RunConfig,
+        opts: RunOptions,
+    ) -> Result<String, StartError> {
+        if self.shutdown.is_cancelled() {
+            return Err(StartError::ShuttingDown);
+        }
+        let mut runs = self.runs.lock().expect("runs lock");
+        if let Some((id, _)) = runs.iter().find(|(_, r)| r.done.borrow().is_none()) {
+            return Err(StartError::Conflict(id.clone()));
+        }
+        let id = format!(
+            "{}-{}",
+            cfg.name,
+            self.next_run.fetch_add(1, Ordering::Relaxed)
+        );
+        let shared = Arc::new(RunShared {
+            status: Mutex::new(RunStatus {
+                id: id.clone(),
+                name: cfg.name.clone(),
+                workflow: cfg.workflow.to_string(),
+                env: cfg.env.clone(),
+                agent: cfg.agent.to_string(),
+                state: RunState::Running,
+                reason: None,
+                error: None,
+                env_steps: 0,
+                episodes_finished: 0,
+                episodes_issued: 0,
+                episodes_reissued: 0,
+                recent_return: None,
+                last_eval_return: None,
+                best_eval_return: None,
+                target_reached: false,
+                policy_version: 0,
+                train_steps: 0,
+                replay_size: 0,
+                batches: BatchTally::default(),
+                transitions_ingested: 0,
+                inference_requests: 0,
+                actors: Vec::new(),
+                wall_secs: 0.0,
+                output_dir: cfg.output_dir.display().to_string(),
+            }),
+            episodes: Mutex::default(),
+        });
+        let cancel = self.shutdown.child_token();
+        let (done_tx, done) = watch::channel(None);
+        runs.insert(
+            id.clone(),
+            RunEntry {
+                shared: shared.clone(),
+                cancel: cancel.clone(),
+                done,
+            },
+        );
+        self.order.lock().expect("order lock").push(id.clone());
+        self.metrics.runs_started.inc();
+        self.metrics.active_runs.inc();
+        let hub = self.clone();
+        let run_id = id.clone();
+        std::thread::Builder::new()
+            .name(format!("run {id}"))
+            .spawn(move || {
+                let result = hub.run_thread(&run_id, &cfg, &opts, shared.clone(), &cancel);
+                hub.active.send_replace(None);
+                hub.metrics.active_runs.dec();
+                let mut s = shared.status.lock().expect("status lock");
+                match &result {
+                    Ok(summary) => {
+                        s.state = RunState::Finished;
+                        s.reason = Some(summary.reason.to_string());
+                        tracing::info!(run = %run_id, "{summary}");
+                    }
+                    Err(e) => {
+                        s.state = RunState::Failed;
+                        s.error = Some(e.clone());
+                        tracing::error!(run = %run_id, "run failed: {e}");
+                    }
+                }
+                drop(s);
+                let _ = done_tx.send(Some(result));
+            })
+            .expect("spawn run thread");
+        Ok(id)
+    }
+
+    fn run_thread(
+        &self,
+        id: &str,
+        cfg: &RunConfig,
+        opts: &RunOptions,
+        shared: Arc<RunShared>,
+        cancel: &CancellationToken,
+    ) -> Result<RunSummary, String> {
+        tracing::info!(run = %id, workflow = %cfg.workflow, env = %cfg.env, "run started");
+        if !cfg.workflow.is_distributed() {
+            return workflows::run(cfg, opts, cancel.clone()).map_err(|e| format!("{e:#}"));
+        }
+        let run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
+            .map_err(|e| format!("{e:#}"))?;
+        let (tx, rx) = mpsc::channel();
+        self.active.send_replace(Some(ActiveRun {
+            id: id.to_string(),
+            events: tx,
+        }));
+        let result = run.run(rx, cancel).map_err(|e| format!("{e:#}"));
+        self.active.send_replace(None);
+        result
+    }
+
+    /// Asks a run to stop (it checkpoints first). False if there is no such
+    /// run.
+    pub fn stop_run(&self, id: &str) -> bool {
+        match self.runs.lock().expect("runs lock").get(id) {
+            Some(r) => {
+                r.cancel.cancel();
+                true
+            }
+            None => false,
+        }
+    }
+
+    pub fn run_status(&self, id: &str) -> Option<RunStatus> {
+        let runs = self.runs.lock().expect("runs lock");
+        let r = runs.get(id)?;
+        let s = r.shared.status.lock().expect("status lock").clone();
+        Some(s)
+    }
+
+    pub fn list_runs(&self) -> Vec<RunStatus> {
+        let order = self.order.lock().expect("order lock").clone();
+        order.iter().filter_map(|id| self.run_status(id)).collect()
+    }
+
+    /// Episodes of a run from index `since` on.
+    pub fn episodes(&self, id: &str, since: usize) -> Option<Vec<EpisodeView>> {
+        let runs = self.runs.lock().expect("runs lock");
+        let r = runs.get(id)?;
+        let eps = r.shared.episodes.lock().expect("episodes lock");
+        Some(eps.iter().skip(since).cloned().collect())
+    }
+
+    /// Waits for a run to end; returns its summary or error.
+    pub async fn wait_run(&self, id: &str) -> Option<Result<RunSummary, String>> {
+        let mut done = self.runs.lock().expect("runs lock").get(id)?.done.clone();
+        let r = done.wait_for(|d| d.is_some()).await.ok()?;
+        r.clone()
+    }
+
+    /// Runs still in progress.
+    pub fn busy(&self) -> bool {
+        self.runs
+            .lock()
+            .expect("runs lock")
+            .values()
+            .any(|r| r.done.borrow().is_none())
+    }
+
+    /// Waits until every run has ended.
+    pub async fn wait_all(&self) {
+        let dones: Vec<_> = self
+            .runs
+            .lock()
+            .expect("runs lock")
+            .values()
+            .map(|r| r.done.clone())
+            .collect();
+        for mut d in dones {
+            let _ = d.wait_for(|d| d.is_some()).await;
+        }
+    }
+
+    /// The run actors should join now, waiting for one if none is active.
+    /// `None` on shutdown.
+    pub async fn wait_active(&self) -> Option<ActiveRun> {
+        let mut rx = self.active.subscribe();
+        tokio::select! {
+            r = rx.wait_for(Option::is_some) => r.ok().and_then(|a| a.clone()),
+            _ = self.shutdown.cancelled() => None,
+        }
+    }
+
+    pub fn new_conn_id(&self) -> ConnId {
+        self.next_conn.fetch_add(1, Ordering::Relaxed)
+    }
+
+    pub fn actor_connected(&self, view: ActorView) {
+        self.metrics.connected_actors.inc();
+        self.actors.lock().expect("actors lock").insert(
+            view.connection,
+            ActorEntry {
+                view,
+                since: Instant::now(),
+            },
+        );
+    }
+
+    pub fn actor_assigned(&self, conn: ConnId, run: Option<String>) {
+        if let Some(a) = self.actors.lock().expect("actors lock").get_mut(&conn) {
+            a.view.run = run;
+        }
+    }
+
+    pub fn actor_disconnected(&self, conn: ConnId) {
+        if self
+            .actors
+            .lock()
+            .expect("actors lock")
+            .remove(&conn)
+            .is_some()
+        {
+            self.metrics.connected_actors.dec();
+        }
+    }
+
+    pub fn list_actors(&self) -> Vec<ActorView> {
+        self.actors
+            .lock()
+            .expect("actors lock")
+            .values()
+            .map(|a| ActorView {
+                connected_secs: a.since.elapsed().as_secs_f64(),
+                ..a.view.clone()
+            })
+            .collect()
+    }
+}

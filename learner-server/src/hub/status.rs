@@ -1,0 +1,95 @@
+//! What the control API shows about runs and actors: snapshots the run
+//! thread and the transport keep current.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+use utoipa::ToSchema;
+
+/// Where a run is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    Running,
+    Stopping,
+    Finished,
+    Failed,
+}
+
+/// Batches by fate: `received = trained + sum(dropped)` once a run ends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, ToSchema)]
+pub struct BatchTally {
+    pub received: u64,
+    pub trained: u64,
+    /// Dropped batches by reason (`duplicate`, `stale`, `invalid`).
+    pub dropped: BTreeMap<String, u64>,
+}
+
+/// A run as `GET /v1/runs/{id}` shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RunStatus {
+    pub id: String,
+    pub name: String,
+    pub workflow: String,
+    pub env: String,
+    pub agent: String,
+    pub state: RunState,
+    /// Why it ended (once it has).
+    pub reason: Option<String>,
+    /// The error that ended it, if it failed.
+    pub error: Option<String>,
+    pub env_steps: u64,
+    pub episodes_finished: u64,
+    pub episodes_issued: u64,
+    pub episodes_reissued: u64,
+    /// Mean return of the last 20 finished episodes.
+    pub recent_return: Option<f64>,
+    pub last_eval_return: Option<f64>,
+    pub best_eval_return: Option<f64>,
+    pub target_reached: bool,
+    pub policy_version: u64,
+    pub train_steps: u64,
+    pub replay_size: u64,
+    pub batches: BatchTally,
+    pub transitions_ingested: u64,
+    pub inference_requests: u64,
+    /// Actor ids taking part now.
+    pub actors: Vec<String>,
+    pub wall_secs: f64,
+    pub output_dir: String,
+}
+
+/// A finished episode, as `GET /v1/runs/{id}/episodes` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct EpisodeView {
+    pub episode: u64,
+    /// Index of the actor in the run (join order).
+    pub actor: u32,
+    #[serde(rename = "return")]
+    pub ret: f64,
+    pub length: u32,
+    pub policy_version: u64,
+    pub env_steps: u64,
+    pub wall_secs: f64,
+}
+
+/// A connected actor, as `GET /v1/actors` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ActorView {
+    pub connection: u64,
+    pub actor_id: String,
+    pub session_id: u64,
+    pub address: String,
+    pub software: String,
+    pub env_capacity: u32,
+    /// The run it takes part in, if any.
+    pub run: Option<String>,
+    pub connected_secs: f64,
+}
+
+/// The state a run shares with the API.
+#[derive(Debug)]
+pub struct RunShared {
+    pub status: Mutex<RunStatus>,
+    pub episodes: Mutex<Vec<EpisodeView>>,
+}

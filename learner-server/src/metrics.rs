@@ -1,0 +1,208 @@
+//! [`Metrics`]: everything the learner counts, as Prometheus metrics with
+//! the `rlfleet_` prefix, base units, `_total` counters and histograms for
+//! latencies and sizes. One registry per daemon; `GET /metrics` renders it.
+
+use prometheus::{
+    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
+    TextEncoder,
+};
+
+/// The daemon's metrics (cheap to update from any thread).
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    pub env_steps: IntCounter,
+    pub episodes_finished: IntCounter,
+    pub episodes_issued: IntCounter,
+    pub episodes_reissued: IntCounter,
+    pub episode_return: Histogram,
+    pub batches_received: IntCounter,
+    pub batches_trained: IntCounter,
+    pub batches_dropped: IntCounterVec,
+    pub batch_transitions: Histogram,
+    pub transitions_ingested: IntCounter,
+    pub inference_requests: IntCounter,
+    pub inference_batch_size: Histogram,
+    pub inference_latency: Histogram,
+    pub policy_version: IntGauge,
+    pub policy_lag: Histogram,
+    pub connected_actors: IntGauge,
+    pub replay_size: IntGauge,
+    pub train_steps: IntCounter,
+    pub loss: Gauge,
+    pub bytes_received: IntCounterVec,
+    pub bytes_sent: IntCounterVec,
+    pub protocol_errors: IntCounterVec,
+    pub runs_started: IntCounter,
+    pub active_runs: IntGauge,
+}
+
+fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
+    let c = IntCounter::with_opts(Opts::new(name, help)).expect("valid metric");
+    r.register(Box::new(c.clone())).expect("unique metric");
+    c
+}
+
+fn counter_vec(r: &Registry, name: &str, help: &str, label: &str) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), &[label]).expect("valid metric");
+    r.register(Box::new(c.clone())).expect("unique metric");
+    c
+}
+
+fn gauge(r: &Registry, name: &str, help: &str) -> IntGauge {
+    let g = IntGauge::with_opts(Opts::new(name, help)).expect("valid metric");
+    r.register(Box::new(g.clone())).expect("unique metric");
+    g
+}
+
+fn histogram(r: &Registry, name: &str, help: &str, buckets: Vec<f64>) -> Histogram {
+    let h = Histogram::with_opts(HistogramOpts::new(name, help).buckets(buckets))
+        .expect("valid metric");
+    r.register(Box::new(h.clone())).expect("unique metric");
+    h
+}
+
+/// Powers of two from 1 to `2^n`.
+fn pow2(n: i32) -> Vec<f64> {
+    (0..=n).map(|i| 2f64.powi(i)).collect()
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let r = Registry::new();
+        let loss = Gauge::with_opts(Opts::new(
+            "rlfleet_loss",
+            "Loss of the latest gradient step.",
+        ))
+        .expect("valid metric");
+        r.register(Box::new(loss.clone())).expect("unique metric");
+        Metrics {
+            env_steps: counter(
+                &r,
+                "rlfleet_env_steps_total",
+                "Environment steps ingested by the learner.",
+            ),
+            episodes_finished: counter(
+                &r,
+                "rlfleet_episodes_finished_total",
+                "Episodes finished and counted.",
+            ),
+            episodes_issued: counter(
+                &r,
+                "rlfleet_episodes_issued_total",
+                "Distinct episode ids handed out to actors.",
+            ),
+            episodes_reissued: counter(
+                &r,
+                "rlfleet_episodes_reissued_total",
+                "Unfinished episodes handed out again after their actor left.",
+            ),
+            episode_return: histogram(
+                &r,
+                "rlfleet_episode_return",
+                "Return of finished episodes.",
+                vec![
+                    -500.0, -200.0, -100.0, -50.0, 0.0, 10.0, 25.0, 50.0, 100.0, 200.0, 300.0,
+                    400.0, 475.0, 500.0,
+                ],
+            ),
+            batches_received: counter(
+                &r,
+                "rlfleet_batches_received_total",
+                "Experience batches received from actors.",
+            ),
+            batches_trained: counter(
+                &r,
+                "rlfleet_batches_trained_total",
+                "Experience batches put into replay and trained on.",
+            ),
+            batches_dropped: counter_vec(
+                &r,
+                "rlfleet_batches_dropped_total",
+                "Experience batches not trained on, by reason.",
+                "reason",
+            ),
+            batch_transitions: histogram(
+                &r,
+                "rlfleet_batch_transitions",
+                "Transitions per received experience batch.",
+                pow2(14),
+            ),
+            transitions_ingested: counter(
+                &r,
+                "rlfleet_transitions_ingested_total",
+                "Transitions put into replay.",
+            ),
+            inference_requests: counter(
+                &r,
+                "rlfleet_inference_requests_total",
+                "Observation requests answered (seed).",
+            ),
+            inference_batch_size: histogram(
+                &r,
+                "rlfleet_inference_batch_size",
+                "Environments per inference batch (seed).",
+                pow2(12),
+            ),
+            inference_latency: histogram(
+                &r,
+                "rlfleet_inference_latency_seconds",
+                "Time from an observation request's arrival to its reply (seed).",
+                prometheus::exponential_buckets(25e-6, 2.0, 16).expect("buckets"),
+            ),
+            policy_version: gauge(
+                &r,
+                "rlfleet_policy_version",
+                "Version of the latest weights.",
+            ),
+            policy_lag: histogram(
+                &r,
+                "rlfleet_policy_lag",
+                "Versions between a trained batch's weights and the learner's.",
+                vec![
+                    0.0, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0,
+                ],
+            ),
+            connected_actors: gauge(&r, "rlfleet_connected_actors", "Actor connections open."),
+            replay_size: gauge(&r, "rlfleet_replay_size", "Transitions held in replay."),
+            train_steps: counter(&r, "rlfleet_train_steps_total", "Gradient steps taken."),
+            loss,
+            bytes_received: counter_vec(
+                &r,
+                "rlfleet_transport_received_bytes_total",
+                "Bytes received from actors, by transport.",
+                "transport",
+            ),
+            bytes_sent: counter_vec(
+                &r,
+                "rlfleet_transport_sent_bytes_total",
+                "Bytes sent to actors, by transport.",
+                "transport",
+            ),
+            protocol_errors: counter_vec(
+                &r,
+                "rlfleet_protocol_errors_total",
+                "Messages refused, by error code.",
+                "code",
+            ),
+            runs_started: counter(&r, "rlfleet_runs_started_total", "Runs started."),
+            active_runs: gauge(&r, "rlfleet_active_runs", "Runs in progress."),
+            registry: r,
+        }
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("text encoding cannot fail");
+        String::from_utf8(out).expect("the text format is UTF-8")
+    }
+}

@@ -1,0 +1,150 @@
+//! `server.toml`: the daemon's listeners, TLS and tokens. Parsed and
+//! validated before anything binds.
+
+use rlfleet_shared::config::ConfigError;
+use rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct ServerConfig {
+    pub actors: ActorsListener,
+    pub api: ApiListener,
+}
+
+/// The QUIC listener for actors.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ActorsListener {
+    /// UDP address; port 0 picks a free one (the bound address is logged).
+    pub listen: SocketAddr,
+    /// PEM certificate chain and key; when unset, a self-signed pair is
+    /// generated in `tls_dir` on first start and reused after.
+    pub cert: Option<PathBuf>,
+    pub key: Option<PathBuf>,
+    pub tls_dir: PathBuf,
+    /// Extra DNS names or IPs for the generated certificate.
+    pub tls_names: Vec<String>,
+    /// Actors must present this token (or the content of `token_file`).
+    pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
+    /// Largest frame accepted from an actor.
+    pub max_frame_bytes: u32,
+    pub keep_alive_ms: u64,
+    pub idle_timeout_ms: u64,
+}
+
+impl Default for ActorsListener {
+    fn default() -> Self {
+        ActorsListener {
+            listen: ([0, 0, 0, 0], 7000).into(),
+            cert: None,
+            key: None,
+            tls_dir: PathBuf::from("rlfleet-tls"),
+            tls_names: Vec::new(),
+            token: None,
+            token_file: None,
+            max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            keep_alive_ms: 1_000,
+            idle_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// The HTTP control API.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiListener {
+    pub listen: SocketAddr,
+    /// Bearer token required on every route except the open ones.
+    pub token: Option<String>,
+    pub token_file: Option<PathBuf>,
+    /// Serve `/metrics` without the token (for Prometheus).
+    pub open_metrics: bool,
+    /// Serve `/healthz` and `/readyz` without the token (for probes).
+    pub open_healthz: bool,
+}
+
+impl Default for ApiListener {
+    fn default() -> Self {
+        ApiListener {
+            listen: ([127, 0, 0, 1], 8080).into(),
+            token: None,
+            token_file: None,
+            open_metrics: true,
+            open_healthz: true,
+        }
+    }
+}
+
+/// `token`, or the trimmed content of `token_file`.
+fn resolve_token(
+    token: &Option<String>,
+    file: &Option<PathBuf>,
+) -> Result<Option<String>, ConfigError> {
+    match (token, file) {
+        (Some(_), Some(_)) => Err(ConfigError::Conflict(
+            "set `token` or `token_file`, not both".into(),
+        )),
+        (Some(t), None) => Ok(Some(t.clone())),
+        (None, Some(path)) => std::fs::read_to_string(path)
+            .map(|t| Some(t.trim().to_string()))
+            .map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            }),
+        (None, None) => Ok(None),
+    }
+}
+
+impl ServerConfig {
+    pub fn load(path: &Path) -> Result<ServerConfig, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let mut cfg: ServerConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
+            origin: path.display().to_string(),
+            message: e.to_string(),
+        })?;
+        cfg.resolve()?;
+        Ok(cfg)
+    }
+
+    /// Reads token files and checks cross-field rules.
+    pub fn resolve(&mut self) -> Result<(), ConfigError> {
+        self.actors.token = resolve_token(&self.actors.token, &self.actors.token_file)?;
+        self.actors.token_file = None;
+        self.api.token = resolve_token(&self.api.token, &self.api.token_file)?;
+        self.api.token_file = None;
+        if self.actors.cert.is_some() != self.actors.key.is_some() {
+            return Err(ConfigError::Conflict(
+                "[actors] `cert` and `key` go together: set both or neither".into(),
+            ));
+        }
+        if self.actors.max_frame_bytes < 1024 {
+            return Err(ConfigError::OutOfRange {
+                key: "actors.max_frame_bytes",
+                value: self.actors.max_frame_bytes.to_string(),
+                allowed: "an integer >= 1024".into(),
+            });
+        }
+        if self.actors.keep_alive_ms == 0
+            || self.actors.idle_timeout_ms <= self.actors.keep_alive_ms
+        {
+            return Err(ConfigError::Conflict(
+                "[actors] needs 0 < keep_alive_ms < idle_timeout_ms".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn liveness(&self) -> rlfleet_shared::quic::Liveness {
+        rlfleet_shared::quic::Liveness {
+            keep_alive: std::time::Duration::from_millis(self.actors.keep_alive_ms),
+            idle_timeout: std::time::Duration::from_millis(self.actors.idle_timeout_ms),
+        }
+    }
+}

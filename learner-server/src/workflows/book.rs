@@ -1,0 +1,270 @@
+//! [`RunBook`]: the bookkeeping every workflow shares — output files,
+//! counters, the evaluator and its results, stop rules, checkpoints and the
+//! final summary — so a workflow is only its acting/training loop.
+
+use super::progress::Progress;
+use super::{EvalResult, Evaluator, RunOptions, RunSummary, StopReason, check_limits};
+use crate::agents::{self, Agent};
+use crate::checkpoint::{BestEval, Checkpoint, RunCounters};
+use crate::output::{self, EpisodeRecord, EvalRecord, RunOutput};
+use anyhow::Context;
+use rlfleet_shared::config::RunConfig;
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Finished episodes averaged for the "recent return".
+const RECENT: usize = 20;
+
+/// Everything about a run that is not acting or training.
+#[derive(Debug)]
+pub struct RunBook {
+    pub cfg: RunConfig,
+    out: RunOutput,
+    pub counters: RunCounters,
+    best: Option<BestEval>,
+    recent: VecDeque<f64>,
+    pub last_eval: Option<f64>,
+    evaluator: Option<Evaluator>,
+    progress: Progress,
+    session_start: Instant,
+    start_steps: u64,
+    start_wall: f64,
+    last_progress_steps: u64,
+}
+
+impl RunBook {
+    /// Opens the output directory and, when resuming, loads the checkpoint
+    /// into `agent`. Starts the evaluator.
+    pub fn open(cfg: &RunConfig, opts: &RunOptions, agent: &mut dyn Agent) -> anyhow::Result<Self> {
+        let (mut counters, mut best) = (RunCounters::default(), None);
+        if let Some(path) = &opts.resume {
+            let ck = Checkpoint::load(path)?;
+            ck.check_matches(path, &cfg.env, &cfg.agent.to_string())?;
+            agent.load_state(&ck.agent_state).with_context(|| {
+                format!(
+                    "checkpoint `{}` does not fit this run's agent",
+                    path.display()
+                )
+            })?;
+            counters = ck.counters;
+            best = ck.best;
+            tracing::info!(
+                env_steps = counters.env_steps,
+                episodes = counters.episodes,
+                train_steps = agent.train_steps(),
+                "resumed from {}",
+                path.display()
+            );
+        }
+        let out = RunOutput::create(cfg, opts.resume.is_some()).with_context(|| {
+            format!(
+                "cannot write the output directory `{}`",
+                cfg.output_dir.display()
+            )
+        })?;
+        let spec = rlfleet_shared::env::spec(&cfg.env)?;
+        let evaluator = Evaluator::spawn(
+            &cfg.env,
+            agents::build_policy(cfg, &spec),
+            cfg.eval.episodes,
+            cfg.seed,
+        );
+        Ok(RunBook {
+            cfg: cfg.clone(),
+            out,
+            progress: Progress::new(opts.progress, cfg.stop.max_env_steps, counters.env_steps),
+            start_steps: counters.env_steps,
+            start_wall: counters.wall_secs,
+            last_progress_steps: counters.env_steps,
+            counters,
+            last_eval: best.as_ref().map(|b| b.mean_return),
+            best,
+            recent: VecDeque::with_capacity(RECENT),
+            evaluator: Some(evaluator),
+            session_start: Instant::now(),
+        })
+    }
+
+    /// Mean return of the last finished episodes.
+    pub fn recent_mean(&self) -> Option<f64> {
+        (!self.recent.is_empty())
+            .then(|| self.recent.iter().sum::<f64>() / self.recent.len() as f64)
+    }
+
+    pub fn best_eval(&self) -> Option<f64> {
+        self.best.as_ref().map(|b| b.mean_return)
+    }
+
+    /// Env steps per second in this session.
+    pub fn rate(&self) -> f64 {
+        let secs = self.session_start.elapsed().as_secs_f64().max(1e-9);
+        (self.counters.env_steps - self.start_steps) as f64 / secs
+    }
+
+    fn record_eval(&mut self, r: &EvalResult) -> anyhow::Result<()> {
+        self.out.eval(&EvalRecord {
+            env_steps: r.env_steps,
+            policy_version: r.weights.version,
+            mean_return: r.mean(),
+            min_return: r.min(),
+            max_return: r.max(),
+            wall_secs: self.counters.wall_secs,
+        })?;
+        if self.best.as_ref().is_none_or(|b| r.mean() > b.mean_return) {
+            self.best = Some(BestEval {
+                mean_return: r.mean(),
+                env_steps: r.env_steps,
+                weights: r.weights.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Updates the wall clock, records finished evaluations, and says
+    /// whether a stop rule (limits or the evaluation target) has fired.
+    pub fn poll(&mut self) -> anyhow::Result<Option<StopReason>> {
+        self.counters.wall_secs = self.start_wall + self.session_start.elapsed().as_secs_f64();
+        if let Some(r) = check_limits(&self.cfg.stop, &self.counters) {
+            return Ok(Some(r));
+        }
+        let mut reached = None;
+        while let Some(r) = self.evaluator.as_ref().and_then(Evaluator::try_result) {
+            self.record_eval(&r)?;
+            self.last_eval = Some(r.mean());
+            if self
+                .cfg
+                .stop
+                .target_eval_return
+                .is_some_and(|t| r.mean() >= t)
+            {
+                reached = Some(StopReason::TargetReached {
+                    mean_return: r.mean(),
+                    env_steps: r.env_steps,
+                });
+            }
+        }
+        Ok(reached)
+    }
+
+    /// Records a finished episode (counts it, writes the CSV row).
+    pub fn episode(
+        &mut self,
+        episode: u64,
+        actor: u32,
+        ret: f64,
+        length: u32,
+        policy_version: u64,
+    ) -> anyhow::Result<()> {
+        self.out.episode(&EpisodeRecord {
+            episode,
+            actor,
+            ret,
+            length,
+            wall_secs: self.counters.wall_secs,
+            policy_version,
+            env_steps: self.counters.env_steps,
+        })?;
+        if self.recent.len() == RECENT {
+            self.recent.pop_front();
+        }
+        self.recent.push_back(ret);
+        self.counters.episodes += 1;
+        Ok(())
+    }
+
+    /// After the env step count went from `before` to the current count:
+    /// publishes weights to the evaluator and checkpoints when a period
+    /// boundary was crossed, and refreshes the progress bar.
+    pub fn after_steps(&mut self, before: u64, agent: &dyn Agent) -> anyhow::Result<()> {
+        let now = self.counters.env_steps;
+        let crossed = |period: u64| period > 0 && now / period > before / period;
+        if crossed(self.cfg.eval.period_steps)
+            && let Some(e) = &self.evaluator
+        {
+            e.publish(agent.weights(), now);
+        }
+        if crossed(self.cfg.checkpoint.period_steps) {
+            self.out.flush()?;
+            self.checkpoint(agent)?;
+        }
+        if now - self.last_progress_steps >= 500 {
+            self.last_progress_steps = now;
+            self.progress.update(
+                now,
+                self.counters.episodes,
+                self.rate(),
+                self.recent_mean(),
+                self.last_eval,
+            );
+        }
+        Ok(())
+    }
+
+    pub fn checkpoint(&mut self, agent: &dyn Agent) -> anyhow::Result<()> {
+        let ck = Checkpoint {
+            env: self.cfg.env.clone(),
+            agent: self.cfg.agent.to_string(),
+            counters: self.counters,
+            agent_state: agent.state(),
+            best: self.best.clone(),
+        };
+        ck.save(&self.out.checkpoint_path())?;
+        Ok(())
+    }
+
+    /// Scores the final weights (unless the target was just reached),
+    /// checkpoints, writes `summary.toml` and the learning curve.
+    pub fn finish(mut self, reason: StopReason, agent: &dyn Agent) -> anyhow::Result<RunSummary> {
+        self.progress.finish();
+        let last = (!matches!(reason, StopReason::TargetReached { .. }))
+            .then(|| (agent.weights(), self.counters.env_steps));
+        let final_version = last.as_ref().map(|(w, _)| w.version);
+        let mut final_eval = None;
+        let evaluator = self.evaluator.take().expect("finish is called once");
+        for r in evaluator.finish(last) {
+            self.record_eval(&r)?;
+            if Some(r.weights.version) == final_version {
+                final_eval = Some(r.mean());
+            }
+        }
+        if let StopReason::TargetReached { mean_return, .. } = reason {
+            final_eval = Some(mean_return);
+        }
+        self.counters.wall_secs = self.start_wall + self.session_start.elapsed().as_secs_f64();
+        self.out.flush()?;
+        self.checkpoint(agent)?;
+        let summary = RunSummary {
+            reason,
+            counters: self.counters,
+            train_steps: agent.train_steps(),
+            best_eval: self.best.as_ref().map(|b| (b.mean_return, b.env_steps)),
+            final_eval,
+            env_steps_per_sec: self.rate(),
+            output_dir: self.out.dir().to_path_buf(),
+        };
+        let dir = self.out.dir().to_path_buf();
+        std::fs::write(dir.join("summary.toml"), summary.to_toml())?;
+        let episodes = output::read_episodes(&dir.join("episodes.csv"))?;
+        let evals = output::read_evals(&dir.join("evals.csv"))?;
+        let title = format!(
+            "{} — {} {} on {}",
+            self.cfg.name, self.cfg.workflow, self.cfg.agent, self.cfg.env
+        );
+        if let Err(e) = output::plot_learning_curve(
+            &dir.join("learning_curve.png"),
+            &title,
+            &episodes,
+            &evals,
+            self.cfg.stop.target_eval_return,
+        ) {
+            tracing::warn!("cannot draw the learning curve: {e}");
+        }
+        Ok(summary)
+    }
+
+    /// Flushes the episode CSV (after a batch of episodes).
+    pub fn flush(&mut self) -> anyhow::Result<()> {
+        self.out.flush()?;
+        Ok(())
+    }
+}

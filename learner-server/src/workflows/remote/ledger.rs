@@ -1,0 +1,151 @@
+//! [`EpisodeLedger`]: episode ids handed out exactly once, tracked until
+//! they finish. An episode whose holder leaves unfinished goes back to the
+//! front of the queue and is handed out again with the same id (and hence
+//! the same seed), so nothing is lost and nothing is counted twice.
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+
+/// Who holds an episode: a connection and one of its environments.
+pub type Holder = (u64, u32);
+
+/// What [`EpisodeLedger::finish`] made of a reported end of episode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finish {
+    /// Counted: it was held by the reporter (or waiting to be re-issued).
+    Counted,
+    /// Already counted once.
+    Duplicate,
+    /// Held by someone else now (re-issued after the reporter left).
+    NotHolder,
+    /// Never handed out.
+    Unknown,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct EpisodeLedger {
+    /// At most this many distinct ids (None: unbounded).
+    limit: Option<u64>,
+    next: u64,
+    held: BTreeMap<u64, Holder>,
+    requeued: VecDeque<u64>,
+    finished: BTreeSet<u64>,
+    pub issued: u64,
+    pub reissued: u64,
+}
+
+impl EpisodeLedger {
+    /// Ids start at `first` (a resumed run continues its numbering).
+    pub fn new(limit: Option<u64>, first: u64) -> Self {
+        EpisodeLedger {
+            limit,
+            next: first,
+            ..Default::default()
+        }
+    }
+
+    /// The next episode for `holder`: a re-queued one first, then a fresh
+    /// id while the limit allows. Returns (id, was re-issued).
+    pub fn issue(&mut self, holder: Holder) -> Option<(u64, bool)> {
+        if let Some(id) = self.requeued.pop_front() {
+            self.held.insert(id, holder);
+            self.reissued += 1;
+            return Some((id, true));
+        }
+        if self.limit.is_some_and(|l| self.next >= l) {
+            return None;
+        }
+        let id = self.next;
+        self.next += 1;
+        self.issued += 1;
+        self.held.insert(id, holder);
+        Some((id, false))
+    }
+
+    pub fn finish(&mut self, id: u64, holder: Holder) -> Finish {
+        if self.finished.contains(&id) {
+            return Finish::Duplicate;
+        }
+        match self.held.get(&id) {
+            Some(h) if *h == holder => {
+                self.held.remove(&id);
+            }
+            Some(_) => return Finish::NotHolder,
+            None => match self.requeued.iter().position(|&q| q == id) {
+                // The reporter left before its report arrived (a resend).
+                Some(i) => {
+                    self.requeued.remove(i);
+                }
+                None => return Finish::Unknown,
+            },
+        }
+        self.finished.insert(id);
+        Finish::Counted
+    }
+
+    /// Re-queues every unfinished episode of connection `conn`; returns
+    /// how many.
+    pub fn release(&mut self, conn: u64) -> usize {
+        let ids: Vec<u64> = self
+            .held
+            .iter()
+            .filter(|(_, h)| h.0 == conn)
+            .map(|(&id, _)| id)
+            .collect();
+        for id in &ids {
+            self.held.remove(id);
+            self.requeued.push_back(*id);
+        }
+        ids.len()
+    }
+
+    /// Episodes `conn` is playing.
+    pub fn held_by(&self, conn: u64) -> usize {
+        self.held.values().filter(|h| h.0 == conn).count()
+    }
+
+    /// An episode could be handed out now.
+    pub fn available(&self) -> bool {
+        !self.requeued.is_empty() || self.limit.is_none_or(|l| self.next < l)
+    }
+
+    pub fn finished_count(&self) -> u64 {
+        self.finished.len() as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_handed_out_once_and_reissued_after_a_holder_leaves() {
+        let mut l = EpisodeLedger::new(Some(4), 0);
+        assert_eq!(l.issue((1, 0)), Some((0, false)));
+        assert_eq!(l.issue((1, 1)), Some((1, false)));
+        assert_eq!(l.issue((2, 0)), Some((2, false)));
+        assert_eq!(l.finish(0, (1, 0)), Finish::Counted);
+        assert_eq!(l.finish(0, (1, 0)), Finish::Duplicate);
+        assert_eq!(l.release(1), 1); // episode 1 was unfinished
+        assert_eq!(l.issue((3, 0)), Some((1, true)));
+        assert_eq!(l.issue((3, 1)), Some((3, false)));
+        assert_eq!(l.issue((3, 2)), None);
+        assert!(!l.available());
+        // The old holder's late report does not count: 1 is held by 3 now.
+        assert_eq!(l.finish(1, (1, 1)), Finish::NotHolder);
+        assert_eq!(l.finish(9, (1, 1)), Finish::Unknown);
+        for (id, h) in [(1, (3, 0)), (2, (2, 0)), (3, (3, 1))] {
+            assert_eq!(l.finish(id, h), Finish::Counted);
+        }
+        assert_eq!((l.issued, l.reissued, l.finished_count()), (4, 1, 4));
+    }
+
+    #[test]
+    fn a_resent_report_reclaims_a_requeued_episode() {
+        let mut l = EpisodeLedger::new(None, 10);
+        assert_eq!(l.issue((1, 0)), Some((10, false)));
+        l.release(1);
+        assert_eq!(l.finish(10, (1, 0)), Finish::Counted);
+        // It is not handed out again.
+        assert_eq!(l.issue((2, 0)), Some((11, false)));
+    }
+}

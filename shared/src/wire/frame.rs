@@ -1,0 +1,103 @@
+//! Framing: a little-endian `u32` length, then that many bytes of one
+//! archived [`Message`]. Frames above the receiver's maximum are refused
+//! before any of their body is read; bodies are validated (rkyv's checked
+//! access) before they are deserialised.
+
+use super::Message;
+use rkyv::rancor;
+use rkyv::util::AlignedVec;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Why a frame could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    #[error("frame of {len} bytes is larger than the maximum of {max} bytes")]
+    TooLarge { len: u32, max: u32 },
+    #[error("frame failed validation: {0}")]
+    Invalid(String),
+    #[error("stream ended in the middle of a frame")]
+    Truncated,
+    #[error("i/o error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Archives a message into a frame (length prefix included).
+pub fn encode(msg: &Message) -> Vec<u8> {
+    let mut out = Vec::new();
+    encode_into(msg, &mut out);
+    out
+}
+
+/// Archives a message into `out` (cleared first), length prefix included.
+pub fn encode_into(msg: &Message, out: &mut Vec<u8>) {
+    let body = rkyv::to_bytes::<rancor::Error>(msg).expect("messages always archive");
+    out.clear();
+    out.reserve(4 + body.len());
+    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    out.extend_from_slice(&body);
+}
+
+/// Validates and deserialises one frame body (without its length prefix).
+pub fn decode(body: &[u8]) -> Result<Message, FrameError> {
+    let mut aligned = AlignedVec::<16>::with_capacity(body.len());
+    aligned.extend_from_slice(body);
+    decode_aligned(&aligned)
+}
+
+fn decode_aligned(body: &AlignedVec<16>) -> Result<Message, FrameError> {
+    let archived = rkyv::access::<super::messages::ArchivedMessage, rancor::Error>(body)
+        .map_err(|e| FrameError::Invalid(e.to_string()))?;
+    rkyv::deserialize::<Message, rancor::Error>(archived)
+        .map_err(|e| FrameError::Invalid(e.to_string()))
+}
+
+/// Reads one frame. `Ok(None)` when the stream ended cleanly between
+/// frames. `buf` is reused between calls. Returns the message and the
+/// frame's size on the wire.
+pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+    buf: &mut AlignedVec<16>,
+) -> Result<Option<(Message, usize)>, FrameError> {
+    let mut len = [0u8; 4];
+    let mut got = 0;
+    while got < 4 {
+        let n = r.read(&mut len[got..]).await?;
+        if n == 0 {
+            return if got == 0 {
+                Ok(None)
+            } else {
+                Err(FrameError::Truncated)
+            };
+        }
+        got += n;
+    }
+    let len = u32::from_le_bytes(len);
+    if len > max_bytes {
+        return Err(FrameError::TooLarge {
+            len,
+            max: max_bytes,
+        });
+    }
+    buf.clear();
+    buf.resize(len as usize, 0);
+    match r.read_exact(&mut buf[..]).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Err(FrameError::Truncated);
+        }
+        Err(e) => return Err(e.into()),
+    }
+    Ok(Some((decode_aligned(buf)?, 4 + len as usize)))
+}
+
+/// Writes one message as a frame; returns the bytes written.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    msg: &Message,
+    scratch: &mut Vec<u8>,
+) -> std::io::Result<usize> {
+    encode_into(msg, scratch);
+    w.write_all(scratch).await?;
+    Ok(scratch.len())
+}

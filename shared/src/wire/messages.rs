@@ -1,0 +1,234 @@
+//! The message types. They are an IPC boundary: plain data, no behaviour.
+
+use rkyv::{Archive, Deserialize, Serialize};
+
+/// One frame's content.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub enum Message {
+    Hello(Hello),
+    Welcome(Welcome),
+    Observations(Observations),
+    Actions(Actions),
+    Experience(Experience),
+    Ack(Ack),
+    Stop(Stop),
+    Error(ErrorMsg),
+}
+
+impl Message {
+    /// A short name for logs and errors.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Message::Hello(_) => "hello",
+            Message::Welcome(_) => "welcome",
+            Message::Observations(_) => "observations",
+            Message::Actions(_) => "actions",
+            Message::Experience(_) => "experience",
+            Message::Ack(_) => "ack",
+            Message::Stop(_) => "stop",
+            Message::Error(_) => "error",
+        }
+    }
+}
+
+/// First message of every connection, actor to learner.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Hello {
+    pub protocol: u32,
+    pub software: String,
+    /// Stable across reconnects of one actor process.
+    pub actor_id: String,
+    /// Chosen afresh at every connect.
+    pub session_id: u64,
+    /// The shared secret, when the learner is configured with one.
+    pub token: String,
+    /// How many environments this actor can run.
+    pub env_capacity: u32,
+}
+
+/// A weights publication: version and raw flat f32 parameters.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct WeightsMsg {
+    pub version: u64,
+    pub data: Vec<f32>,
+}
+
+/// "Environment `env` now plays episode `episode`, reset with `seed`."
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EpisodeStart {
+    pub env: u32,
+    pub episode: u64,
+    pub seed: u64,
+}
+
+/// The assignment, learner to actor, in reply to `Hello` once a run is
+/// active.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Welcome {
+    pub run_id: String,
+    /// The workflow's config name (`async`, `sync`, `seed`).
+    pub workflow: String,
+    pub env_id: String,
+    pub obs_dim: u32,
+    /// Scalars per action (1 for a discrete index).
+    pub action_dim: u32,
+    /// The agent's config name and its network's hidden layer widths.
+    pub agent: String,
+    pub hidden: Vec<u32>,
+    /// Environments the actor runs (at most its capacity).
+    pub n_envs: u32,
+    /// Seeds the actor's exploration.
+    pub seed: u64,
+    /// `async`: send a batch every this many steps (or at an episode end).
+    pub batch_step_frequency: u32,
+    /// `sync`: steps per round.
+    pub steps_per_round: u32,
+    /// Exploration rate the actor uses until the next reply.
+    pub epsilon: f32,
+    /// Initial weights (none for `seed`: they never leave the learner).
+    pub weights: Option<WeightsMsg>,
+    pub starts: Vec<EpisodeStart>,
+}
+
+/// SEED request: one observation per environment, with the outcome of the
+/// previous action.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Observations {
+    pub seq: u64,
+    /// `n_envs * obs_dim` values; for a finished env, its final observation.
+    pub obs: Vec<f32>,
+    /// Reward of the previous action, per env.
+    pub rewards: Vec<f32>,
+    /// [`super::flags`] per env.
+    pub flags: Vec<u8>,
+}
+
+/// SEED reply: one action per environment, and new episodes for the envs
+/// whose episode ended.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Actions {
+    pub seq: u64,
+    pub policy_version: u64,
+    /// `n_envs * action_dim` values (ignored for finished or idle envs).
+    pub actions: Vec<f32>,
+    pub starts: Vec<EpisodeStart>,
+}
+
+/// A batch of transitions, column by column.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
+pub struct Transitions {
+    pub obs: Vec<f32>,
+    pub actions: Vec<f32>,
+    pub rewards: Vec<f32>,
+    pub next_obs: Vec<f32>,
+    pub terminated: Vec<u8>,
+    /// The episode each transition belongs to.
+    pub episode: Vec<u64>,
+}
+
+impl Transitions {
+    pub fn len(&self) -> usize {
+        self.rewards.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.rewards.is_empty()
+    }
+}
+
+/// An episode that ended on an actor.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
+pub struct EpisodeResult {
+    pub episode: u64,
+    pub env: u32,
+    pub ret: f64,
+    pub length: u32,
+}
+
+/// Experience from an actor (`async`, `sync`). `(actor_id, session_id,
+/// seq)` identifies it: a batch resent after a reconnect keeps its original
+/// key and is never trained twice.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Experience {
+    pub actor_id: String,
+    pub session_id: u64,
+    pub seq: u64,
+    /// Version of the weights that chose the actions.
+    pub policy_version: u64,
+    pub transitions: Transitions,
+    pub finished: Vec<EpisodeResult>,
+    /// Environments that need an episode.
+    pub idle_envs: Vec<u32>,
+}
+
+/// Reply to `Experience`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Ack {
+    pub seq: u64,
+    /// The batch was already trained on (a resend): it was not used again.
+    pub duplicate: bool,
+    /// Newer weights than the actor's, if any.
+    pub weights: Option<WeightsMsg>,
+    pub epsilon: f32,
+    pub starts: Vec<EpisodeStart>,
+}
+
+/// The run ended (or the learner is shutting down).
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Stop {
+    pub reason: String,
+    /// The learner is going away: do not wait for another run.
+    pub shutdown: bool,
+}
+
+/// A refused message: what was wrong with it. The sender closes the stream
+/// or connection after it.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct ErrorMsg {
+    pub code: u16,
+    pub text: String,
+}
+
+/// The codes of [`ErrorMsg`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u16)]
+pub enum ErrorCode {
+    /// The frame did not pass validation.
+    BadFrame = 1,
+    /// The length prefix is above the configured maximum.
+    FrameTooLarge = 2,
+    /// `Hello` carried another protocol version.
+    ProtocolVersion = 3,
+    /// Missing or wrong token.
+    Unauthorized = 4,
+    /// Array lengths do not fit the run's spaces.
+    BadShape = 5,
+    /// NaN or infinity in observations, rewards or actions.
+    NonFinite = 6,
+    /// A message that makes no sense at this point of the exchange.
+    Unexpected = 7,
+    /// An action outside the action space.
+    BadAction = 8,
+}
+
+impl ErrorCode {
+    /// The label used in metrics.
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorCode::BadFrame => "bad_frame",
+            ErrorCode::FrameTooLarge => "frame_too_large",
+            ErrorCode::ProtocolVersion => "protocol_version",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::BadShape => "bad_shape",
+            ErrorCode::NonFinite => "non_finite",
+            ErrorCode::Unexpected => "unexpected",
+            ErrorCode::BadAction => "bad_action",
+        }
+    }
+
+    pub fn message(self, text: impl Into<String>) -> Message {
+        Message::Error(ErrorMsg {
+            code: self as u16,
+            text: text.into(),
+        })
+    }
+}

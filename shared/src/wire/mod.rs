@@ -1,0 +1,39 @@
+//! The wire protocol between actors and the learner: rkyv messages, one per
+//! length-prefixed frame, validated with rkyv's checked access before use.
+//!
+//! Every connection starts with [`Hello`] (which carries
+//! [`PROTOCOL_VERSION`]); after that the actor drives a strict request/reply
+//! exchange on one bidirectional stream: `Observations -> Actions` (seed) or
+//! `Experience -> Ack` (async, sync). Any reply may be [`Stop`] or
+//! [`ErrorMsg`] instead.
+
+mod frame;
+mod messages;
+
+pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame};
+pub use messages::*;
+
+/// Bumped whenever a message changes shape; a peer with another version is
+/// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The default largest frame accepted (64 MiB), length prefix excluded.
+pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;
+
+/// The software version sent in `Hello` (for logs and `GET /v1/actors`).
+pub const SOFTWARE_VERSION: &str = concat!("rlfleet ", env!("CARGO_PKG_VERSION"));
+
+/// Bits of [`Observations::flags`], one byte per environment.
+pub mod flags {
+    /// The previous action ended the episode in a terminal state.
+    pub const TERMINATED: u8 = 1;
+    /// The previous action ended the episode by the time limit.
+    pub const TRUNCATED: u8 = 2;
+    /// `obs` is the first observation of an episode (no reward attached).
+    pub const FRESH: u8 = 4;
+    /// The environment has no episode: its `obs` is ignored.
+    pub const IDLE: u8 = 8;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,92 @@
+//! Round trips and refusals of the frame codec.
+
+use super::*;
+
+fn experience() -> Message {
+    Message::Experience(Experience {
+        actor_id: "a-1".into(),
+        session_id: 7,
+        seq: 3,
+        policy_version: 11,
+        transitions: Transitions {
+            obs: vec![0.5; 8],
+            actions: vec![1.0, 0.0],
+            rewards: vec![1.0, 1.0],
+            next_obs: vec![0.25; 8],
+            terminated: vec![0, 1],
+            episode: vec![4, 4],
+        },
+        finished: vec![EpisodeResult {
+            episode: 4,
+            env: 0,
+            ret: 2.0,
+            length: 2,
+        }],
+        idle_envs: vec![0],
+    })
+}
+
+fn block_on<F: Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(f)
+}
+
+#[test]
+fn frames_round_trip_through_a_stream() {
+    let msgs = vec![
+        experience(),
+        Message::Stop(Stop {
+            reason: "done".into(),
+            shutdown: false,
+        }),
+        ErrorCode::BadShape.message("obs has 3 values, expected 4"),
+    ];
+    let mut wire = Vec::new();
+    for m in &msgs {
+        wire.extend(encode(m));
+    }
+    let got = block_on(async {
+        let mut r = &wire[..];
+        let mut buf = rkyv::util::AlignedVec::new();
+        let mut out = Vec::new();
+        while let Some((m, size)) = read_frame(&mut r, 1 << 20, &mut buf).await.unwrap() {
+            assert_eq!(size, encode(&m).len());
+            out.push(m);
+        }
+        out
+    });
+    assert_eq!(got, msgs);
+}
+
+#[test]
+fn oversized_frames_are_refused_before_their_body() {
+    let frame = encode(&experience());
+    let err = block_on(async {
+        let mut r = &frame[..];
+        let mut buf = rkyv::util::AlignedVec::new();
+        read_frame(&mut r, 16, &mut buf).await.unwrap_err()
+    });
+    assert!(matches!(err, FrameError::TooLarge { max: 16, .. }), "{err}");
+}
+
+#[test]
+fn garbage_fails_validation() {
+    let mut frame = encode(&experience());
+    // Corrupt the relative pointers and lengths at the end of the archive.
+    let n = frame.len();
+    for b in &mut frame[n - 24..] {
+        *b = 0xff;
+    }
+    let err = decode(&frame[4..]).unwrap_err();
+    assert!(matches!(err, FrameError::Invalid(_)), "{err}");
+    // A truncated frame is reported as such.
+    let whole = encode(&experience());
+    let err = block_on(async {
+        let mut r = &whole[..whole.len() - 3];
+        let mut buf = rkyv::util::AlignedVec::new();
+        read_frame(&mut r, 1 << 20, &mut buf).await.unwrap_err()
+    });
+    assert!(matches!(err, FrameError::Truncated), "{err}");
+}

@@ -1,0 +1,155 @@
+//! Bad input on the QUIC port: a frame that fails validation, an oversized
+//! frame, a wrong protocol version, a wrong token, observations of the
+//! wrong shape or with NaN. Each gets an `Error` back and a closed
+//! connection, a counter in `/metrics`, and a run in progress completes
+//! unharmed with its real actor.
+
+use crate::daemon_accounting::short_run;
+use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
+use rlfleet_shared::wire::{self, ErrorCode, Hello, Message, Observations, flags};
+use rlfleet_tests::daemon::{Daemon, finish_actor};
+use std::time::Duration;
+
+fn hello(protocol: u32, token: &str) -> Message {
+    Message::Hello(Hello {
+        protocol,
+        software: "test".into(),
+        actor_id: "intruder".into(),
+        session_id: 1,
+        token: token.into(),
+        env_capacity: 1,
+    })
+}
+
+/// Opens a connection, sends `frames` (raw bytes) and returns the first
+/// message the learner answers with.
+async fn exchange(d: &Daemon, frames: Vec<Vec<u8>>) -> Message {
+    let ep = client_endpoint(&Trust::Pin(d.fingerprint.clone()), Liveness::default()).unwrap();
+    let conn = ep
+        .connect(d.actors.parse().unwrap(), "localhost")
+        .unwrap()
+        .await
+        .unwrap();
+    let (send, recv) = conn.open_bi().await.unwrap();
+    let mut fs = FramedStream::new(send, recv, 1 << 20);
+    let mut last = None;
+    for f in frames {
+        fs.send_raw(&f).await.unwrap();
+        if let Ok(Some(m)) = fs.recv().await {
+            last = Some(m);
+            if matches!(last, Some(Message::Error(_))) {
+                break;
+            }
+        }
+    }
+    let m = last.expect("an answer");
+    // The learner closes the connection after an error.
+    let closed = tokio::time::timeout(Duration::from_secs(5), conn.closed()).await;
+    if matches!(m, Message::Error(_)) {
+        assert!(closed.is_ok(), "connection left open after {m:?}");
+    }
+    m
+}
+
+fn expect_error(m: Message, code: ErrorCode, text: &str) {
+    match m {
+        Message::Error(e) => {
+            assert_eq!(e.code, code as u16, "{}", e.text);
+            assert!(
+                e.text.contains(text),
+                "`{}` does not mention `{text}`",
+                e.text
+            );
+        }
+        other => panic!("expected error {code:?}, got {other:?}"),
+    }
+}
+
+#[test]
+fn malformed_input_is_refused_counted_and_harmless() {
+    let _heavy = rlfleet_tests::heavy();
+    let d = Daemon::start("token = \"actor-secret\"\nmax_frame_bytes = 65536", "");
+    let cfg = short_run("seed", 60, d.dir.path());
+    let id = d.start_run(&cfg);
+    let good = d.actor("good", 2, &["--once", "--token", "actor-secret"]);
+    d.wait_until(&id, Duration::from_secs(30), |v| {
+        v["env_steps"].as_u64().unwrap() > 50
+    });
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let hello_ok = wire::encode(&hello(wire::PROTOCOL_VERSION, "actor-secret"));
+    rt.block_on(async {
+        // Garbage that passes the length check but not validation.
+        let mut garbage = 64u32.to_le_bytes().to_vec();
+        garbage.extend([0xAB; 64]);
+        expect_error(
+            exchange(&d, vec![garbage]).await,
+            ErrorCode::BadFrame,
+            "validation",
+        );
+        // A length prefix above the maximum.
+        let huge = (10u32 << 20).to_le_bytes().to_vec();
+        expect_error(
+            exchange(&d, vec![huge]).await,
+            ErrorCode::FrameTooLarge,
+            "larger than the maximum",
+        );
+        // Another protocol version.
+        let old = wire::encode(&hello(99, "actor-secret"));
+        expect_error(
+            exchange(&d, vec![old]).await,
+            ErrorCode::ProtocolVersion,
+            "protocol version 99",
+        );
+        // No token.
+        let anon = wire::encode(&hello(wire::PROTOCOL_VERSION, ""));
+        expect_error(
+            exchange(&d, vec![anon]).await,
+            ErrorCode::Unauthorized,
+            "token",
+        );
+        // Welcome, then observations of the wrong shape (CartPole has 4).
+        let obs = |values: Vec<f32>, flag: u8| {
+            wire::encode(&Message::Observations(Observations {
+                seq: 1,
+                obs: values,
+                rewards: vec![0.0],
+                flags: vec![flag],
+            }))
+        };
+        let m = exchange(&d, vec![hello_ok.clone(), obs(vec![0.1; 3], flags::FRESH)]).await;
+        expect_error(m, ErrorCode::BadShape, "`obs` has 3 values, expected 4");
+        let m = exchange(
+            &d,
+            vec![
+                hello_ok.clone(),
+                obs(vec![0.1, f32::NAN, 0.0, 0.0], flags::FRESH),
+            ],
+        )
+        .await;
+        expect_error(m, ErrorCode::NonFinite, "NaN");
+    });
+    for code in [
+        "bad_frame",
+        "frame_too_large",
+        "protocol_version",
+        "unauthorized",
+        "bad_shape",
+        "non_finite",
+    ] {
+        assert_eq!(
+            d.metric(&format!("rlfleet_protocol_errors_total{{code=\"{code}\"}}")),
+            1.0,
+            "{code}"
+        );
+    }
+    // The run and its real actor carry on to the end.
+    let status = d.wait_finished(&id, Duration::from_secs(120));
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], 60, "{status}");
+    let (ok, err) = finish_actor(good);
+    assert!(ok, "{err}");
+}

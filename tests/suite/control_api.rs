@@ -1,0 +1,110 @@
+//! The control API over real HTTP on a real daemon: create, list, get and
+//! stop runs; 400 (naming the field), 401, 404 and 409; open `/metrics` and
+//! `/healthz` with a token configured; an OpenAPI document that validates.
+
+use crate::daemon_accounting::short_run;
+use rlfleet_tests::daemon::Daemon;
+use rlfleet_tests::reference_python;
+use serde_json::Value;
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
+    let d = Daemon::start("", "token = \"s3cret\"");
+    // 401 without the token, except on the open routes.
+    let (status, body) = d.get_as("/v1/runs", false);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    assert_eq!(d.get_as("/healthz", false).0, 200);
+    assert_eq!(d.get_as("/readyz", false).0, 200);
+    let (status, metrics) = d.get_as("/metrics", false);
+    assert_eq!(status, 200);
+    assert!(metrics.contains("rlfleet_connected_actors 0"), "{metrics}");
+    let (status, _) = d.post_as("/v1/runs", "{}", false);
+    assert_eq!(status, 401);
+
+    // 400 naming the problem.
+    let mut cfg = short_run("async", 1_000_000, d.dir.path());
+    cfg.stop.max_wall_secs = Some(60.0);
+    let mut v: Value = serde_json::to_value(&cfg).unwrap();
+    v["dqn"]["gamma"] = 1.5.into();
+    let (status, body) = d.post("/v1/runs", &v.to_string());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("`dqn.gamma` = 1.5 is out of range"), "{body}");
+    let mut v: Value = serde_json::to_value(&cfg).unwrap();
+    v["learning_rate"] = 0.1.into();
+    let (status, body) = d.post("/v1/runs", &v.to_string());
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("unknown field `learning_rate`"), "{body}");
+    let (status, body) = d.post("/v1/runs", "not json");
+    assert_eq!(status, 400, "{body}");
+
+    // Create; a second while it runs is a conflict.
+    let id = d.start_run(&cfg);
+    let (status, body) = d.post("/v1/runs", &serde_json::to_string(&cfg).unwrap());
+    assert_eq!(status, 409, "{body}");
+    assert!(body.contains(&id), "{body}");
+    let actor = d.actor("api-actor", 1, &["--once"]);
+    let running = d.wait_until(&id, Duration::from_secs(30), |v| {
+        v["env_steps"].as_u64().unwrap() > 100
+    });
+    assert_eq!(running["state"], "running");
+    assert_eq!(running["workflow"], "async");
+    assert_eq!(running["actors"], serde_json::json!(["api-actor"]));
+    let actors = d.json("/v1/actors");
+    assert_eq!(actors.as_array().unwrap().len(), 1, "{actors}");
+    assert_eq!(actors[0]["actor_id"], "api-actor");
+    assert_eq!(actors[0]["run"], Value::String(id.clone()));
+    assert_eq!(d.metric("rlfleet_connected_actors"), 1.0);
+
+    // 404s.
+    assert_eq!(d.get("/v1/runs/no-such-run").0, 404);
+    assert_eq!(d.post("/v1/runs/no-such-run/stop", "").0, 404);
+    assert_eq!(d.get("/v1/runs/no-such-run/episodes").0, 404);
+
+    // Stop: the run checkpoints and ends; its actor sees a clean stop.
+    let (status, body) = d.post(&format!("/v1/runs/{id}/stop"), "");
+    assert_eq!(status, 202, "{body}");
+    let done = d.wait_finished(&id, Duration::from_secs(30));
+    assert_eq!(done["reason"], "stopped on request", "{done}");
+    let (ok, err) = rlfleet_tests::daemon::finish_actor(actor);
+    assert!(ok, "the actor did not stop cleanly: {err}");
+    assert!(cfg.output_dir.join("checkpoint.safetensors").exists());
+    let list = d.json("/v1/runs");
+    assert_eq!(list.as_array().unwrap().len(), 1);
+    assert_eq!(list[0]["id"], Value::String(id));
+
+    // The OpenAPI document is valid OpenAPI.
+    let (status, doc) = d.get("/openapi.json");
+    assert_eq!(status, 200);
+    let path = d.dir.path().join("openapi.json");
+    std::fs::write(&path, &doc).unwrap();
+    let out = Command::new(reference_python())
+        .args([
+            "-c",
+            "import json,sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
+        ])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for route in [
+        "/v1/runs",
+        "/v1/runs/{id}",
+        "/v1/runs/{id}/stop",
+        "/v1/runs/{id}/episodes",
+        "/v1/actors",
+        "/metrics",
+    ] {
+        assert!(
+            doc.contains(&format!("\"{route}\"")),
+            "{route} missing from the document"
+        );
+    }
+}

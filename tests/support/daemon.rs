@@ -1,0 +1,249 @@
+//! A real `learner-server serve` process on loopback, its control API over
+//! real HTTP, and real `actor-client` processes connected to it.
+
+use crate::binary;
+use rlfleet_shared::config::RunConfig;
+use serde_json::Value;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running daemon; SIGTERM and wait on drop.
+#[derive(Debug)]
+pub struct Daemon {
+    child: Child,
+    pub api: String,
+    pub actors: String,
+    pub fingerprint: String,
+    pub cert: String,
+    pub token: Option<String>,
+    pub dir: tempfile::TempDir,
+    http: ureq::Agent,
+}
+
+/// Counts an actor prints on exit.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct ActorCounts {
+    pub env_steps: u64,
+    pub episodes: u64,
+    pub batches: u64,
+    pub resent: u64,
+    pub inference_requests: u64,
+    pub sessions: u64,
+}
+
+/// Parses the `actor done: ...` line of an actor's stderr.
+pub fn actor_counts(stderr: &str) -> Option<ActorCounts> {
+    let line = stderr.lines().find(|l| l.starts_with("actor done:"))?;
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse().unwrap())
+        .collect();
+    let [
+        env_steps,
+        episodes,
+        batches,
+        resent,
+        inference_requests,
+        sessions,
+    ] = nums[..]
+    else {
+        return None;
+    };
+    Some(ActorCounts {
+        env_steps,
+        episodes,
+        batches,
+        resent,
+        inference_requests,
+        sessions,
+    })
+}
+
+impl Daemon {
+    /// Starts `serve` with listeners on port 0; `extra` is appended to the
+    /// `[actors]` table of server.toml, `api_extra` to `[api]`.
+    pub fn start(extra: &str, api_extra: &str) -> Daemon {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = format!(
+            "[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\nkeep_alive_ms = 200\nidle_timeout_ms = 1500\n{extra}\n\
+             [api]\nlisten = \"127.0.0.1:0\"\n{api_extra}\n",
+            dir.path().join("tls").display()
+        );
+        let cfg_path = dir.path().join("server.toml");
+        std::fs::write(&cfg_path, cfg).unwrap();
+        let ready = dir.path().join("ready.json");
+        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
+        let child = Command::new(binary("learner-server"))
+            .args(["--log-format", "json", "serve", "--config"])
+            .arg(&cfg_path)
+            .arg("--ready-file")
+            .arg(&ready)
+            .current_dir(dir.path())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        let t0 = Instant::now();
+        while !ready.exists() {
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "server did not start"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let info: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+        let s = |k: &str| info[k].as_str().unwrap().to_string();
+        let token = api_extra
+            .lines()
+            .find_map(|l| l.strip_prefix("token = "))
+            .map(|t| t.trim_matches('"').to_string());
+        Daemon {
+            child,
+            api: format!("http://{}", s("api")),
+            actors: s("actors"),
+            fingerprint: s("fingerprint"),
+            cert: s("cert"),
+            token,
+            dir,
+            http: ureq::Agent::config_builder()
+                .http_status_as_error(false)
+                .build()
+                .into(),
+        }
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()
+    }
+
+    fn auth(&self, with: bool) -> Option<String> {
+        self.token
+            .as_ref()
+            .filter(|_| with)
+            .map(|t| format!("Bearer {t}"))
+    }
+
+    /// GET with the token (if any): (status, body).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        self.get_as(path, true)
+    }
+
+    pub fn get_as(&self, path: &str, with_token: bool) -> (u16, String) {
+        let mut req = self.http.get(format!("{}{path}", self.api));
+        if let Some(a) = self.auth(with_token) {
+            req = req.header("Authorization", a);
+        }
+        let mut resp = req.call().unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_to_string().unwrap())
+    }
+
+    pub fn post(&self, path: &str, body: &str) -> (u16, String) {
+        self.post_as(path, body, true)
+    }
+
+    pub fn post_as(&self, path: &str, body: &str, with_token: bool) -> (u16, String) {
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.api))
+            .header("Content-Type", "application/json");
+        if let Some(a) = self.auth(with_token) {
+            req = req.header("Authorization", a);
+        }
+        let mut resp = req.send(body).unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_to_string().unwrap())
+    }
+
+    pub fn json(&self, path: &str) -> Value {
+        let (status, body) = self.get(path);
+        assert_eq!(status, 200, "GET {path}: {body}");
+        serde_json::from_str(&body).unwrap()
+    }
+
+    /// Starts a run; returns its id.
+    pub fn start_run(&self, cfg: &RunConfig) -> String {
+        let (status, body) = self.post("/v1/runs", &serde_json::to_string(cfg).unwrap());
+        assert_eq!(status, 201, "POST /v1/runs: {body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        v["id"].as_str().unwrap().to_string()
+    }
+
+    /// Polls the run until `done` says so (or panics after `limit`).
+    pub fn wait_until(&self, id: &str, limit: Duration, done: impl Fn(&Value) -> bool) -> Value {
+        let t0 = Instant::now();
+        loop {
+            let v = self.json(&format!("/v1/runs/{id}"));
+            if done(&v) {
+                return v;
+            }
+            assert!(
+                t0.elapsed() < limit,
+                "run {id} not done after {limit:?}: {v}\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Waits for the run to finish.
+    pub fn wait_finished(&self, id: &str, limit: Duration) -> Value {
+        self.wait_until(id, limit, |v| {
+            v["state"] == "finished" || v["state"] == "failed"
+        })
+    }
+
+    /// The value of one metric line (`name` includes labels, if any).
+    pub fn metric(&self, name: &str) -> f64 {
+        let (_, text) = self.get("/metrics");
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)
+                    .and_then(|rest| rest.strip_prefix(' '))
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0.0)
+    }
+
+    /// An `actor-client` process connected to this daemon (stderr piped).
+    pub fn actor(&self, id: &str, envs: u32, extra: &[&str]) -> Child {
+        Command::new(binary("actor-client"))
+            .args(["--server", &self.actors, "--pin", &self.fingerprint])
+            .args(["--envs", &envs.to_string(), "--actor-id", id])
+            .args(["--keep-alive-ms", "200", "--idle-timeout-ms", "1500"])
+            .args(extra)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Waits for an actor process; returns its exit success and stderr.
+pub fn finish_actor(child: Child) -> (bool, String) {
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(20) {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
