@@ -206,3 +206,44 @@ impl Metrics {
         String::from_utf8(out).expect("the text format is UTF-8")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every metric the Grafana dashboard queries exists under that name.
+    #[test]
+    fn the_dashboard_queries_only_exported_metrics() {
+        let m = Metrics::new();
+        m.batches_dropped.with_label_values(&["duplicate"]).inc();
+        m.bytes_received.with_label_values(&["quic"]).inc();
+        m.bytes_sent.with_label_values(&["quic"]).inc();
+        m.protocol_errors.with_label_values(&["bad_frame"]).inc();
+        let text = m.render();
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../dashboards/rlfleet-learner.json"
+        );
+        let dash = std::fs::read_to_string(path).unwrap();
+        let mut names: Vec<&str> = dash
+            .match_indices("rlfleet_")
+            .map(|(i, _)| {
+                let rest = &dash[i..];
+                let end = rest
+                    .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                    .unwrap_or(rest.len());
+                &rest[..end]
+            })
+            .filter(|n| *n != "rlfleet_" && !n.starts_with("rlfleet_learner"))
+            .collect();
+        names.sort();
+        names.dedup();
+        assert!(names.len() >= 15, "{names:?}");
+        for n in names {
+            assert!(
+                text.lines().any(|l| l.starts_with(n)),
+                "the dashboard queries `{n}`, which /metrics does not export"
+            );
+        }
+    }
+}
