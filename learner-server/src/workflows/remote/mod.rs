@@ -560,8 +560,14 @@ impl RemoteRun {
         }
         match &mut self.mode {
             Mode::Sync(round) => {
+                // Batches of the unfinished round were received, never
+                // trained: count them dropped.
+                let untrained = round.submitted.len() + std::mem::take(&mut round.orphans).len();
                 for reply in round.take_replies() {
                     let _ = reply.send(stop());
+                }
+                for _ in 0..untrained {
+                    self.drop_batch("run_ended");
                 }
             }
             Mode::Seed(b) => {
