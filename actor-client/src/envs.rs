@@ -87,21 +87,10 @@ impl EnvSlots {
         Ok(())
     }
 
-    /// Abandons every episode (after a reconnect the learner re-assigns).
-    pub fn idle_all(&mut self) {
-        for s in &mut self.slots {
-            s.episode = None;
-        }
-    }
-
     pub fn idle(&self) -> Vec<u32> {
         (0..self.slots.len() as u32)
             .filter(|&i| self.slots[i as usize].episode.is_none())
             .collect()
-    }
-
-    pub fn running(&self) -> usize {
-        self.slots.iter().filter(|s| s.episode.is_some()).count()
     }
 
     /// Steps env `i` with `action`; the observation lands in its `obs`.

@@ -182,7 +182,7 @@ fn main() -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {e:#}");
-            if actor_client::remote::refusal_code(&e).is_some() {
+            if e.is::<actor_client::remote::Refused>() {
                 ExitCode::from(3)
             } else {
                 ExitCode::FAILURE

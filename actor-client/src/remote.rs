@@ -10,8 +10,7 @@ use crate::policy::QPolicy;
 use rand::Rng;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
-    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions, Welcome,
-    flags,
+    self, EpisodeResult, Experience, Hello, Message, Observations, Transitions, Welcome, flags,
 };
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -272,14 +271,17 @@ async fn play_experience(
     let (od, n) = (envs.obs_dim, envs.slots.len());
     let mut obs = Vec::with_capacity(n * od);
     let mut actions = Vec::new();
+    let mut running = Vec::with_capacity(n);
     loop {
         let mut batch = Transitions::default();
         let mut finished = Vec::new();
         let mut steps = 0;
-        while steps < every && envs.running() > 0 {
-            let running: Vec<usize> = (0..n)
-                .filter(|&i| envs.slots[i].episode.is_some())
-                .collect();
+        while steps < every {
+            running.clear();
+            running.extend((0..n).filter(|&i| envs.slots[i].episode.is_some()));
+            if running.is_empty() {
+                break;
+            }
             obs.clear();
             for &i in &running {
                 obs.extend_from_slice(&envs.slots[i].obs);
@@ -413,21 +415,4 @@ async fn play_seed(
             rewards[s.env as usize] = 0.0;
         }
     }
-}
-
-/// The error code a refusal carries (for exit codes and tests).
-pub fn refusal_code(e: &anyhow::Error) -> Option<ErrorCode> {
-    let r = e.downcast_ref::<Refused>()?;
-    [
-        ErrorCode::BadFrame,
-        ErrorCode::FrameTooLarge,
-        ErrorCode::ProtocolVersion,
-        ErrorCode::Unauthorized,
-        ErrorCode::BadShape,
-        ErrorCode::NonFinite,
-        ErrorCode::Unexpected,
-        ErrorCode::BadAction,
-    ]
-    .into_iter()
-    .find(|c| *c as u16 == r.code)
 }

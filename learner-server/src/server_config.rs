@@ -79,6 +79,17 @@ impl Default for ApiListener {
     }
 }
 
+/// Compares a presented token with the configured one in time that does not
+/// depend on where they differ.
+pub fn tokens_match(expected: &str, given: &str) -> bool {
+    expected.len() == given.len()
+        && expected
+            .bytes()
+            .zip(given.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// `token`, or the trimmed content of `token_file`.
 fn resolve_token(
     token: &Option<String>,

@@ -11,6 +11,7 @@ pub use error::ApiError;
 pub use openapi::openapi_json;
 
 use crate::hub::Hub;
+use crate::server_config::tokens_match;
 use axum::Router;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -70,9 +71,7 @@ async fn auth(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "));
     match given {
-        Some(g) if g.len() == token.len() && g.bytes().zip(token.bytes()).all(|(a, b)| a == b) => {
-            Ok(next.run(req).await)
-        }
+        Some(g) if tokens_match(token, g) => Ok(next.run(req).await),
         Some(_) => Err(ApiError::unauthorized("wrong bearer token")),
         None => Err(ApiError::unauthorized(
             "missing `Authorization: Bearer <token>` header",

@@ -27,6 +27,7 @@ pub struct ActiveRun {
 
 #[derive(Debug)]
 struct RunEntry {
+    id: String,
     shared: Arc<RunShared>,
     cancel: CancellationToken,
     done: watch::Receiver<Option<Result<RunSummary, String>>>,
@@ -51,8 +52,8 @@ pub enum StartError {
 #[derive(Debug)]
 pub struct Hub {
     pub metrics: Arc<Metrics>,
-    runs: Mutex<BTreeMap<String, RunEntry>>,
-    order: Mutex<Vec<String>>,
+    /// Every run started, oldest first.
+    runs: Mutex<Vec<RunEntry>>,
     actors: Mutex<BTreeMap<ConnId, ActorEntry>>,
     active: watch::Sender<Option<ActiveRun>>,
     next_run: AtomicU64,
@@ -66,7 +67,6 @@ impl Hub {
         Arc::new(Hub {
             metrics,
             runs: Mutex::default(),
-            order: Mutex::default(),
             actors: Mutex::default(),
             active: watch::Sender::new(None),
             next_run: AtomicU64::new(1),
@@ -85,8 +85,8 @@ impl Hub {
             return Err(StartError::ShuttingDown);
         }
         let mut runs = self.runs.lock().expect("runs lock");
-        if let Some((id, _)) = runs.iter().find(|(_, r)| r.done.borrow().is_none()) {
-            return Err(StartError::Conflict(id.clone()));
+        if let Some(r) = runs.iter().find(|r| r.done.borrow().is_none()) {
+            return Err(StartError::Conflict(r.id.clone()));
         }
         let id = format!(
             "{}-{}",
@@ -94,46 +94,17 @@ impl Hub {
             self.next_run.fetch_add(1, Ordering::Relaxed)
         );
         let shared = Arc::new(RunShared {
-            status: Mutex::new(RunStatus {
-                id: id.clone(),
-                name: cfg.name.clone(),
-                workflow: cfg.workflow.to_string(),
-                env: cfg.env.clone(),
-                agent: cfg.agent.to_string(),
-                state: RunState::Running,
-                reason: None,
-                error: None,
-                env_steps: 0,
-                episodes_finished: 0,
-                episodes_issued: 0,
-                episodes_reissued: 0,
-                recent_return: None,
-                last_eval_return: None,
-                best_eval_return: None,
-                target_reached: false,
-                policy_version: 0,
-                train_steps: 0,
-                replay_size: 0,
-                batches: BatchTally::default(),
-                transitions_ingested: 0,
-                inference_requests: 0,
-                actors: Vec::new(),
-                wall_secs: 0.0,
-                output_dir: cfg.output_dir.display().to_string(),
-            }),
+            status: Mutex::new(RunStatus::starting(&id, &cfg)),
             episodes: Mutex::default(),
         });
         let cancel = self.shutdown.child_token();
         let (done_tx, done) = watch::channel(None);
-        runs.insert(
-            id.clone(),
-            RunEntry {
-                shared: shared.clone(),
-                cancel: cancel.clone(),
-                done,
-            },
-        );
-        self.order.lock().expect("order lock").push(id.clone());
+        runs.push(RunEntry {
+            id: id.clone(),
+            shared: shared.clone(),
+            cancel: cancel.clone(),
+            done,
+        });
         self.metrics.runs_started.inc();
         self.metrics.active_runs.inc();
         let hub = self.clone();
@@ -188,52 +159,42 @@ impl Hub {
         result
     }
 
+    /// Applies `f` to run `id`, if there is one.
+    fn with_run<T>(&self, id: &str, f: impl FnOnce(&RunEntry) -> T) -> Option<T> {
+        let runs = self.runs.lock().expect("runs lock");
+        runs.iter().find(|r| r.id == id).map(f)
+    }
+
     /// Asks a run to stop (it checkpoints first). False if there is no such
     /// run.
     pub fn stop_run(&self, id: &str) -> bool {
-        match self.runs.lock().expect("runs lock").get(id) {
-            Some(r) => {
-                r.cancel.cancel();
-                true
-            }
-            None => false,
-        }
+        self.with_run(id, |r| r.cancel.cancel()).is_some()
     }
 
     pub fn run_status(&self, id: &str) -> Option<RunStatus> {
-        let runs = self.runs.lock().expect("runs lock");
-        let r = runs.get(id)?;
-        let s = r.shared.status.lock().expect("status lock").clone();
-        Some(s)
+        self.with_run(id, |r| r.shared.status.lock().expect("status lock").clone())
     }
 
     pub fn list_runs(&self) -> Vec<RunStatus> {
-        let order = self.order.lock().expect("order lock").clone();
-        order.iter().filter_map(|id| self.run_status(id)).collect()
+        let runs = self.runs.lock().expect("runs lock");
+        runs.iter()
+            .map(|r| r.shared.status.lock().expect("status lock").clone())
+            .collect()
     }
 
     /// Episodes of a run from index `since` on.
     pub fn episodes(&self, id: &str, since: usize) -> Option<Vec<EpisodeView>> {
-        let runs = self.runs.lock().expect("runs lock");
-        let r = runs.get(id)?;
-        let eps = r.shared.episodes.lock().expect("episodes lock");
-        Some(eps.iter().skip(since).cloned().collect())
+        self.with_run(id, |r| {
+            let eps = r.shared.episodes.lock().expect("episodes lock");
+            eps.iter().skip(since).cloned().collect()
+        })
     }
 
     /// Waits for a run to end; returns its summary or error.
     pub async fn wait_run(&self, id: &str) -> Option<Result<RunSummary, String>> {
-        let mut done = self.runs.lock().expect("runs lock").get(id)?.done.clone();
+        let mut done = self.with_run(id, |r| r.done.clone())?;
         let r = done.wait_for(|d| d.is_some()).await.ok()?;
         r.clone()
-    }
-
-    /// Runs still in progress.
-    pub fn busy(&self) -> bool {
-        self.runs
-            .lock()
-            .expect("runs lock")
-            .values()
-            .any(|r| r.done.borrow().is_none())
     }
 
     /// Waits until every run has ended.
@@ -242,7 +203,7 @@ impl Hub {
             .runs
             .lock()
             .expect("runs lock")
-            .values()
+            .iter()
             .map(|r| r.done.clone())
             .collect();
         for mut d in dones {

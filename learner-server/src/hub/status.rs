@@ -59,6 +59,39 @@ pub struct RunStatus {
     pub output_dir: String,
 }
 
+impl RunStatus {
+    /// The status of a run that is just starting.
+    pub fn starting(id: &str, cfg: &rlfleet_shared::config::RunConfig) -> RunStatus {
+        RunStatus {
+            id: id.to_string(),
+            name: cfg.name.clone(),
+            workflow: cfg.workflow.to_string(),
+            env: cfg.env.clone(),
+            agent: cfg.agent.to_string(),
+            state: RunState::Running,
+            reason: None,
+            error: None,
+            env_steps: 0,
+            episodes_finished: 0,
+            episodes_issued: 0,
+            episodes_reissued: 0,
+            recent_return: None,
+            last_eval_return: None,
+            best_eval_return: None,
+            target_reached: false,
+            policy_version: 0,
+            train_steps: 0,
+            replay_size: 0,
+            batches: BatchTally::default(),
+            transitions_ingested: 0,
+            inference_requests: 0,
+            actors: Vec::new(),
+            wall_secs: 0.0,
+            output_dir: cfg.output_dir.display().to_string(),
+        }
+    }
+}
+
 /// A finished episode, as `GET /v1/runs/{id}/episodes` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct EpisodeView {

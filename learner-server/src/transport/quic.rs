@@ -5,6 +5,7 @@
 
 use super::{ConnId, Event};
 use crate::hub::{ActorView, Hub};
+use crate::server_config::tokens_match;
 use rlfleet_shared::quic::FramedStream;
 use rlfleet_shared::wire::{self, ErrorCode, FrameError, Hello, Message};
 use std::sync::{Arc, mpsc};
@@ -65,14 +66,6 @@ pub async fn serve(endpoint: quinn::Endpoint, hub: Arc<Hub>, opts: QuicOptions) 
     }
     endpoint.close(0u32.into(), b"shutdown");
     let _ = tokio::time::timeout(Duration::from_secs(1), endpoint.wait_idle()).await;
-}
-
-fn constant_time_eq(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 /// Classifies a read failure.
@@ -189,7 +182,7 @@ impl Session {
             ));
         }
         if let Some(token) = &self.opts.token
-            && !constant_time_eq(token, &hello.token)
+            && !tokens_match(token, &hello.token)
         {
             return Err(End::Refused(
                 ErrorCode::Unauthorized,

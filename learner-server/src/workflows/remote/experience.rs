@@ -12,7 +12,6 @@ use std::collections::{BTreeMap, BTreeSet};
 /// The state of the current `sync` round.
 #[derive(Debug, Default)]
 pub(super) struct Round {
-    pub number: u64,
     /// Actors this round waits for.
     pub participants: BTreeSet<ConnId>,
     /// Batches in, with the reply each waits for.
@@ -240,7 +239,6 @@ impl RemoteRun {
         let submitted = std::mem::take(&mut round.submitted);
         let orphans = std::mem::take(&mut round.orphans);
         let joiners = std::mem::take(&mut round.joiners);
-        round.number += 1;
         for e in orphans {
             // Their actor is gone: train the data, count no episodes.
             let mut e = e;

@@ -50,10 +50,10 @@ enum Parked {
 #[derive(Debug, Clone, Default)]
 struct EnvTrack {
     episode: Option<u64>,
-    /// The observation the last action was chosen for.
+    /// The observation the last action was chosen for (empty until the
+    /// episode's first observation arrives).
     prev_obs: Vec<f32>,
     prev_action: Vec<f32>,
-    has_prev: bool,
     ret: f64,
     len: u32,
 }
@@ -497,12 +497,12 @@ impl RemoteRun {
         episode: u64,
         ret: f64,
         length: u32,
-    ) -> anyhow::Result<bool> {
+    ) -> anyhow::Result<()> {
         match self.ledger.finish(episode, (conn, env)) {
             Finish::Counted => {}
             other => {
                 tracing::debug!(episode, ?other, "episode end not counted");
-                return Ok(false);
+                return Ok(());
             }
         }
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
@@ -523,7 +523,7 @@ impl RemoteRun {
                 env_steps: self.book.counters.env_steps,
                 wall_secs: self.book.counters.wall_secs,
             });
-        Ok(true)
+        Ok(())
     }
 
     /// Offers every ingested env step to the agent's training schedule.

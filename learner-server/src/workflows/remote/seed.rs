@@ -24,47 +24,53 @@ struct Pending {
     start: Vec<u32>,
 }
 
-/// The inference batching policy's state (no clock of its own: callers
-/// pass `Instant`s).
+/// The inference batching policy's state: the requests waiting, oldest
+/// first (no clock of its own: callers pass `Instant`s).
 #[derive(Debug, Default)]
 pub(super) struct Batcher {
     pending: Vec<Pending>,
-    envs: usize,
-    oldest: Option<Instant>,
 }
 
 impl Batcher {
+    fn oldest(&self) -> Option<Instant> {
+        self.pending.first().map(|p| p.received)
+    }
+
+    /// Environments waiting for an action.
+    fn envs(&self) -> usize {
+        self.pending.iter().map(|p| p.act.len()).sum()
+    }
+
     /// Time left before the oldest request must be served.
     pub fn wait_left(&self, cfg: &DistributedConfig) -> Option<Duration> {
         let max = Duration::from_micros(cfg.inference_max_wait_us);
-        self.oldest.map(|t| max.saturating_sub(t.elapsed()))
+        self.oldest().map(|t| max.saturating_sub(t.elapsed()))
     }
 
     /// Serve now? Full batch, waited long enough, or nobody else can send.
     pub fn ready(&self, cfg: &DistributedConfig, now: Instant, actors: usize) -> bool {
-        let Some(oldest) = self.oldest else {
+        let Some(oldest) = self.oldest() else {
             return false;
         };
-        self.envs >= cfg.inference_max_batch as usize
+        self.envs() >= cfg.inference_max_batch as usize
             || now.duration_since(oldest) >= Duration::from_micros(cfg.inference_max_wait_us)
             || self.pending.len() >= actors
     }
 
+    fn push(&mut self, p: Pending) {
+        self.pending.push(p);
+    }
+
+    fn take(&mut self) -> Vec<Pending> {
+        std::mem::take(&mut self.pending)
+    }
+
     pub fn forget(&mut self, conn: ConnId) {
         self.pending.retain(|p| p.conn != conn);
-        self.envs = self.pending.iter().map(|p| p.act.len()).sum();
-        if self.pending.is_empty() {
-            self.oldest = None;
-        }
     }
 
     pub fn take_replies(&mut self) -> Vec<Reply> {
-        self.oldest = None;
-        self.envs = 0;
-        std::mem::take(&mut self.pending)
-            .into_iter()
-            .map(|p| p.reply)
-            .collect()
+        self.take().into_iter().map(|p| p.reply).collect()
     }
 }
 
@@ -136,10 +142,9 @@ impl RemoteRun {
                 start.push(i as u32);
                 continue;
             }
-            if f & flags::FRESH != 0 || !track.has_prev {
+            if f & flags::FRESH != 0 || track.prev_obs.is_empty() {
                 track.prev_obs.clear();
                 track.prev_obs.extend_from_slice(obs);
-                track.has_prev = true;
                 act.push(i as u32);
                 continue;
             }
@@ -185,9 +190,7 @@ impl RemoteRun {
         let super::Mode::Seed(b) = &mut self.mode else {
             unreachable!("observations are routed to seed runs only");
         };
-        b.envs += act.len();
-        b.oldest.get_or_insert(received);
-        b.pending.push(Pending {
+        b.push(Pending {
             conn,
             seq: o.seq,
             received,
@@ -208,9 +211,8 @@ impl RemoteRun {
         if !b.ready(&self.book.cfg.distributed, Instant::now(), actors) {
             return Ok(());
         }
-        let pending = std::mem::take(&mut b.pending);
-        let n: usize = std::mem::take(&mut b.envs);
-        b.oldest = None;
+        let n = b.envs();
+        let pending = b.take();
         let (od, ad) = (self.obs_dim(), self.act_dim());
         let mut obs = Vec::with_capacity(n * od);
         for p in &pending {
@@ -234,7 +236,9 @@ impl RemoteRun {
             for &i in &p.act {
                 let a = &actions[row * ad..(row + 1) * ad];
                 out[i as usize * ad..(i as usize + 1) * ad].copy_from_slice(a);
-                slot.envs[i as usize].prev_action = a.to_vec();
+                let prev = &mut slot.envs[i as usize].prev_action;
+                prev.clear();
+                prev.extend_from_slice(a);
                 row += 1;
             }
             let starts = self.issue(p.conn, &p.start);
