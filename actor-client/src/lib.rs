@@ -5,11 +5,9 @@
 //! - [`remote`]: the learner protocol over QUIC (connect, reconnect, the
 //!   `async`/`sync`/`seed` loops).
 //! - [`envs`]: the environments one actor runs behind one connection.
-//! - [`policy`]: epsilon-greedy actions from published Q-network weights.
 //! - [`random_rollout`]: local episodes with a random policy.
 
 pub mod envs;
-pub mod policy;
 pub mod remote;
 
 use rand::{Rng, SeedableRng};

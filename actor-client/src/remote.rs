@@ -6,8 +6,8 @@
 //! not acknowledged.
 
 use crate::envs::EnvSlots;
-use crate::policy::QPolicy;
 use rand::Rng;
+use rlfleet_shared::policy::QPolicy;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
     self, EpisodeResult, Experience, Hello, Message, Observations, Transitions, Welcome, flags,
@@ -249,7 +249,9 @@ async fn play_experience(
     })?;
     let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed);
     if let Some(weights) = &w.weights {
-        policy.load(weights)?;
+        policy
+            .load(weights.version, &weights.data)
+            .map_err(anyhow::Error::msg)?;
     }
     policy.epsilon = w.epsilon;
     envs.start(&w.starts)?;
@@ -338,7 +340,9 @@ fn apply_ack(m: Message, envs: &mut EnvSlots, policy: &mut QPolicy) -> anyhow::R
         anyhow::bail!("expected ack, got {}", m.kind());
     };
     if let Some(weights) = &ack.weights {
-        policy.load(weights)?;
+        policy
+            .load(weights.version, &weights.data)
+            .map_err(anyhow::Error::msg)?;
     }
     policy.epsilon = ack.epsilon;
     envs.start(&ack.starts)

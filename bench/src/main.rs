@@ -7,13 +7,16 @@
 //! - `envs`: environment steps/s of each built-in env, against the counting
 //!   env through the same trait (the cost of the interface itself).
 //! - `seed`: SEED central inference over QUIC (see `seed.rs`).
+//! - `ingest`: experience ingest over QUIC vs memcpy (see `ingest.rs`).
 
+mod ingest;
+mod loopback;
 mod seed;
 
 use clap::{Parser, Subcommand};
 use learner_server::agents::{Agent, Dqn};
 use learner_server::replay::Transition;
-use rlfleet_shared::config::DqnConfig;
+use rlfleet_shared::config::{DqnConfig, RunConfig};
 use rlfleet_shared::env::{self, Action, ENV_IDS};
 use serde::Serialize;
 use std::path::PathBuf;
@@ -49,6 +52,25 @@ enum What {
         secs: f64,
         #[arg(long, value_delimiter = ',', default_value = "1,4,16,64")]
         actors: Vec<usize>,
+        /// Rounds of (learner, constant-action, echo); medians are reported.
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Override the config's `inference_max_wait_us`.
+        #[arg(long)]
+        max_wait_us: Option<u64>,
+        /// Override the config's `inference_max_batch`.
+        #[arg(long)]
+        max_batch: Option<u32>,
+    },
+    /// Experience ingest over QUIC vs. memcpy of the same bytes.
+    Ingest {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+        #[arg(long, value_delimiter = ',', default_value = "4,16")]
+        actors: Vec<usize>,
+        /// Transitions per `Experience` batch (16 steps x 8 envs).
+        #[arg(long, default_value_t = 128)]
+        transitions: usize,
     },
 }
 
@@ -235,14 +257,39 @@ fn main() -> anyhow::Result<()> {
     match cli.what {
         What::Dqn { secs } => bench_dqn(secs, &cli.out),
         What::Envs { secs } => bench_envs(secs, &cli.out),
-        What::Seed { secs, actors } => {
+        What::Seed {
+            secs,
+            actors,
+            rounds,
+            max_wait_us,
+            max_batch,
+        } => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
                 .build()?;
-            let cfg = std::path::Path::new("config/cartpole-dqn-seed.toml");
-            let rows = rt.block_on(seed::bench(cfg, &actors, secs))?;
+            let mut cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-seed.toml"))?;
+            if let Some(w) = max_wait_us {
+                cfg.distributed.inference_max_wait_us = w;
+            }
+            if let Some(b) = max_batch {
+                cfg.distributed.inference_max_batch = b;
+            }
+            let rows = rt.block_on(seed::bench(cfg, &actors, secs, rounds))?;
             write_json(&cli.out, "seed", &rows)
+        }
+        What::Ingest {
+            secs,
+            actors,
+            transitions,
+        } => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()?;
+            let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
+            let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
+            write_json(&cli.out, "ingest", &rows)
         }
     }
 }

@@ -10,12 +10,14 @@
 //! - [`wire`]: the actor/learner protocol (rkyv messages in validated,
 //!   length-prefixed frames).
 //! - [`quic`]: TLS identities and trust, QUIC endpoints, framed streams.
-//! - [`nets`]: the MLP forward pass actors use to act from weights.
+//! - [`nets`]: the plain-Rust MLP forward pass that acts from weights.
+//! - [`policy`]: epsilon-greedy Q-policy over that network.
 //!
 //! This crate never links libtorch: actor processes depend on it alone.
 
 pub mod config;
 pub mod env;
 pub mod nets;
+pub mod policy;
 pub mod quic;
 pub mod wire;

@@ -4,7 +4,7 @@
 //! each of `async`, `sync` and `seed`.
 //!
 //! Budget (2-core machine, seed 1, measured): async reaches 500 at ~40,000
-//! env steps in ~36 s, sync at ~40,000 in ~33 s, seed at ~51,000 in ~51 s.
+//! env steps in ~36 s, sync at ~40,000 in ~33 s, seed at ~69,000 in ~69 s.
 //! The configs cap each at 150,000 steps and 600 s.
 
 use learner_server::output::read_episodes;

@@ -10,6 +10,7 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
 use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::{CpuMlp, MlpCopy, argmax};
 use tch::{Device, Kind, Reduction, Tensor};
 
 /// The DQN learner: online and target Q-networks over flat parameters.
@@ -29,6 +30,12 @@ pub struct Dqn {
     batch: SampledBatch,
     train_steps: u64,
     last_loss: Option<Tensor>,
+    /// On CPU, actions come from a plain-Rust copy of the online network
+    /// (a libtorch call costs more than the whole forward pass of a small
+    /// MLP); `None` on an accelerator.
+    cpu_copy: Option<MlpCopy>,
+    /// The copy holds the current online parameters.
+    copy_fresh: bool,
 }
 
 impl Dqn {
@@ -55,6 +62,9 @@ impl Dqn {
             params,
             train_steps: 0,
             last_loss: None,
+            cpu_copy: (device == Device::Cpu)
+                .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, n_actions))),
+            copy_fresh: false,
         }
     }
 
@@ -70,6 +80,22 @@ impl Dqn {
             .view([batch as i64, -1])
             .to_device(self.device);
         tch::no_grad(|| self.net.forward(&self.params, &x))
+    }
+
+    /// Greedy actions for `n` observations under the online network.
+    fn greedy(&mut self, obs: &[f32], n: usize) -> Vec<usize> {
+        let Some(copy) = &mut self.cpu_copy else {
+            let best = self.q_values(obs, n).argmax(1, false);
+            let best: Vec<i64> = Vec::try_from(best).expect("argmax gives int64");
+            return best.into_iter().map(|a| a as usize).collect();
+        };
+        if !self.copy_fresh {
+            copy.load(&to_vec(&self.params))
+                .expect("sized from the same network");
+            self.copy_fresh = true;
+        }
+        let k = self.n_actions;
+        copy.forward(obs, n).chunks_exact(k).map(argmax).collect()
     }
 
     /// The online parameters (for tests and benchmarks).
@@ -113,6 +139,7 @@ impl Dqn {
         let mut grad = self.params.grad();
         crate::agents::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
         self.adam.step(&mut self.params, &grad);
+        self.copy_fresh = false;
         self.train_steps += 1;
         if self
             .train_steps
@@ -136,7 +163,7 @@ impl Agent for Dqn {
         let a = if self.rng.random::<f64>() < self.epsilon(env_steps) {
             self.rng.random_range(0..self.n_actions)
         } else {
-            self.q_values(obs, 1).argmax(1, false).int64_value(&[0]) as usize
+            self.greedy(obs, 1)[0]
         };
         action[0] = a as f32;
     }
@@ -146,8 +173,7 @@ impl Agent for Dqn {
             return;
         }
         let eps = self.epsilon(env_steps);
-        let greedy: Vec<i64> =
-            Vec::try_from(self.q_values(obs, n).argmax(1, false)).expect("argmax gives int64");
+        let greedy = self.greedy(obs, n);
         for (a, g) in actions.iter_mut().zip(greedy) {
             *a = if self.rng.random::<f64>() < eps {
                 self.rng.random_range(0..self.n_actions) as f32
@@ -200,6 +226,7 @@ impl Agent for Dqn {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.net.numel() as usize)?;
         copy_into(&mut self.params, &w.data);
+        self.copy_fresh = false;
         Ok(())
     }
 
@@ -229,11 +256,63 @@ impl Agent for Dqn {
             check_weights(&s.tensor(name)?.data, n)?;
         }
         copy_into(&mut self.params, &s.tensor("online")?.data);
+        self.copy_fresh = false;
         copy_into(&mut self.target, &s.tensor("target")?.data);
         copy_into(&mut self.adam.m, &s.tensor("adam.m")?.data);
         copy_into(&mut self.adam.v, &s.tensor("adam.v")?.data);
         self.adam.steps = s.optimizer_steps;
         self.train_steps = s.train_steps;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The plain-Rust copy acts exactly like the tensor network, and
+    /// follows the parameters through training and loads.
+    #[test]
+    fn cpu_copy_follows_the_online_network() {
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let cfg = DqnConfig {
+            batch_size: 8,
+            learning_starts: 0,
+            ..DqnConfig::default()
+        };
+        let mut dqn = Dqn::new(&cfg, &spec, 3, Device::Cpu);
+        let obs: Vec<f32> = (0..64 * 4)
+            .map(|i| ((i * 37) % 19) as f32 * 0.1 - 0.9)
+            .collect();
+        let check = |dqn: &mut Dqn| {
+            let want: Vec<f32> = Vec::try_from(dqn.q_values(&obs, 64).view([-1])).unwrap();
+            let greedy = dqn.greedy(&obs, 64);
+            let got = dqn.cpu_copy.as_mut().unwrap().forward(&obs, 64).to_vec();
+            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                assert!((a - b).abs() < 1e-5, "q[{i}]: tensor {a}, copy {b}");
+            }
+            for (row, g) in greedy.iter().enumerate() {
+                assert_eq!(*g, argmax(&want[row * 2..row * 2 + 2]), "row {row}");
+            }
+        };
+        check(&mut dqn);
+        for i in 0..32u32 {
+            let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
+            dqn.observe(&Transition {
+                obs: &o,
+                action: &[(i % 2) as f32],
+                reward: 1.0,
+                next_obs: &o,
+                terminated: i % 5 == 0,
+            });
+        }
+        let before = dqn.weights();
+        for step in 0..20 {
+            assert_eq!(dqn.train(step), 1);
+        }
+        assert_ne!(dqn.weights().data, before.data);
+        check(&mut dqn);
+        dqn.load_weights(&before).unwrap();
+        check(&mut dqn);
     }
 }

@@ -1,16 +1,14 @@
-//! [`GreedyQPolicy`]: argmax over a Q-network's outputs, on the CPU, from
-//! published flat weights.
+//! [`GreedyQPolicy`]: argmax over a Q-network's outputs, on the CPU in plain
+//! Rust, from published flat weights.
 
-use super::{AgentError, Policy, Weights, check_weights, copy_into};
-use crate::nets::FlatMlp;
+use super::{AgentError, Policy, Weights, check_weights};
 use rlfleet_shared::env::EnvSpec;
-use tch::{Device, Tensor};
+use rlfleet_shared::nets::{CpuMlp, MlpCopy, argmax};
 
 /// Greedy action selection with its own copy of the weights.
 #[derive(Debug)]
 pub struct GreedyQPolicy {
-    net: FlatMlp,
-    params: Tensor,
+    net: MlpCopy,
     version: u64,
 }
 
@@ -20,28 +18,25 @@ impl GreedyQPolicy {
             .action_space
             .n()
             .expect("Q-policies need a discrete action space");
-        let net = FlatMlp::new(spec.obs_dim(), hidden, n);
-        let params = Tensor::zeros([net.numel()], (tch::Kind::Float, Device::Cpu));
-        GreedyQPolicy {
-            net,
-            params,
-            version: 0,
-        }
+        let mut net = MlpCopy::new(CpuMlp::new(spec.obs_dim(), hidden, n));
+        // Acts (with zero weights) before the first load, like the tensor
+        // version did.
+        net.load(&vec![0.0; net.net().numel()])
+            .expect("sized from the network");
+        GreedyQPolicy { net, version: 0 }
     }
 }
 
 impl Policy for GreedyQPolicy {
     fn load(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(&w.data, self.net.numel() as usize)?;
-        copy_into(&mut self.params, &w.data);
+        check_weights(&w.data, self.net.net().numel())?;
+        self.net.load(&w.data).expect("count checked");
         self.version = w.version;
         Ok(())
     }
 
     fn act(&mut self, obs: &[f32], action: &mut [f32]) {
-        let x = Tensor::from_slice(obs).view([1, -1]);
-        let q = tch::no_grad(|| self.net.forward(&self.params, &x));
-        action[0] = q.argmax(1, false).int64_value(&[0]) as f32;
+        action[0] = argmax(self.net.forward(obs, 1)) as f32;
     }
 
     fn version(&self) -> u64 {

@@ -7,7 +7,7 @@ mod status;
 pub use status::{ActorView, BatchTally, EpisodeView, RunShared, RunState, RunStatus};
 
 use crate::metrics::Metrics;
-use crate::transport::{ConnId, Event};
+use crate::transport::{ConnId, RunInbox};
 use crate::workflows::remote::RemoteRun;
 use crate::workflows::{self, RunOptions, RunSummary};
 use rlfleet_shared::config::RunConfig;
@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, Clone)]
 pub struct ActiveRun {
     pub id: String,
-    pub events: mpsc::Sender<Event>,
+    pub events: RunInbox,
 }
 
 #[derive(Debug)]
@@ -75,7 +75,9 @@ impl Hub {
         })
     }
 
-    /// Starts a validated run on its own thread; returns its id.
+    /// Starts a validated run on its own thread; returns its id. Call it
+    /// from within the daemon's tokio runtime (a `seed` run's inference
+    /// front runs there).
     pub fn start_run(
         self: &Arc<Self>,
         cfg: RunConfig,
@@ -109,10 +111,11 @@ impl Hub {
         self.metrics.active_runs.inc();
         let hub = self.clone();
         let run_id = id.clone();
+        let rt = tokio::runtime::Handle::current();
         std::thread::Builder::new()
             .name(format!("run {id}"))
             .spawn(move || {
-                let result = hub.run_thread(&run_id, &cfg, &opts, shared.clone(), &cancel);
+                let result = hub.run_thread(&run_id, &cfg, &opts, shared.clone(), &cancel, &rt);
                 hub.active.send_replace(None);
                 hub.metrics.active_runs.dec();
                 let mut s = shared.status.lock().expect("status lock");
@@ -142,17 +145,22 @@ impl Hub {
         opts: &RunOptions,
         shared: Arc<RunShared>,
         cancel: &CancellationToken,
+        rt: &tokio::runtime::Handle,
     ) -> Result<RunSummary, String> {
         tracing::info!(run = %id, workflow = %cfg.workflow, env = %cfg.env, "run started");
         if !cfg.workflow.is_distributed() {
             return workflows::run(cfg, opts, cancel.clone()).map_err(|e| format!("{e:#}"));
         }
-        let run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
+        let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
             .map_err(|e| format!("{e:#}"))?;
         let (tx, rx) = mpsc::channel();
+        let observations = run.start_front(tx.clone(), rt);
         self.active.send_replace(Some(ActiveRun {
             id: id.to_string(),
-            events: tx,
+            events: RunInbox {
+                events: tx,
+                observations,
+            },
         }));
         let result = run.run(rx, cancel).map_err(|e| format!("{e:#}"));
         self.active.send_replace(None);

@@ -1,11 +1,12 @@
 //! Transports as the learner sees them: whatever carries actors' messages
 //! (QUIC now; MPI and in-process channels later) turns them into [`Event`]s
-//! for the active run and delivers the run's replies. Workflows are written
-//! against these events and never see a socket.
+//! for the active run's [`RunInbox`] and delivers the run's replies.
+//! Workflows are written against these events and never see a socket.
 
 pub mod quic;
 
-use rlfleet_shared::wire::{Hello, Message};
+use rlfleet_shared::wire::{Hello, Message, Observations};
+use std::sync::mpsc;
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -37,4 +38,41 @@ pub enum Event {
     },
     /// The connection is gone (closed, timed out, or refused).
     Left { conn: ConnId },
+    /// Not from a transport: requests the `seed` inference front already
+    /// answered, with the actions it chose, for the run to assemble
+    /// transitions from (in the order they were answered).
+    Acted(Vec<Acted>),
+}
+
+/// One `Observations` request answered by the inference front.
+#[derive(Debug)]
+pub struct Acted {
+    pub conn: ConnId,
+    pub obs: Observations,
+    /// `n_envs * action_dim` values (zeros for envs that needed none).
+    pub actions: Vec<f32>,
+}
+
+/// Where a run takes its events: the run's thread, and for `seed` runs the
+/// inference front, which takes every `Observations` request.
+#[derive(Debug, Clone)]
+pub struct RunInbox {
+    pub events: mpsc::Sender<Event>,
+    pub observations: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+}
+
+impl RunInbox {
+    /// Delivers `ev`; gives it back when the run (or its front) is gone.
+    pub fn send(&self, ev: Event) -> Result<(), Box<Event>> {
+        match (&ev, &self.observations) {
+            (
+                Event::Request {
+                    msg: Message::Observations(_),
+                    ..
+                },
+                Some(front),
+            ) => front.send(ev).map_err(|e| Box::new(e.0)),
+            _ => self.events.send(ev).map_err(|e| Box::new(e.0)),
+        }
+    }
 }

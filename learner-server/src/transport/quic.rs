@@ -3,12 +3,12 @@
 //! and carries its request/reply exchange as [`Event`]s. Refused input gets
 //! an `Error` frame, a counter and a closed connection; the run carries on.
 
-use super::{ConnId, Event};
+use super::{ConnId, Event, RunInbox};
 use crate::hub::{ActorView, Hub};
 use crate::server_config::tokens_match;
 use rlfleet_shared::quic::FramedStream;
 use rlfleet_shared::wire::{self, ErrorCode, FrameError, Hello, Message};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use tokio_util::task::TaskTracker;
@@ -38,7 +38,7 @@ enum End {
 
 /// Tells the run the connection left when dropped.
 struct LeaveGuard {
-    events: mpsc::Sender<Event>,
+    events: RunInbox,
     conn: ConnId,
 }
 
@@ -269,7 +269,7 @@ impl Session {
     async fn exchange(
         &mut self,
         mut reply: oneshot::Receiver<Message>,
-        events: &mpsc::Sender<Event>,
+        events: &RunInbox,
     ) -> Result<bool, End> {
         loop {
             let answer = tokio::select! {
@@ -323,7 +323,9 @@ impl Session {
                 received: Instant::now(),
                 reply: tx,
             };
-            if let Err(mpsc::SendError(Event::Request { msg, .. })) = events.send(request) {
+            if let Err(refused) = events.send(request)
+                && let Event::Request { msg, .. } = *refused
+            {
                 if matches!(msg, Message::Experience(_)) {
                     // The run ended before this batch reached it.
                     self.hub.metrics.batches_received.inc();

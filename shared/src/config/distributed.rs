@@ -13,8 +13,10 @@ pub struct DistributedConfig {
     pub steps_per_round: u32,
     /// `seed`: run inference once this many environments are waiting...
     pub inference_max_batch: u32,
-    /// ...or once the oldest request has waited this long (µs), whichever
-    /// comes first: a lone actor is never kept waiting for a full batch.
+    /// ...or once the oldest request has waited this long (µs; the front's
+    /// timer has millisecond resolution), whichever comes first; and at once
+    /// when every connected actor is waiting, so a lone actor is never kept
+    /// waiting for a full batch.
     pub inference_max_wait_us: u64,
     /// Drop (and count) experience produced by weights more than this many
     /// versions old. Unset: no bound.

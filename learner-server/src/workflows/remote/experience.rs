@@ -163,7 +163,7 @@ impl RemoteRun {
         if nothing_to_do && !duplicate {
             // Wait until an episode is re-issued or the run ends.
             let slot = self.actors.get_mut(&conn).expect("joined");
-            slot.parked = Some(Parked::Ack { seq, idle, reply });
+            slot.parked = Some(Parked { seq, idle, reply });
             return Ok(());
         }
         let ack = self.ack(conn, seq, duplicate, starts);

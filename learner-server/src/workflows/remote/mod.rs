@@ -31,18 +31,25 @@ const IDLE_TICK: Duration = Duration::from_millis(20);
 /// Most events handled between two looks at the stop rules.
 const MAX_DRAIN: usize = 64;
 
-/// A request held back until it can be answered (an actor with nothing to
-/// do, or a joiner waiting for the next `sync` round).
+/// Answers a request with an error (the transport then closes the
+/// connection) and counts it.
+fn refuse(metrics: &Metrics, reply: Reply, code: ErrorCode, text: String) {
+    tracing::warn!(code = code.label(), "refused: {text}");
+    metrics
+        .protocol_errors
+        .with_label_values(&[code.label()])
+        .inc();
+    let _ = reply.send(code.message(text));
+}
+
+/// An `async`/`sync` request held back until it can be answered (an actor
+/// with nothing to do): answered with an `Ack`. (`seed` requests wait in
+/// the inference front.)
 #[derive(Debug)]
-enum Parked {
-    /// `async`/`sync` actor with no episode: answer with an `Ack`.
-    Ack {
-        seq: u64,
-        idle: Vec<u32>,
-        reply: Reply,
-    },
-    /// `seed` actor with no episode: answer with empty `Actions`.
-    Actions { seq: u64, reply: Reply },
+struct Parked {
+    seq: u64,
+    idle: Vec<u32>,
+    reply: Reply,
 }
 
 /// Per-environment state of a `seed` actor (the learner assembles its
@@ -86,7 +93,7 @@ struct Tally {
 enum Mode {
     Async,
     Sync(experience::Round),
-    Seed(seed::Batcher),
+    Seed(Arc<seed::link::SeedLink>),
 }
 
 /// A distributed run, ready to take events.
@@ -136,7 +143,16 @@ impl RemoteRun {
         let mode = match cfg.workflow {
             WorkflowKind::Async => Mode::Async,
             WorkflowKind::Sync => Mode::Sync(experience::Round::default()),
-            WorkflowKind::Seed => Mode::Seed(seed::Batcher::default()),
+            WorkflowKind::Seed => {
+                let w = agent.weights();
+                Mode::Seed(Arc::new(seed::link::SeedLink::new(
+                    seed::link::PolicySnapshot {
+                        version: w.version,
+                        params: Arc::new(w.data),
+                        epsilon: agent.epsilon(book.counters.env_steps) as f32,
+                    },
+                )))
+            }
             other => anyhow::bail!("workflow `{other}` does not run with remote actors"),
         };
         Ok(RemoteRun {
@@ -183,11 +199,7 @@ impl RemoteRun {
             if let Some(r) = self.book.poll()? {
                 break r;
             }
-            let timeout = match &self.mode {
-                Mode::Seed(b) => b.wait_left(&self.cfg().distributed).unwrap_or(IDLE_TICK),
-                _ => IDLE_TICK,
-            };
-            match events.recv_timeout(timeout) {
+            match events.recv_timeout(IDLE_TICK) {
                 Ok(ev) => {
                     self.handle(ev)?;
                     // Take what else is queued (bounded, so that stop
@@ -199,9 +211,6 @@ impl RemoteRun {
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break StopReason::Cancelled,
-            }
-            if matches!(self.mode, Mode::Seed(_)) {
-                self.maybe_infer()?;
             }
             if self.last_status.elapsed() > Duration::from_millis(100) {
                 self.publish_status(RunState::Running, None);
@@ -231,11 +240,9 @@ impl RemoteRun {
         match ev {
             Event::Join { conn, hello, reply } => self.on_join(conn, hello, reply),
             Event::Left { conn } => self.on_left(conn),
+            Event::Acted(items) => self.on_acted(items)?,
             Event::Request {
-                conn,
-                msg,
-                received,
-                reply,
+                conn, msg, reply, ..
             } => {
                 if !self.actors.contains_key(&conn) {
                     let _ = reply.send(ErrorCode::Unexpected.message(format!(
@@ -248,9 +255,6 @@ impl RemoteRun {
                 match (msg, &self.mode) {
                     (Message::Experience(e), Mode::Async | Mode::Sync(_)) => {
                         self.on_experience(conn, e, reply)?
-                    }
-                    (Message::Observations(o), Mode::Seed(_)) => {
-                        self.on_observations(conn, o, received, reply)?
                     }
                     (other, _) => {
                         self.protocol_error(
@@ -269,15 +273,8 @@ impl RemoteRun {
         Ok(())
     }
 
-    /// Answers a request with an error (the transport then closes the
-    /// connection) and counts it.
     fn protocol_error(&self, reply: Reply, code: ErrorCode, text: String) {
-        tracing::warn!(code = code.label(), "refused: {text}");
-        self.metrics
-            .protocol_errors
-            .with_label_values(&[code.label()])
-            .inc();
-        let _ = reply.send(code.message(text));
+        refuse(&self.metrics, reply, code, text);
     }
 
     fn on_join(&mut self, conn: ConnId, hello: Hello, reply: Reply) {
@@ -314,8 +311,12 @@ impl RemoteRun {
             return;
         }
         let welcome = self.welcome(conn);
-        if let Mode::Sync(round) = &mut self.mode {
-            round.participants.insert(conn);
+        match &mut self.mode {
+            Mode::Sync(round) => {
+                round.participants.insert(conn);
+            }
+            Mode::Seed(link) => link.admit(conn, n_envs),
+            Mode::Async => {}
         }
         let _ = reply.send(welcome);
     }
@@ -400,11 +401,17 @@ impl RemoteRun {
                     round.orphans.push(e);
                 }
             }
-            Mode::Seed(b) => b.forget(conn),
+            Mode::Seed(link) => link.forget(conn),
             Mode::Async => {}
         }
         if requeued > 0 {
             self.serve_parked();
+        }
+        if requeued > 0 && matches!(self.mode, Mode::Seed(_)) {
+            let conns: Vec<ConnId> = self.actors.keys().copied().collect();
+            for c in conns {
+                self.reissue_idle(c);
+            }
         }
         if matches!(self.mode, Mode::Sync(_)) {
             // The round may have been waiting only for this actor.
@@ -427,24 +434,10 @@ impl RemoteRun {
                 break;
             }
             let parked = self.actors.get_mut(&conn).and_then(|s| s.parked.take());
-            match parked {
-                Some(Parked::Ack { seq, idle, reply }) => {
-                    let starts = self.issue(conn, &idle);
-                    let ack = self.ack(conn, seq, false, starts);
-                    let _ = reply.send(ack);
-                }
-                Some(Parked::Actions { seq, reply }) => {
-                    let n = self.actors[&conn].n_envs;
-                    let all: Vec<u32> = (0..n).collect();
-                    let starts = self.issue(conn, &all);
-                    let _ = reply.send(Message::Actions(wire::Actions {
-                        seq,
-                        policy_version: self.agent.train_steps(),
-                        actions: vec![0.0; n as usize * self.act_dim()],
-                        starts,
-                    }));
-                }
-                None => {}
+            if let Some(Parked { seq, idle, reply }) = parked {
+                let starts = self.issue(conn, &idle);
+                let ack = self.ack(conn, seq, false, starts);
+                let _ = reply.send(ack);
             }
         }
     }
@@ -551,11 +544,8 @@ impl RemoteRun {
             })
         };
         for slot in self.actors.values_mut() {
-            match slot.parked.take() {
-                Some(Parked::Ack { reply, .. } | Parked::Actions { reply, .. }) => {
-                    let _ = reply.send(stop());
-                }
-                None => {}
+            if let Some(p) = slot.parked.take() {
+                let _ = p.reply.send(stop());
             }
         }
         match &mut self.mode {
@@ -570,11 +560,7 @@ impl RemoteRun {
                     self.drop_batch("run_ended");
                 }
             }
-            Mode::Seed(b) => {
-                for reply in b.take_replies() {
-                    let _ = reply.send(stop());
-                }
-            }
+            Mode::Seed(link) => link.end(reason),
             Mode::Async => {}
         }
     }

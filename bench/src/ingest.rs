@@ -1,0 +1,151 @@
+//! `ingest`: experience ingest over QUIC — transitions per second the
+//! learner accepts into replay (validated, deduplicated, pushed, acked)
+//! from N actor connections sending `Experience` batches in closed loop,
+//! against memcpy of the same bytes on this machine.
+
+use crate::loopback::{quiet_run, start_daemon};
+use crate::seed::hello;
+use rlfleet_shared::config::RunConfig;
+use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
+use rlfleet_shared::wire::{self, Experience, Message, Transitions};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+const OBS_DIM: usize = 4;
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub actors: usize,
+    pub transitions_per_batch: usize,
+    pub frame_bytes: usize,
+    pub learner_transitions_per_sec: f64,
+    /// What the learner counted into replay during the measurement.
+    pub learner_counted: u64,
+    pub memcpy_transitions_per_sec: f64,
+    pub ratio_vs_memcpy: f64,
+}
+
+fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
+    Message::Experience(Experience {
+        actor_id: format!("bench-{actor}"),
+        session_id: actor as u64,
+        seq,
+        policy_version: 0,
+        transitions: Transitions {
+            obs: (0..n * OBS_DIM).map(|i| (i % 11) as f32 * 0.01).collect(),
+            actions: (0..n).map(|i| (i % 2) as f32).collect(),
+            rewards: vec![1.0; n],
+            next_obs: (0..n * OBS_DIM).map(|i| (i % 13) as f32 * 0.01).collect(),
+            terminated: vec![0; n],
+            episode: vec![episode; n],
+        },
+        finished: Vec::new(),
+        idle_envs: Vec::new(),
+    })
+}
+
+/// N connections sending batches of `n` transitions for `secs`; returns
+/// the transitions acknowledged.
+async fn drive(addr: SocketAddr, pin: &str, actors: usize, n: usize, secs: f64) -> u64 {
+    let mut tasks = Vec::new();
+    for i in 0..actors {
+        let pin = pin.to_string();
+        tasks.push(tokio::spawn(async move {
+            let ep = client_endpoint(&Trust::Pin(pin), Liveness::default()).unwrap();
+            let conn = ep.connect(addr, "localhost").unwrap().await.unwrap();
+            let (send, recv) = conn.open_bi().await.unwrap();
+            let mut fs = FramedStream::new(send, recv, 1 << 24);
+            fs.send(&hello(i)).await.unwrap();
+            let Ok(Some(Message::Welcome(w))) = fs.recv().await else {
+                panic!("no welcome");
+            };
+            let episode = w.starts.first().map_or(0, |s| s.episode);
+            let start = Instant::now();
+            let (mut seq, mut acked) = (0, 0u64);
+            while start.elapsed().as_secs_f64() < secs {
+                seq += 1;
+                fs.send(&batch(i, seq, n, episode)).await.unwrap();
+                match fs.recv().await {
+                    Ok(Some(Message::Ack(a))) if !a.duplicate => acked += n as u64,
+                    other => panic!("expected an ack, got {other:?}"),
+                }
+            }
+            let _ = fs.send.finish();
+            conn.close(0u32.into(), b"");
+            acked
+        }));
+    }
+    let mut total = 0;
+    for t in tasks {
+        total += t.await.unwrap();
+    }
+    total
+}
+
+/// Transitions per second that memcpy moves, at `frame` bytes per batch of
+/// `n` transitions.
+fn memcpy_rate(frame: usize, n: usize, secs: f64) -> f64 {
+    let src = vec![7u8; frame];
+    let mut dst = vec![0u8; frame];
+    let start = Instant::now();
+    let mut copies = 0u64;
+    while start.elapsed().as_secs_f64() < secs {
+        for _ in 0..64 {
+            dst.copy_from_slice(std::hint::black_box(&src));
+            std::hint::black_box(&mut dst);
+        }
+        copies += 64;
+    }
+    (copies * n as u64) as f64 / start.elapsed().as_secs_f64()
+}
+
+pub async fn bench(
+    base: RunConfig,
+    counts: &[usize],
+    per_batch: usize,
+    secs: f64,
+) -> anyhow::Result<Vec<Row>> {
+    let dir = tempfile::tempdir()?;
+    let frame = wire::encode(&batch(0, 1, per_batch, 0)).len();
+    let mut rows = Vec::new();
+    for &actors in counts {
+        // An `async` run that ingests and never trains, evaluates or
+        // checkpoints before the end.
+        let mut cfg = quiet_run(&base, dir.path(), &format!("run-{actors}"));
+        cfg.stop.max_episodes = Some(u64::MAX / 2);
+        cfg.dqn.buffer_size = 1 << 20;
+        let (d, shutdown) = start_daemon(dir.path()).await?;
+        let id = d.hub.start_run(cfg, Default::default())?;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let before = d.hub.metrics.transitions_ingested.get();
+        let start = Instant::now();
+        let acked = drive(d.actors_addr, &d.fingerprint, actors, per_batch, secs).await;
+        let wall = start.elapsed().as_secs_f64();
+        let counted = d.hub.metrics.transitions_ingested.get() - before;
+        anyhow::ensure!(
+            counted == acked,
+            "the learner counted {counted} transitions, the actors had {acked} acknowledged"
+        );
+        d.hub.stop_run(&id);
+        shutdown.cancel();
+        d.wait().await;
+        let learner = acked as f64 / wall;
+        let memcpy = memcpy_rate(frame, per_batch, secs.min(1.0));
+        let row = Row {
+            actors,
+            transitions_per_batch: per_batch,
+            frame_bytes: frame,
+            learner_transitions_per_sec: learner,
+            learner_counted: counted,
+            memcpy_transitions_per_sec: memcpy,
+            ratio_vs_memcpy: learner / memcpy,
+        };
+        println!(
+            "ingest {actors:>2} actors, {per_batch} transitions ({frame} bytes) per batch: learner {:>9.0} transitions/s = {:.4}x memcpy {:>12.0} transitions/s",
+            row.learner_transitions_per_sec, row.ratio_vs_memcpy, row.memcpy_transitions_per_sec,
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}

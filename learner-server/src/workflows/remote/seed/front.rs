@@ -1,0 +1,353 @@
+//! [`Front`]: the `seed` inference front. An async task beside the
+//! transports (no thread hop per request) that batches `Observations` across
+//! actors — up to `inference_max_batch` environments, `inference_max_wait_us`
+//! (tokio's timer: millisecond resolution), or at once when every actor is
+//! waiting — answers them with epsilon-greedy actions from the run's latest
+//! policy, and forwards what it answered to the run's thread, which
+//! assembles transitions and trains. So inference never waits behind a
+//! gradient step; the run bounds how far it may get ahead of training.
+
+use super::link::SeedLink;
+use crate::metrics::Metrics;
+use crate::transport::{Acted, ConnId, Event, Reply};
+use rlfleet_shared::config::DistributedConfig;
+use rlfleet_shared::policy::QPolicy;
+use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::UnboundedReceiver;
+
+/// Inference batches answered but not yet ingested and trained on by the
+/// run: how far acting may run ahead of training.
+pub const MAX_BATCHES_AHEAD: u64 = 2;
+
+/// One request waiting for an answer.
+#[derive(Debug)]
+struct Pending {
+    conn: ConnId,
+    obs: Observations,
+    received: Instant,
+    reply: Reply,
+    /// Envs that need an action.
+    act: Vec<u32>,
+}
+
+/// The inference batching policy's state: the requests waiting, oldest
+/// first (no clock of its own: callers pass `Instant`s).
+#[derive(Debug, Default)]
+struct Batcher {
+    pending: Vec<Pending>,
+}
+
+impl Batcher {
+    fn envs(&self) -> usize {
+        self.pending.iter().map(|p| p.act.len()).sum()
+    }
+
+    /// When the oldest request must be served.
+    fn deadline(&self, cfg: &DistributedConfig) -> Option<Instant> {
+        let max = Duration::from_micros(cfg.inference_max_wait_us);
+        self.pending.first().map(|p| p.received + max)
+    }
+
+    /// Serve now? Full batch, waited long enough, or every actor is
+    /// waiting (`waiting` counts requests held elsewhere too).
+    fn ready(&self, cfg: &DistributedConfig, now: Instant, waiting: usize, actors: usize) -> bool {
+        let Some(deadline) = self.deadline(cfg) else {
+            return false;
+        };
+        self.envs() >= cfg.inference_max_batch as usize
+            || now >= deadline
+            || self.pending.len() + waiting >= actors
+    }
+}
+
+/// The front of one `seed` run.
+pub struct Front {
+    pub link: Arc<SeedLink>,
+    pub requests: UnboundedReceiver<Event>,
+    /// The run's thread.
+    pub run: mpsc::Sender<Event>,
+    pub metrics: Arc<Metrics>,
+    pub cfg: DistributedConfig,
+    pub obs_dim: usize,
+    pub act_dim: usize,
+    pub policy: QPolicy,
+    batcher: Batcher,
+    /// Requests with no env to act for, waiting for an episode start.
+    parked: Vec<Pending>,
+    /// `Acted` messages sent to the run.
+    sent: u64,
+}
+
+impl Front {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        link: Arc<SeedLink>,
+        requests: UnboundedReceiver<Event>,
+        run: mpsc::Sender<Event>,
+        metrics: Arc<Metrics>,
+        cfg: DistributedConfig,
+        obs_dim: usize,
+        act_dim: usize,
+        policy: QPolicy,
+    ) -> Front {
+        Front {
+            link,
+            requests,
+            run,
+            metrics,
+            cfg,
+            obs_dim,
+            act_dim,
+            policy,
+            batcher: Batcher::default(),
+            parked: Vec::new(),
+            sent: 0,
+        }
+    }
+
+    /// Serves until the run ends, then answers everything left with `Stop`.
+    pub async fn serve(mut self) {
+        let far = || Instant::now() + Duration::from_secs(3600);
+        loop {
+            let deadline = self.batcher.deadline(&self.cfg);
+            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far).into());
+            tokio::select! {
+                biased;
+                _ = self.link.stop.cancelled() => break,
+                ev = self.requests.recv() => match ev {
+                    Some(ev) => self.take(ev),
+                    None => break,
+                },
+                _ = self.link.wake.notified() => {}
+                _ = sleep, if deadline.is_some() => {}
+            }
+            while let Ok(ev) = self.requests.try_recv() {
+                self.take(ev);
+            }
+            self.unpark();
+            self.maybe_serve();
+        }
+        self.stop_all();
+    }
+
+    /// Checks a request and queues it (or parks it, or refuses it).
+    fn take(&mut self, ev: Event) {
+        let Event::Request {
+            conn,
+            msg: Message::Observations(obs),
+            received,
+            reply,
+        } = ev
+        else {
+            tracing::error!("the seed front takes observations only");
+            return;
+        };
+        let n_envs = self
+            .link
+            .conns
+            .lock()
+            .expect("conns lock")
+            .get(&conn)
+            .map(|b| b.n_envs as usize);
+        let Some(n_envs) = n_envs else {
+            self.refuse(
+                reply,
+                ErrorCode::Unexpected,
+                "observations before a welcome into this run".into(),
+            );
+            return;
+        };
+        if let Err((code, text)) = check_observations(&obs, n_envs, self.obs_dim) {
+            self.refuse(reply, code, text);
+            return;
+        }
+        self.metrics.inference_requests.inc();
+        let done = flags::IDLE | flags::TERMINATED | flags::TRUNCATED;
+        let act: Vec<u32> = (0..n_envs as u32)
+            .filter(|&i| obs.flags[i as usize] & done == 0)
+            .collect();
+        let p = Pending {
+            conn,
+            obs,
+            received,
+            reply,
+            act,
+        };
+        if p.act.is_empty() {
+            // Nothing to act for: the run learns of the episode ends now,
+            // the actor gets its answer when it has an episode to play.
+            let forward = Acted {
+                conn,
+                obs: p.obs.clone(),
+                actions: vec![0.0; n_envs * self.act_dim],
+            };
+            self.forward(vec![forward]);
+            self.parked.push(p);
+        } else {
+            self.batcher.pending.push(p);
+        }
+    }
+
+    fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
+        super::super::refuse(&self.metrics, reply, code, text);
+    }
+
+    fn forward(&mut self, items: Vec<Acted>) {
+        self.sent += 1;
+        // A closed run is noticed through `link.stop`.
+        let _ = self.run.send(Event::Acted(items));
+    }
+
+    /// Episode starts waiting for `conn` (`None` once it left).
+    fn starts_for(&self, conn: ConnId) -> Option<Vec<wire::EpisodeStart>> {
+        let mut conns = self.link.conns.lock().expect("conns lock");
+        conns.get_mut(&conn).map(|b| std::mem::take(&mut b.starts))
+    }
+
+    /// Answers parked requests whose actor got an episode to play.
+    fn unpark(&mut self) {
+        let parked = std::mem::take(&mut self.parked);
+        for p in parked {
+            match self.starts_for(p.conn) {
+                Some(starts) if !starts.is_empty() => {
+                    let n = p.obs.flags.len();
+                    let _ = p.reply.send(Message::Actions(wire::Actions {
+                        seq: p.obs.seq,
+                        policy_version: self.policy.version,
+                        actions: vec![0.0; n * self.act_dim],
+                        starts,
+                    }));
+                }
+                Some(_) if !p.reply.is_closed() => self.parked.push(p),
+                // The actor left.
+                _ => {}
+            }
+        }
+    }
+
+    fn maybe_serve(&mut self) {
+        self.batcher.pending.retain(|p| !p.reply.is_closed());
+        let actors = self.link.actors.load(Ordering::Acquire);
+        if !self
+            .batcher
+            .ready(&self.cfg, Instant::now(), self.parked.len(), actors)
+        {
+            return;
+        }
+        if self.sent - self.link.batches_done.load(Ordering::Acquire) >= MAX_BATCHES_AHEAD {
+            // Training is behind; `batch_done` wakes us.
+            self.link.front_waits.store(true, Ordering::Release);
+            if self.sent - self.link.batches_done.load(Ordering::Acquire) >= MAX_BATCHES_AHEAD {
+                return;
+            }
+        }
+        let snapshot = self.link.policy.lock().expect("policy lock").clone();
+        if (snapshot.version != self.policy.version || !self.policy.has_weights())
+            && let Err(e) = self.policy.load(snapshot.version, &snapshot.params)
+        {
+            tracing::error!("seed front: {e}");
+        }
+        self.policy.epsilon = snapshot.epsilon;
+        let pending = std::mem::take(&mut self.batcher.pending);
+        let (od, ad) = (self.obs_dim, self.act_dim);
+        let n: usize = pending.iter().map(|p| p.act.len()).sum();
+        let mut obs = Vec::with_capacity(n * od);
+        for p in &pending {
+            for &i in &p.act {
+                let i = i as usize;
+                obs.extend_from_slice(&p.obs.obs[i * od..(i + 1) * od]);
+            }
+        }
+        let mut chosen = Vec::with_capacity(n * ad);
+        self.policy.act(&obs, n, &mut chosen);
+        self.metrics.inference_batch_size.observe(n as f64);
+        let mut items = Vec::with_capacity(pending.len());
+        let mut row = 0;
+        for p in pending {
+            let n_envs = p.obs.flags.len();
+            let mut actions = vec![0f32; n_envs * ad];
+            for &i in &p.act {
+                let i = i as usize;
+                actions[i * ad..(i + 1) * ad].copy_from_slice(&chosen[row * ad..(row + 1) * ad]);
+                row += 1;
+            }
+            let starts = self.starts_for(p.conn).unwrap_or_default();
+            let _ = p.reply.send(Message::Actions(wire::Actions {
+                seq: p.obs.seq,
+                policy_version: self.policy.version,
+                actions: actions.clone(),
+                starts,
+            }));
+            self.metrics
+                .inference_latency
+                .observe(p.received.elapsed().as_secs_f64());
+            items.push(Acted {
+                conn: p.conn,
+                obs: p.obs,
+                actions,
+            });
+        }
+        self.forward(items);
+    }
+
+    /// The run ended: `Stop` for everything waiting and everything queued.
+    fn stop_all(mut self) {
+        let reason = self.link.stop_reason.lock().expect("reason lock").clone();
+        let stop = || {
+            Message::Stop(wire::Stop {
+                reason: reason.clone(),
+                shutdown: false,
+            })
+        };
+        for p in self.batcher.pending.drain(..).chain(self.parked.drain(..)) {
+            let _ = p.reply.send(stop());
+        }
+        self.requests.close();
+        while let Ok(ev) = self.requests.try_recv() {
+            if let Event::Request { reply, .. } = ev {
+                let _ = reply.send(stop());
+            }
+        }
+    }
+}
+
+/// Shapes and values of one request from an actor with `n` envs.
+fn check_observations(o: &Observations, n: usize, od: usize) -> Result<(), (ErrorCode, String)> {
+    for (what, got, want) in [
+        ("obs", o.obs.len(), n * od),
+        ("rewards", o.rewards.len(), n),
+        ("flags", o.flags.len(), n),
+    ] {
+        if got != want {
+            return Err((
+                ErrorCode::BadShape,
+                format!(
+                    "observations: `{what}` has {got} values, expected {want} ({n} envs, obs_dim {od})"
+                ),
+            ));
+        }
+    }
+    for i in 0..n {
+        if o.flags[i] & flags::IDLE != 0 {
+            continue;
+        }
+        let row = &o.obs[i * od..(i + 1) * od];
+        if let Some(j) = row.iter().position(|x| !x.is_finite()) {
+            return Err((
+                ErrorCode::NonFinite,
+                format!("observations: env {i} obs[{j}] is {}", row[j]),
+            ));
+        }
+        if !o.rewards[i].is_finite() {
+            return Err((
+                ErrorCode::NonFinite,
+                format!("observations: env {i} reward is {}", o.rewards[i]),
+            ));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! [`SeedLink`]: what a `seed` run's thread and its inference front share —
+//! the connections with their pending episode starts, the latest policy,
+//! how far training has got, and the stop signal.
+
+use crate::transport::ConnId;
+use rlfleet_shared::wire::EpisodeStart;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// One admitted actor connection, as the front needs it.
+#[derive(Debug, Default)]
+pub struct ConnBox {
+    pub n_envs: u32,
+    /// Episodes handed out by the run, not yet delivered in a reply.
+    pub starts: Vec<EpisodeStart>,
+}
+
+/// The policy the front acts with.
+#[derive(Debug, Clone)]
+pub struct PolicySnapshot {
+    pub version: u64,
+    /// Flat parameters (shared: the front copies them once per version).
+    pub params: std::sync::Arc<Vec<f32>>,
+    pub epsilon: f32,
+}
+
+#[derive(Debug)]
+pub struct SeedLink {
+    pub conns: Mutex<HashMap<ConnId, ConnBox>>,
+    pub policy: Mutex<PolicySnapshot>,
+    /// Inference batches the run has ingested and trained on.
+    pub batches_done: AtomicU64,
+    /// The front holds requests until training catches up.
+    pub front_waits: AtomicBool,
+    /// Actors in the run (the front serves at once when all are waiting).
+    pub actors: AtomicUsize,
+    /// Wakes the front: new starts, new policy, training progress.
+    pub wake: Notify,
+    /// Cancelled when the run ends; the front then answers `Stop`.
+    pub stop: CancellationToken,
+    pub stop_reason: Mutex<String>,
+}
+
+impl SeedLink {
+    pub fn new(policy: PolicySnapshot) -> SeedLink {
+        SeedLink {
+            conns: Mutex::default(),
+            policy: Mutex::new(policy),
+            batches_done: AtomicU64::new(0),
+            front_waits: AtomicBool::new(false),
+            actors: AtomicUsize::new(0),
+            wake: Notify::new(),
+            stop: CancellationToken::new(),
+            stop_reason: Mutex::new(String::new()),
+        }
+    }
+
+    pub fn admit(&self, conn: ConnId, n_envs: u32) {
+        let mut conns = self.conns.lock().expect("conns lock");
+        conns.insert(
+            conn,
+            ConnBox {
+                n_envs,
+                starts: Vec::new(),
+            },
+        );
+        self.actors.store(conns.len(), Ordering::Release);
+    }
+
+    pub fn forget(&self, conn: ConnId) {
+        let mut conns = self.conns.lock().expect("conns lock");
+        conns.remove(&conn);
+        self.actors.store(conns.len(), Ordering::Release);
+        drop(conns);
+        self.wake.notify_one();
+    }
+
+    /// Queues episode starts for the next reply to `conn`.
+    pub fn deliver(&self, conn: ConnId, starts: Vec<EpisodeStart>) {
+        if starts.is_empty() {
+            return;
+        }
+        if let Some(b) = self.conns.lock().expect("conns lock").get_mut(&conn) {
+            b.starts.extend(starts);
+        }
+        self.wake.notify_one();
+    }
+
+    /// Publishes a new policy version (and the current epsilon).
+    pub fn publish(&self, version: u64, params: impl FnOnce() -> Vec<f32>, epsilon: f32) {
+        let mut p = self.policy.lock().expect("policy lock");
+        if p.version != version {
+            p.params = std::sync::Arc::new(params());
+            p.version = version;
+        }
+        p.epsilon = epsilon;
+    }
+
+    /// The run took one more batch (ingested and trained); wakes the
+    /// front only when it waits for that.
+    pub fn batch_done(&self) {
+        self.batches_done.fetch_add(1, Ordering::AcqRel);
+        if self.front_waits.swap(false, Ordering::AcqRel) {
+            self.wake.notify_one();
+        }
+    }
+
+    pub fn end(&self, reason: &str) {
+        *self.stop_reason.lock().expect("reason lock") = reason.to_string();
+        self.stop.cancel();
+    }
+}
