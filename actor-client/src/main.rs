@@ -141,10 +141,12 @@ fn main() -> ExitCode {
         server,
         server_name: c.server_name,
         trust,
-        token: c.token,
-        envs: c.envs.max(1),
-        actor_id: c.actor_id.unwrap_or_else(default_actor_id),
-        once: c.once,
+        player: actor_client::remote::Player {
+            token: c.token,
+            envs: c.envs.max(1),
+            actor_id: c.actor_id.unwrap_or_else(default_actor_id),
+            once: c.once,
+        },
         liveness: Liveness {
             keep_alive: Duration::from_millis(c.keep_alive_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),
@@ -168,15 +170,7 @@ fn main() -> ExitCode {
     match result {
         Ok(r) => {
             // One write, so lines of actors sharing a terminal do not mix.
-            let line = format!(
-                "actor done: {} env steps, {} episodes, {} batches ({} resent), {} inference requests, {} sessions\n",
-                r.env_steps,
-                r.episodes,
-                r.batches_sent,
-                r.batches_resent,
-                r.inference_requests,
-                r.sessions
-            );
+            let line = format!("{r}\n");
             let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
             ExitCode::SUCCESS
         }

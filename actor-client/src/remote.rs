@@ -1,9 +1,10 @@
-//! The actor's side of the learner protocol over QUIC: connect (with
-//! exponential backoff and jitter), say hello, follow the assigned workflow
-//! — `async`/`sync` (play with local weights, send experience) or `seed`
-//! (send observations, play the returned actions) — and after a lost
-//! connection reconnect with a new session id and resend the batch that was
-//! not acknowledged.
+//! The actor's side of the learner protocol: say hello, follow the
+//! assigned workflow — `async`/`sync` (play with local weights, send
+//! experience) or `seed` (send observations, play the returned actions) —
+//! over any [`Link`]. Over QUIC ([`run`]): connect with exponential backoff
+//! and jitter, and after a lost connection reconnect with a new session id
+//! and resend the batch that was not acknowledged. In the learner's own
+//! process ([`run_inproc`]): messages as values over channels.
 
 use crate::envs::EnvSlots;
 use rand::Rng;
@@ -12,10 +13,22 @@ use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
     self, EpisodeResult, Experience, Hello, Message, Observations, Transitions, Welcome, flags,
 };
+use std::future::Future;
 use std::time::Duration;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-/// How an actor reaches its learner.
+/// Who the actor is and how it plays, whatever carries its messages.
+#[derive(Debug, Clone)]
+pub struct Player {
+    pub actor_id: String,
+    pub token: String,
+    pub envs: u32,
+    /// Exit when the first run ends instead of waiting for the next.
+    pub once: bool,
+}
+
+/// How an actor reaches its learner over QUIC.
 #[derive(Debug, Clone)]
 pub struct ActorOptions {
     /// `HOST:PORT` of the learner's QUIC listener.
@@ -23,11 +36,7 @@ pub struct ActorOptions {
     /// Name checked against the certificate (default: the host part).
     pub server_name: Option<String>,
     pub trust: Trust,
-    pub token: String,
-    pub envs: u32,
-    pub actor_id: String,
-    /// Exit when the first run ends instead of waiting for the next.
-    pub once: bool,
+    pub player: Player,
     pub liveness: Liveness,
     pub max_frame_bytes: u32,
     /// Give up after failing to connect for this long.
@@ -43,6 +52,21 @@ pub struct ActorReport {
     pub batches_sent: u64,
     pub batches_resent: u64,
     pub inference_requests: u64,
+}
+
+impl std::fmt::Display for ActorReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "actor done: {} env steps, {} episodes, {} batches ({} resent), {} inference requests, {} sessions",
+            self.env_steps,
+            self.episodes,
+            self.batches_sent,
+            self.batches_resent,
+            self.inference_requests,
+            self.sessions
+        )
+    }
 }
 
 /// Why a session ended.
@@ -68,6 +92,70 @@ struct Carry {
     pending: Option<(String, Experience)>,
     seq: u64,
     report: ActorReport,
+}
+
+/// One request to the learner and its reply. `Err` says why the link was
+/// lost.
+pub trait Link: Send {
+    fn call(&mut self, msg: &Message) -> impl Future<Output = Result<Message, String>> + Send;
+}
+
+impl Link for FramedStream {
+    async fn call(&mut self, msg: &Message) -> Result<Message, String> {
+        self.send(msg).await.map_err(|e| e.to_string())?;
+        match self.recv().await {
+            Ok(Some(m)) => Ok(m),
+            Ok(None) => Err("the learner closed the stream".into()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// An actor in the learner's process: messages as values over channels
+/// (the learner's in-process transport holds the other ends).
+#[derive(Debug)]
+pub struct InprocLink {
+    pub to_learner: mpsc::Sender<Message>,
+    pub from_learner: mpsc::Receiver<Message>,
+}
+
+impl Link for InprocLink {
+    async fn call(&mut self, msg: &Message) -> Result<Message, String> {
+        self.to_learner
+            .send(msg.clone())
+            .await
+            .map_err(|_| "the learner is gone".to_string())?;
+        self.from_learner
+            .recv()
+            .await
+            .ok_or_else(|| "the learner is gone".to_string())
+    }
+}
+
+/// Runs an in-process actor until the learner stops it (or `cancel`
+/// fires). An in-process link does not drop, so there is no reconnect.
+pub async fn run_inproc(
+    player: &Player,
+    mut link: InprocLink,
+    cancel: CancellationToken,
+) -> anyhow::Result<ActorReport> {
+    let mut carry = Carry {
+        pending: None,
+        seq: 0,
+        report: ActorReport {
+            sessions: 1,
+            ..ActorReport::default()
+        },
+    };
+    let mut backoff = Duration::ZERO;
+    let end = tokio::select! {
+        r = session(player, &mut link, &mut carry, &mut backoff) => r?,
+        _ = cancel.cancelled() => SessionEnd::Stopped { shutdown: true },
+    };
+    if let SessionEnd::Lost(why) = end {
+        anyhow::bail!("in-process link lost: {why}");
+    }
+    Ok(carry.report)
 }
 
 /// Runs the actor until the learner stops it (or `cancel` fires).
@@ -120,14 +208,14 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
         failing_since = None;
         carry.report.sessions += 1;
         let end = tokio::select! {
-            r = session(&opts, &mut fs, &mut carry, &mut backoff) => r,
+            r = session(&opts.player, &mut fs, &mut carry, &mut backoff) => r,
             _ = cancel.cancelled() => Ok(SessionEnd::Stopped { shutdown: true }),
         };
         match end {
             Ok(SessionEnd::Stopped { shutdown }) => {
                 let _ = fs.send.finish();
                 conn.close(0u32.into(), b"done");
-                if shutdown || opts.once {
+                if shutdown || opts.player.once {
                     break;
                 }
             }
@@ -154,16 +242,9 @@ fn fresh_rng() -> rand_pcg::Pcg64 {
     rand_pcg::Pcg64::seed_from_u64(nanos ^ (u64::from(std::process::id()) << 32))
 }
 
-/// Sends and waits for the reply; maps transport trouble to `Lost`.
-async fn call(fs: &mut FramedStream, msg: &Message) -> Result<Message, SessionEnd> {
-    fs.send(msg)
-        .await
-        .map_err(|e| SessionEnd::Lost(e.to_string()))?;
-    match fs.recv().await {
-        Ok(Some(m)) => Ok(m),
-        Ok(None) => Err(SessionEnd::Lost("the learner closed the stream".into())),
-        Err(e) => Err(SessionEnd::Lost(e.to_string())),
-    }
+/// Sends and waits for the reply; maps link trouble to `Lost`.
+async fn call<L: Link>(link: &mut L, msg: &Message) -> Result<Message, SessionEnd> {
+    link.call(msg).await.map_err(SessionEnd::Lost)
 }
 
 /// Unwraps a reply: `Stop` ends the session, `Error` is fatal.
@@ -196,9 +277,9 @@ macro_rules! reply {
     };
 }
 
-async fn session(
-    opts: &ActorOptions,
-    fs: &mut FramedStream,
+async fn session<L: Link>(
+    opts: &Player,
+    fs: &mut L,
     carry: &mut Carry,
     backoff: &mut Duration,
 ) -> anyhow::Result<SessionEnd> {
@@ -233,9 +314,9 @@ async fn session(
 /// `async` and `sync`: act with local weights, send experience every
 /// `batch_step_frequency` steps or at an episode end (`async`) or every
 /// `steps_per_round` steps (`sync`), apply the reply.
-async fn play_experience(
-    opts: &ActorOptions,
-    fs: &mut FramedStream,
+async fn play_experience<L: Link>(
+    opts: &Player,
+    fs: &mut L,
     w: &Welcome,
     session_id: u64,
     carry: &mut Carry,
@@ -350,8 +431,8 @@ fn apply_ack(m: Message, envs: &mut EnvSlots, policy: &mut QPolicy) -> anyhow::R
 
 /// `seed`: no model here. Send every env's observation (with the outcome
 /// of its last action), play the actions that come back.
-async fn play_seed(
-    fs: &mut FramedStream,
+async fn play_seed<L: Link>(
+    fs: &mut L,
     w: &Welcome,
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {

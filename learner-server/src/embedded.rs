@@ -1,12 +1,14 @@
 //! Embedded mode (`learner-server run CONFIG --local-actors N`): the daemon
-//! on loopback, one run, N real `actor-client` processes connected over
-//! QUIC, everything shut down when the run ends.
+//! on loopback, one run, and N actors — real `actor-client` processes over
+//! QUIC (`transport = "quic"`), or actor tasks in this process over the
+//! in-process transport (`transport = "inproc"`) — everything shut down
+//! when the run ends.
 
 use crate::daemon;
 use crate::server_config::ServerConfig;
 use crate::workflows::{RunOptions, RunSummary};
 use anyhow::Context;
-use rlfleet_shared::config::RunConfig;
+use rlfleet_shared::config::{RunConfig, TransportKind};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
@@ -45,7 +47,8 @@ pub async fn run(
     actors: LocalActors,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunSummary> {
-    let binary = if actors.count > 0 {
+    let inproc = cfg.transport == TransportKind::Inproc;
+    let binary = if actors.count > 0 && !inproc {
         Some(actor_binary(&actors.binary)?)
     } else {
         None
@@ -64,7 +67,23 @@ pub async fn run(
         );
     }
     let mut children = Vec::new();
+    let mut tasks = Vec::new();
+    let stop_tasks = CancellationToken::new();
     for i in 0..actors.count {
+        if inproc {
+            let link = crate::transport::inproc::connect(&d.hub);
+            let player = actor_client::remote::Player {
+                actor_id: format!("local-{i}"),
+                token: String::new(),
+                envs: actors.envs_per_actor,
+                once: true,
+            };
+            let stop = stop_tasks.clone();
+            tasks.push(tokio::spawn(async move {
+                actor_client::remote::run_inproc(&player, link, stop).await
+            }));
+            continue;
+        }
         let mut cmd = tokio::process::Command::new(binary.as_ref().expect("set when count > 0"));
         cmd.arg("--server")
             .arg(d.actors_addr.to_string())
@@ -93,6 +112,14 @@ pub async fn run(
     };
     shutdown.cancel();
     d.wait().await;
+    stop_tasks.cancel();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(report)) => eprintln!("{report}"),
+            Ok(Err(e)) => tracing::warn!("an in-process actor failed: {e:#}"),
+            Err(e) => tracing::warn!("an in-process actor panicked: {e}"),
+        }
+    }
     for mut c in children {
         match tokio::time::timeout(Duration::from_secs(10), c.wait()).await {
             Ok(Ok(status)) if !status.success() => {

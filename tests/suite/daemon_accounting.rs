@@ -4,10 +4,9 @@
 //! sum of episode lengths, and batches sent by actors = received = trained
 //! + dropped.
 
-use learner_server::output::read_episodes;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
-use rlfleet_tests::{heavy, workspace_root};
+use rlfleet_tests::{episode_ids_and_steps, heavy, workspace_root};
 use std::time::Duration;
 
 const EPISODES: u64 = 40;
@@ -56,11 +55,8 @@ fn every_episode_step_and_batch_is_accounted_for() {
         assert_eq!(status["episodes_issued"], EPISODES, "{workflow}");
         assert_eq!(status["episodes_finished"], EPISODES, "{workflow}");
         assert_eq!(status["episodes_reissued"], 0, "{workflow}");
-        let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
-        let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
-        ids.sort();
+        let (ids, lengths) = episode_ids_and_steps(&cfg.output_dir);
         assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "{workflow}");
-        let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
         let actor_steps: u64 = reports.iter().map(|r| r.env_steps).sum();
         assert_eq!(
             status["env_steps"], lengths,

@@ -7,6 +7,7 @@ mod bad_input;
 mod control_api;
 mod daemon_accounting;
 mod env_parity;
+mod inproc;
 mod resume;
 mod single_dqn;
 mod workflows_learn;

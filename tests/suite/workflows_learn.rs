@@ -9,30 +9,17 @@
 
 use learner_server::output::read_episodes;
 use rlfleet_shared::config::RunConfig;
-use rlfleet_tests::{binary, heavy, workspace_root};
+use rlfleet_tests::{heavy, run_embedded, workspace_root};
 use std::collections::BTreeSet;
-use std::process::Command;
 
 fn learn(workflow: &str) {
     let dir = tempfile::tempdir().unwrap();
     let shipped = workspace_root().join(format!("config/cartpole-dqn-{workflow}.toml"));
     let mut cfg = RunConfig::load(&shipped).unwrap();
     cfg.output_dir = dir.path().join("out");
-    let cfg_path = dir.path().join("run.toml");
-    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
-    let out = Command::new(binary("learner-server"))
-        .args(["run", "--no-progress", "--local-actors", "4"])
-        .arg(&cfg_path)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success(),
-        "{workflow}: exit {:?}\n{stdout}\n{stderr}",
-        out.status
-    );
+    let out = run_embedded(&cfg, dir.path(), &[]);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert!(out.success, "{workflow}: failed\n{stdout}\n{stderr}");
     assert!(
         stdout.starts_with("target reached (evaluation mean"),
         "{workflow}: {stdout}"

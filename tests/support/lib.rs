@@ -66,3 +66,45 @@ pub fn heavy() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
+
+/// What an embedded run (`learner-server run --local-actors 4`) printed.
+#[derive(Debug)]
+pub struct Embedded {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Writes `cfg` resolved into `dir` and runs `learner-server run
+/// --no-progress --local-actors 4 [extra] CONFIG` to completion.
+pub fn run_embedded(
+    cfg: &rlfleet_shared::config::RunConfig,
+    dir: &Path,
+    extra: &[&str],
+) -> Embedded {
+    let cfg_path = dir.join(format!("{}.toml", cfg.workflow));
+    std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
+    let out = Command::new(binary("learner-server"))
+        .args(["run", "--no-progress", "--local-actors", "4"])
+        .args(extra)
+        .arg(&cfg_path)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run learner-server");
+    Embedded {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// The episode ids in a run's `episodes.csv`, sorted, and the sum of the
+/// episodes' lengths.
+pub fn episode_ids_and_steps(output_dir: &Path) -> (Vec<u64>, u64) {
+    let eps = learner_server::output::read_episodes(&output_dir.join("episodes.csv"))
+        .expect("read episodes.csv");
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    let steps = eps.iter().map(|e| u64::from(e.length)).sum();
+    (ids, steps)
+}

@@ -1,9 +1,12 @@
 //! Transports as the learner sees them: whatever carries actors' messages
-//! (QUIC now; MPI and in-process channels later) turns them into [`Event`]s
-//! for the active run's [`RunInbox`] and delivers the run's replies.
-//! Workflows are written against these events and never see a socket.
+//! (QUIC, in-process channels; MPI later) runs a [`session::Session`] per
+//! actor, which turns them into [`Event`]s for the active run's
+//! [`RunInbox`] and delivers the run's replies. Workflows are written
+//! against these events and never see a socket.
 
+pub mod inproc;
 pub mod quic;
+pub mod session;
 
 use rlfleet_shared::wire::{Hello, Message, Observations};
 use std::sync::mpsc;

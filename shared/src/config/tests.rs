@@ -82,10 +82,10 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
         e,
         "`workflow` = \"rma\" is not supported: this build runs single, async, sync, seed"
     );
-    let e = err(&MINIMAL.replace("\"single\"", "\"seed\""));
+    let e = err(&MINIMAL.replace("\"single\"", "\"seed\"\ntransport = \"mpi\""));
     assert_eq!(
         e,
-        "`transport` = \"inproc\" is not supported: workflow `seed` runs over \"quic\" in this build"
+        "`transport` = \"mpi\" is not supported: workflow `seed` runs over \"quic\" or \"inproc\" in this build"
     );
     let e = err(&MINIMAL.replace("\"single\"", "\"async\"\ntransport = \"quic\""));
     assert!(e.contains("set stop.max_episodes"), "{e}");

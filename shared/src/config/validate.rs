@@ -67,12 +67,12 @@ impl RunConfig {
                 allowed: "workflow `single` runs in one process: use \"inproc\"".into(),
             });
         }
-        if self.workflow.is_distributed() && self.transport != TransportKind::Quic {
+        if self.workflow.is_distributed() && self.transport == TransportKind::Mpi {
             return Err(ConfigError::Unsupported {
                 key: "transport",
                 value: format!("\"{}\"", self.transport),
                 allowed: format!(
-                    "workflow `{}` runs over \"quic\" in this build",
+                    "workflow `{}` runs over \"quic\" or \"inproc\" in this build",
                     self.workflow
                 ),
             });

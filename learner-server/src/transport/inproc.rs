@@ -1,0 +1,66 @@
+//! The in-process transport: actors as tasks in the learner's process,
+//! exchanging messages as values over channels (no sockets, no encoding).
+//! Each actor gets a [`Session`] like a QUIC connection does, so workflows
+//! see the same [`super::Event`]s; an actor task that ends (or panics) is
+//! seen as a departed connection.
+
+use super::session::{End, Session, Wire};
+use crate::hub::Hub;
+use actor_client::remote::InprocLink;
+use rlfleet_shared::wire::Message;
+use std::sync::Arc;
+use tokio::sync::mpsc;
+
+/// The learner's ends of one in-process actor's channels.
+#[derive(Debug)]
+struct InprocWire {
+    from_actor: mpsc::Receiver<Message>,
+    to_actor: mpsc::Sender<Message>,
+}
+
+impl Wire for InprocWire {
+    async fn recv(&mut self) -> Result<Option<Message>, End> {
+        Ok(self.from_actor.recv().await)
+    }
+
+    async fn send(&mut self, msg: &Message) -> Result<(), End> {
+        self.to_actor.send(msg.clone()).await.map_err(|_| End::Lost)
+    }
+
+    async fn closed(&self) {
+        self.to_actor.closed().await;
+    }
+}
+
+/// Connects one in-process actor: runs its session as a task on the
+/// current runtime and returns the actor's end of the link.
+pub fn connect(hub: &Arc<Hub>) -> InprocLink {
+    let (to_learner, from_actor) = mpsc::channel(1);
+    let (to_actor, from_learner) = mpsc::channel(1);
+    let id = hub.new_conn_id();
+    let hub = hub.clone();
+    tokio::spawn(async move {
+        let wire = InprocWire {
+            from_actor,
+            to_actor,
+        };
+        let mut session = Session::new(wire, id, hub.clone(), None);
+        match session.run("inproc").await {
+            End::Refused(code, text) => {
+                tracing::warn!(code = code.label(), "refused in-process actor: {text}");
+                hub.metrics
+                    .protocol_errors
+                    .with_label_values(&[code.label()])
+                    .inc();
+                let _ = session.wire.send(&code.message(text)).await;
+            }
+            End::Lost => tracing::info!("in-process actor gone"),
+            End::Clean | End::Answered(_) => {}
+        }
+        hub.actor_disconnected(id);
+    });
+    InprocLink {
+        to_learner,
+        from_learner,
+    }
+}

@@ -1,0 +1,259 @@
+//! [`Session`]: one actor's conversation with the learner over any
+//! [`Wire`] — check `Hello` (protocol version, token), register the actor,
+//! route it to the active run (waiting for one if none is active), relay its
+//! requests as [`Event`]s and the run's replies back, and say hello again
+//! for the next run. Transports supply the wire; refusals come back as
+//! [`End`] for the transport to answer and close.
+
+use super::{ConnId, Event, RunInbox};
+use crate::hub::{ActorView, Hub};
+use crate::server_config::tokens_match;
+use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// How a session ended.
+#[derive(Debug)]
+pub enum End {
+    /// The actor finished its stream, or was told to stop for good.
+    Clean,
+    /// The actor sent something unacceptable (not yet answered or counted).
+    Refused(ErrorCode, String),
+    /// The run refused a request; the `Error` was sent and counted.
+    Answered(u16),
+    /// The connection dropped (closed, reset, timed out).
+    Lost,
+}
+
+/// Messages to and from one actor.
+pub trait Wire: Send {
+    /// The next message; `None` when the actor finished cleanly.
+    fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, End>> + Send;
+    fn send(&mut self, msg: &Message) -> impl Future<Output = Result<(), End>> + Send;
+    /// Resolves when the actor's side is gone.
+    fn closed(&self) -> impl Future<Output = ()> + Send;
+}
+
+/// Tells the run the connection left when dropped.
+struct LeaveGuard {
+    events: RunInbox,
+    conn: ConnId,
+}
+
+impl Drop for LeaveGuard {
+    fn drop(&mut self) {
+        let _ = self.events.send(Event::Left { conn: self.conn });
+    }
+}
+
+/// One actor's conversation with the learner, whatever carries it.
+#[derive(Debug)]
+pub struct Session<W> {
+    pub wire: W,
+    pub id: ConnId,
+    pub hub: Arc<Hub>,
+    /// Actors must present this token, when set.
+    pub token: Option<String>,
+    registered: bool,
+}
+
+impl<W: Wire> Session<W> {
+    pub fn new(wire: W, id: ConnId, hub: Arc<Hub>, token: Option<String>) -> Session<W> {
+        Session {
+            wire,
+            id,
+            hub,
+            token,
+            registered: false,
+        }
+    }
+
+    async fn send(&mut self, msg: &Message) -> Result<(), End> {
+        self.wire.send(msg).await
+    }
+
+    /// Reads `Hello` and checks it.
+    async fn hello(&mut self) -> Result<Option<Hello>, End> {
+        let hello = match self.wire.recv().await? {
+            Some(Message::Hello(h)) => h,
+            Some(other) => {
+                return Err(End::Refused(
+                    ErrorCode::Unexpected,
+                    format!("expected hello, got {}", other.kind()),
+                ));
+            }
+            None => return Ok(None),
+        };
+        if hello.protocol != wire::PROTOCOL_VERSION {
+            return Err(End::Refused(
+                ErrorCode::ProtocolVersion,
+                format!(
+                    "protocol version {} is not supported: this learner speaks {}",
+                    hello.protocol,
+                    wire::PROTOCOL_VERSION
+                ),
+            ));
+        }
+        if let Some(token) = &self.token
+            && !tokens_match(token, &hello.token)
+        {
+            return Err(End::Refused(
+                ErrorCode::Unauthorized,
+                "missing or wrong token".into(),
+            ));
+        }
+        Ok(Some(hello))
+    }
+
+    fn stop_message(&self) -> Message {
+        Message::Stop(wire::Stop {
+            reason: if self.hub.shutdown.is_cancelled() {
+                "the learner is shutting down".into()
+            } else {
+                "the run ended".into()
+            },
+            shutdown: self.hub.shutdown.is_cancelled(),
+        })
+    }
+
+    /// Hello, then the actor's requests relayed to the active run (and to
+    /// the next run, unless it leaves) until it stops or is refused.
+    pub async fn run(&mut self, addr: &str) -> End {
+        loop {
+            let hello = match self.hello().await {
+                Ok(Some(h)) => h,
+                Ok(None) => return End::Clean,
+                Err(end) => return end,
+            };
+            if !self.registered {
+                self.registered = true;
+                tracing::info!(%addr, actor = %hello.actor_id, session = hello.session_id, "actor connected");
+                self.hub.actor_connected(ActorView {
+                    connection: self.id,
+                    actor_id: hello.actor_id.clone(),
+                    session_id: hello.session_id,
+                    address: addr.to_string(),
+                    software: hello.software.clone(),
+                    env_capacity: hello.env_capacity,
+                    run: None,
+                    connected_secs: 0.0,
+                });
+            }
+            let (active, rx) = loop {
+                let active = tokio::select! {
+                    a = self.hub.wait_active() => a,
+                    _ = self.wire.closed() => return End::Lost,
+                };
+                let Some(active) = active else {
+                    let stop = self.stop_message();
+                    let _ = self.send(&stop).await;
+                    return End::Clean;
+                };
+                let (tx, rx) = oneshot::channel();
+                let join = Event::Join {
+                    conn: self.id,
+                    hello: hello.clone(),
+                    reply: tx,
+                };
+                if active.events.send(join).is_ok() {
+                    break (active, rx);
+                }
+                // That run is ending; wait for the next one.
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            self.hub.actor_assigned(self.id, Some(active.id.clone()));
+            let guard = LeaveGuard {
+                events: active.events.clone(),
+                conn: self.id,
+            };
+            let outcome = self.exchange(rx, &active.events).await;
+            drop(guard);
+            self.hub.actor_assigned(self.id, None);
+            match outcome {
+                // The run ended: the actor says hello again for the next.
+                Ok(false) if !self.hub.shutdown.is_cancelled() => continue,
+                Ok(_) => return End::Clean,
+                Err(end) => return end,
+            }
+        }
+    }
+
+    /// Relays requests to the run until it says stop. `Ok(false)`: the run
+    /// ended (the actor may stay for the next); `Ok(true)`: the actor
+    /// finished its stream.
+    async fn exchange(
+        &mut self,
+        mut reply: oneshot::Receiver<Message>,
+        events: &RunInbox,
+    ) -> Result<bool, End> {
+        loop {
+            let answer = tokio::select! {
+                r = &mut reply => r.ok(),
+                _ = self.wire.closed() => return Err(End::Lost),
+            };
+            match answer {
+                Some(Message::Error(e)) => {
+                    let code = e.code;
+                    self.send(&Message::Error(e)).await?;
+                    return Err(End::Answered(code));
+                }
+                Some(m @ Message::Stop(_))
+                | Some(m @ Message::Welcome(_))
+                | Some(m @ Message::Actions(_))
+                | Some(m @ Message::Ack(_)) => {
+                    let stop = matches!(m, Message::Stop(_));
+                    let m = if stop { self.stop_message() } else { m };
+                    self.send(&m).await?;
+                    if stop {
+                        return Ok(false);
+                    }
+                }
+                Some(other) => {
+                    tracing::error!("the run answered with {}", other.kind());
+                    return Err(End::Lost);
+                }
+                None => {
+                    let stop = self.stop_message();
+                    self.send(&stop).await?;
+                    return Ok(false);
+                }
+            }
+            let msg = match self.wire.recv().await? {
+                Some(m @ (Message::Observations(_) | Message::Experience(_))) => m,
+                Some(other) => {
+                    return Err(End::Refused(
+                        ErrorCode::Unexpected,
+                        format!("expected observations or experience, got {}", other.kind()),
+                    ));
+                }
+                None => return Ok(true),
+            };
+            let (tx, rx) = oneshot::channel();
+            let request = Event::Request {
+                conn: self.id,
+                msg,
+                received: Instant::now(),
+                reply: tx,
+            };
+            if let Err(refused) = events.send(request)
+                && let Event::Request { msg, .. } = *refused
+            {
+                if matches!(msg, Message::Experience(_)) {
+                    // The run ended before this batch reached it.
+                    self.hub.metrics.batches_received.inc();
+                    self.hub
+                        .metrics
+                        .batches_dropped
+                        .with_label_values(&["run_ended"])
+                        .inc();
+                }
+                let stop = self.stop_message();
+                self.send(&stop).await?;
+                return Ok(false);
+            }
+            reply = rx;
+        }
+    }
+}
