@@ -70,10 +70,6 @@ impl<W: Wire> Session<W> {
         }
     }
 
-    async fn send(&mut self, msg: &Message) -> Result<(), End> {
-        self.wire.send(msg).await
-    }
-
     /// Reads `Hello` and checks it.
     async fn hello(&mut self) -> Result<Option<Hello>, End> {
         let hello = match self.wire.recv().await? {
@@ -148,7 +144,7 @@ impl<W: Wire> Session<W> {
                 };
                 let Some(active) = active else {
                     let stop = self.stop_message();
-                    let _ = self.send(&stop).await;
+                    let _ = self.wire.send(&stop).await;
                     return End::Clean;
                 };
                 let (tx, rx) = oneshot::channel();
@@ -196,7 +192,7 @@ impl<W: Wire> Session<W> {
             match answer {
                 Some(Message::Error(e)) => {
                     let code = e.code;
-                    self.send(&Message::Error(e)).await?;
+                    self.wire.send(&Message::Error(e)).await?;
                     return Err(End::Answered(code));
                 }
                 Some(m @ Message::Stop(_))
@@ -205,7 +201,7 @@ impl<W: Wire> Session<W> {
                 | Some(m @ Message::Ack(_)) => {
                     let stop = matches!(m, Message::Stop(_));
                     let m = if stop { self.stop_message() } else { m };
-                    self.send(&m).await?;
+                    self.wire.send(&m).await?;
                     if stop {
                         return Ok(false);
                     }
@@ -216,7 +212,7 @@ impl<W: Wire> Session<W> {
                 }
                 None => {
                     let stop = self.stop_message();
-                    self.send(&stop).await?;
+                    self.wire.send(&stop).await?;
                     return Ok(false);
                 }
             }
@@ -250,7 +246,7 @@ impl<W: Wire> Session<W> {
                         .inc();
                 }
                 let stop = self.stop_message();
-                self.send(&stop).await?;
+                self.wire.send(&stop).await?;
                 return Ok(false);
             }
             reply = rx;

@@ -65,6 +65,16 @@ struct EnvTrack {
     len: u32,
 }
 
+impl EnvTrack {
+    /// The observation an action was just chosen for, and that action.
+    fn remember(&mut self, obs: &[f32], action: &[f32]) {
+        self.prev_obs.clear();
+        self.prev_obs.extend_from_slice(obs);
+        self.prev_action.clear();
+        self.prev_action.extend_from_slice(action);
+    }
+}
+
 /// An actor taking part in the run.
 #[derive(Debug)]
 struct ActorSlot {

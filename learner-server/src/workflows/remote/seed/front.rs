@@ -34,6 +34,16 @@ struct Pending {
     act: Vec<u32>,
 }
 
+/// A request with no env to act for (already forwarded to the run),
+/// answered once its actor has an episode start.
+#[derive(Debug)]
+struct Parked {
+    conn: ConnId,
+    seq: u64,
+    n_envs: usize,
+    reply: Reply,
+}
+
 /// The inference batching policy's state: the requests waiting, oldest
 /// first (no clock of its own: callers pass `Instant`s).
 #[derive(Debug, Default)]
@@ -66,18 +76,18 @@ impl Batcher {
 
 /// The front of one `seed` run.
 pub struct Front {
-    pub link: Arc<SeedLink>,
-    pub requests: UnboundedReceiver<Event>,
+    link: Arc<SeedLink>,
+    requests: UnboundedReceiver<Event>,
     /// The run's thread.
-    pub run: mpsc::Sender<Event>,
-    pub metrics: Arc<Metrics>,
-    pub cfg: DistributedConfig,
-    pub obs_dim: usize,
-    pub act_dim: usize,
-    pub policy: QPolicy,
+    run: mpsc::Sender<Event>,
+    metrics: Arc<Metrics>,
+    cfg: DistributedConfig,
+    obs_dim: usize,
+    act_dim: usize,
+    policy: QPolicy,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
-    parked: Vec<Pending>,
+    parked: Vec<Parked>,
     /// `Acted` messages sent to the run.
     sent: u64,
 }
@@ -170,25 +180,29 @@ impl Front {
         let act: Vec<u32> = (0..n_envs as u32)
             .filter(|&i| obs.flags[i as usize] & done == 0)
             .collect();
-        let p = Pending {
-            conn,
-            obs,
-            received,
-            reply,
-            act,
-        };
-        if p.act.is_empty() {
+        if act.is_empty() {
             // Nothing to act for: the run learns of the episode ends now,
             // the actor gets its answer when it has an episode to play.
+            self.parked.push(Parked {
+                conn,
+                seq: obs.seq,
+                n_envs,
+                reply,
+            });
             let forward = Acted {
                 conn,
-                obs: p.obs.clone(),
+                obs,
                 actions: vec![0.0; n_envs * self.act_dim],
             };
             self.forward(vec![forward]);
-            self.parked.push(p);
         } else {
-            self.batcher.pending.push(p);
+            self.batcher.pending.push(Pending {
+                conn,
+                obs,
+                received,
+                reply,
+                act,
+            });
         }
     }
 
@@ -214,11 +228,10 @@ impl Front {
         for p in parked {
             match self.starts_for(p.conn) {
                 Some(starts) if !starts.is_empty() => {
-                    let n = p.obs.flags.len();
                     let _ = p.reply.send(Message::Actions(wire::Actions {
-                        seq: p.obs.seq,
+                        seq: p.seq,
                         policy_version: self.policy.version,
-                        actions: vec![0.0; n * self.act_dim],
+                        actions: vec![0.0; p.n_envs * self.act_dim],
                         starts,
                     }));
                 }
@@ -303,8 +316,9 @@ impl Front {
                 shutdown: false,
             })
         };
-        for p in self.batcher.pending.drain(..).chain(self.parked.drain(..)) {
-            let _ = p.reply.send(stop());
+        let waiting = self.batcher.pending.drain(..).map(|p| p.reply);
+        for reply in waiting.chain(self.parked.drain(..).map(|p| p.reply)) {
+            let _ = reply.send(stop());
         }
         self.requests.close();
         while let Ok(ev) = self.requests.try_recv() {

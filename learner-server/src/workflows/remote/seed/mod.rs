@@ -98,10 +98,7 @@ impl RemoteRun {
             let obs = &o.obs[i * od..(i + 1) * od];
             let action = &actions[i * ad..(i + 1) * ad];
             if f & flags::FRESH != 0 || track.prev_obs.is_empty() {
-                track.prev_obs.clear();
-                track.prev_obs.extend_from_slice(obs);
-                track.prev_action.clear();
-                track.prev_action.extend_from_slice(action);
+                track.remember(obs, action);
                 continue;
             }
             let terminated = f & flags::TERMINATED != 0;
@@ -124,10 +121,7 @@ impl RemoteRun {
                 ));
                 *track = EnvTrack::default();
             } else {
-                track.prev_obs.clear();
-                track.prev_obs.extend_from_slice(obs);
-                track.prev_action.clear();
-                track.prev_action.extend_from_slice(action);
+                track.remember(obs, action);
             }
         }
         let n = self.book.counters.env_steps - before;
