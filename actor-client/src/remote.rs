@@ -1,6 +1,6 @@
 //! The actor's side of the learner protocol: say hello, follow the
-//! assigned workflow — `async`/`sync` (play with local weights, send
-//! experience) or `seed` (send observations, play the returned actions) —
+//! assigned workflow — the experience workflows (play with local weights,
+//! send experience) or `seed` (send observations, play the returned actions) —
 //! over any [`Link`]. Over QUIC ([`run`]): connect with exponential backoff
 //! and jitter, and after a lost connection reconnect with a new session id
 //! and resend the batch that was not acknowledged. In the learner's own
@@ -13,6 +13,7 @@ use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
     self, EpisodeResult, Experience, Hello, Message, Observations, Transitions, Welcome, flags,
 };
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -51,6 +52,8 @@ pub struct ActorReport {
     pub episodes: u64,
     pub batches_sent: u64,
     pub batches_resent: u64,
+    /// Replies saying the learner's pool was full (the batch went again).
+    pub batches_refused: u64,
     pub inference_requests: u64,
 }
 
@@ -58,11 +61,12 @@ impl std::fmt::Display for ActorReport {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "actor done: {} env steps, {} episodes, {} batches ({} resent), {} inference requests, {} sessions",
+            "actor done: {} env steps, {} episodes, {} batches ({} resent, {} refused), {} inference requests, {} sessions",
             self.env_steps,
             self.episodes,
             self.batches_sent,
             self.batches_resent,
+            self.batches_refused,
             self.inference_requests,
             self.sessions
         )
@@ -88,8 +92,8 @@ pub struct Refused {
 /// State that survives reconnects.
 #[derive(Debug)]
 struct Carry {
-    /// The batch sent but not acknowledged, with the run it belongs to.
-    pending: Option<(String, Experience)>,
+    /// Batches sent but not acknowledged, with the run they belong to.
+    pending: Option<(String, Vec<Experience>)>,
     seq: u64,
     report: ActorReport,
 }
@@ -97,13 +101,27 @@ struct Carry {
 /// One request to the learner and its reply. `Err` says why the link was
 /// lost.
 pub trait Link: Send {
-    fn call(&mut self, msg: &Message) -> impl Future<Output = Result<Message, String>> + Send;
+    fn send(&mut self, msg: &Message) -> impl Future<Output = Result<(), String>> + Send;
+    /// The next reply (replies come in request order).
+    fn recv(&mut self) -> impl Future<Output = Result<Message, String>> + Send;
+    fn call(&mut self, msg: &Message) -> impl Future<Output = Result<Message, String>> + Send {
+        async move {
+            self.send(msg).await?;
+            self.recv().await
+        }
+    }
 }
 
 impl Link for FramedStream {
-    async fn call(&mut self, msg: &Message) -> Result<Message, String> {
-        self.send(msg).await.map_err(|e| e.to_string())?;
-        match self.recv().await {
+    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+        FramedStream::send(self, msg)
+            .await
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    async fn recv(&mut self) -> Result<Message, String> {
+        match FramedStream::recv(self).await {
             Ok(Some(m)) => Ok(m),
             Ok(None) => Err("the learner closed the stream".into()),
             Err(e) => Err(e.to_string()),
@@ -120,11 +138,14 @@ pub struct InprocLink {
 }
 
 impl Link for InprocLink {
-    async fn call(&mut self, msg: &Message) -> Result<Message, String> {
+    async fn send(&mut self, msg: &Message) -> Result<(), String> {
         self.to_learner
             .send(msg.clone())
             .await
-            .map_err(|_| "the learner is gone".to_string())?;
+            .map_err(|_| "the learner is gone".to_string())
+    }
+
+    async fn recv(&mut self) -> Result<Message, String> {
         self.from_learner
             .recv()
             .await
@@ -301,7 +322,8 @@ async fn session<L: Link>(
         tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
         let end = match welcome.workflow.as_str() {
             "seed" => play_seed(fs, &welcome, carry).await?,
-            "async" | "sync" => play_experience(opts, fs, &welcome, session_id, carry).await?,
+            "async" | "sync" | "nb-async" | "async-window" | "rma" | "rma-queue-pop-all"
+            | "random" => play_experience(opts, fs, &welcome, session_id, carry).await?,
             other => anyhow::bail!("this actor does not know workflow `{other}`"),
         };
         match end {
@@ -311,9 +333,13 @@ async fn session<L: Link>(
     }
 }
 
-/// `async` and `sync`: act with local weights, send experience every
-/// `batch_step_frequency` steps or at an episode end (`async`) or every
-/// `steps_per_round` steps (`sync`), apply the reply.
+/// The experience workflows (`async`, `sync`, `nb-async`, `async-window`,
+/// `rma`, `rma-queue-pop-all`, `random`): act with local weights and send a
+/// batch every `batch_step_frequency` steps or at an episode end
+/// (`steps_per_round` steps, episode ends included, for `sync`). Up to
+/// `in_flight` batches may be unacknowledged while the actor keeps playing;
+/// replies arrive in order and carry newer weights and episodes. A batch the
+/// learner's pool refused (full) is sent again, in order, after a pause.
 async fn play_experience<L: Link>(
     opts: &Player,
     fs: &mut L,
@@ -336,15 +362,76 @@ async fn play_experience<L: Link>(
     }
     policy.epsilon = w.epsilon;
     envs.start(&w.starts)?;
-    // A batch the previous session sent but never saw acknowledged.
-    if let Some((run, mut e)) = carry.pending.take()
+    let mut flight = Flight {
+        window: w.in_flight.max(1) as usize,
+        ..Flight::default()
+    };
+    // Batches the previous session sent but never saw acknowledged.
+    if let Some((run, pending)) = carry.pending.take()
         && run == w.run_id
     {
-        e.idle_envs.clear();
-        carry.report.batches_resent += 1;
-        let m = reply!(call(fs, &Message::Experience(e)).await);
-        apply_ack(m, &mut envs, &mut policy)?;
+        for mut e in pending {
+            e.idle_envs.clear();
+            carry.report.batches_resent += 1;
+            if let Err(end) = send(fs, &mut flight, e).await {
+                return Ok(end);
+            }
+        }
     }
+    let result = experience_loop(
+        opts,
+        fs,
+        w,
+        session_id,
+        carry,
+        &mut envs,
+        &mut policy,
+        &mut flight,
+    )
+    .await;
+    if !flight.sent.is_empty() || !flight.refused.is_empty() {
+        let mut pending: Vec<Experience> = flight.refused.drain(..).collect();
+        pending.extend(flight.sent.drain(..));
+        pending.sort_by_key(|e| e.seq);
+        carry.pending = Some((w.run_id.clone(), pending));
+    }
+    result
+}
+
+/// Batches between the actor and the learner.
+#[derive(Debug, Default)]
+struct Flight {
+    /// Most batches sent and not yet acknowledged.
+    window: usize,
+    /// Sent, awaiting their `Ack`, oldest first.
+    sent: VecDeque<Experience>,
+    /// Refused because the learner's pool was full: sent again, in order.
+    refused: Vec<Experience>,
+    /// Envs reported idle in a batch whose reply has not come yet.
+    asked: Vec<bool>,
+}
+
+async fn send<L: Link>(fs: &mut L, flight: &mut Flight, e: Experience) -> Result<(), SessionEnd> {
+    let msg = Message::Experience(e);
+    let sent = fs.send(&msg).await;
+    let Message::Experience(e) = msg else {
+        unreachable!("built above")
+    };
+    flight.sent.push_back(e);
+    sent.map_err(SessionEnd::Lost)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn experience_loop<L: Link>(
+    opts: &Player,
+    fs: &mut L,
+    w: &Welcome,
+    session_id: u64,
+    carry: &mut Carry,
+    envs: &mut EnvSlots,
+    policy: &mut QPolicy,
+    flight: &mut Flight,
+) -> anyhow::Result<SessionEnd> {
     let sync = w.workflow == "sync";
     let every = if sync {
         w.steps_per_round
@@ -352,10 +439,45 @@ async fn play_experience<L: Link>(
         w.batch_step_frequency
     } as usize;
     let (od, n) = (envs.obs_dim, envs.slots.len());
+    flight.asked = vec![false; n];
     let mut obs = Vec::with_capacity(n * od);
     let mut actions = Vec::new();
     let mut running = Vec::with_capacity(n);
+    let mut pause = Duration::from_millis(1);
     loop {
+        let any_running = envs.slots.iter().any(|s| s.episode.is_some());
+        // Take replies while the window is full, while there is nothing to
+        // play and replies are due, and before sending refused batches again.
+        while flight.sent.len() >= flight.window
+            || (!flight.sent.is_empty() && (!any_running || !flight.refused.is_empty()))
+        {
+            let m = match fs.recv().await {
+                Ok(m) => m,
+                Err(why) => return Ok(SessionEnd::Lost(why)),
+            };
+            let m = match expect_reply(m)? {
+                Ok(m) => m,
+                Err(end) => return Ok(end),
+            };
+            on_ack(m, envs, policy, flight, carry)?;
+            if envs.slots.iter().any(|s| s.episode.is_some()) && flight.refused.is_empty() {
+                break;
+            }
+        }
+        if !flight.refused.is_empty() && flight.sent.is_empty() {
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(50));
+            for e in std::mem::take(&mut flight.refused) {
+                if let Err(end) = send(fs, flight, e).await {
+                    return Ok(end);
+                }
+            }
+            continue;
+        }
+        if flight.sent.len() >= flight.window {
+            continue;
+        }
+        pause = Duration::from_millis(1);
         let mut batch = Transitions::default();
         let mut finished = Vec::new();
         let mut steps = 0;
@@ -396,31 +518,77 @@ async fn play_experience<L: Link>(
                 break;
             }
         }
+        let idle: Vec<u32> = envs
+            .idle()
+            .into_iter()
+            .filter(|&i| !flight.asked[i as usize])
+            .collect();
+        if batch.is_empty() && idle.is_empty() && !flight.sent.is_empty() {
+            // Nothing to report: wait for the replies due.
+            continue;
+        }
+        for &i in &idle {
+            flight.asked[i as usize] = true;
+        }
         carry.seq += 1;
         carry.report.env_steps += batch.len() as u64;
         carry.report.episodes += finished.len() as u64;
+        if !batch.is_empty() {
+            carry.report.batches_sent += 1;
+        }
         let e = Experience {
             actor_id: opts.actor_id.clone(),
             session_id,
             seq: carry.seq,
             policy_version: policy.version,
+            last: envs.slots.iter().all(|s| s.episode.is_none()),
             transitions: batch,
             finished,
-            idle_envs: envs.idle(),
+            idle_envs: idle,
         };
-        carry.pending = Some((w.run_id.clone(), e.clone()));
-        carry.report.batches_sent += 1;
-        let m = reply!(call(fs, &Message::Experience(e)).await);
-        carry.pending = None;
-        apply_ack(m, &mut envs, &mut policy)?;
+        if let Err(end) = send(fs, flight, e).await {
+            return Ok(end);
+        }
     }
 }
 
-fn apply_ack(m: Message, envs: &mut EnvSlots, policy: &mut QPolicy) -> anyhow::Result<()> {
+/// Applies the reply to the oldest batch in flight.
+fn on_ack(
+    m: Message,
+    envs: &mut EnvSlots,
+    policy: &mut QPolicy,
+    flight: &mut Flight,
+    carry: &mut Carry,
+) -> anyhow::Result<()> {
     let Message::Ack(ack) = m else {
         anyhow::bail!("expected ack, got {}", m.kind());
     };
+    let Some(e) = flight.sent.pop_front() else {
+        anyhow::bail!("an ack for seq {} with no batch in flight", ack.seq);
+    };
+    anyhow::ensure!(
+        ack.seq == e.seq,
+        "an ack for seq {}, the oldest batch in flight is {}",
+        ack.seq,
+        e.seq
+    );
+    if ack.full {
+        if !e.transitions.is_empty() {
+            carry.report.batches_refused += 1;
+        }
+        flight.refused.push(e);
+        return Ok(());
+    }
+    for &i in &e.idle_envs {
+        flight.asked[i as usize] = false;
+    }
     if let Some(weights) = &ack.weights {
+        anyhow::ensure!(
+            weights.version >= policy.version,
+            "the learner sent weights version {} after version {}",
+            weights.version,
+            policy.version
+        );
         policy
             .load(weights.version, &weights.data)
             .map_err(anyhow::Error::msg)?;

@@ -42,6 +42,7 @@ fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
         },
         finished: Vec::new(),
         idle_envs: Vec::new(),
+        last: false,
     })
 }
 

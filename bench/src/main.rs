@@ -8,10 +8,13 @@
 //!   env through the same trait (the cost of the interface itself).
 //! - `seed`: SEED central inference over QUIC (see `seed.rs`).
 //! - `ingest`: experience ingest over QUIC vs memcpy (see `ingest.rs`).
+//! - `workflows`: one DQN run under every workflow vs `single` (see
+//!   `workflows.rs`).
 
 mod ingest;
 mod loopback;
 mod seed;
+mod workflows;
 
 use clap::{Parser, Subcommand};
 use learner_server::agents::{Agent, Dqn};
@@ -71,6 +74,20 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+    },
+    /// The same DQN run under every workflow, vs. `single`.
+    Workflows {
+        /// Env steps per run.
+        #[arg(long, default_value_t = 20_000)]
+        steps: u64,
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "async,nb-async,async-window,sync,rma,rma-queue-pop-all,seed"
+        )]
+        workflows: Vec<String>,
+        #[arg(long, default_value = "quic")]
+        transport: String,
     },
 }
 
@@ -290,6 +307,19 @@ fn main() -> anyhow::Result<()> {
             let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
             let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
             write_json(&cli.out, "ingest", &rows)
+        }
+        What::Workflows {
+            steps,
+            workflows,
+            transport,
+        } => {
+            let transport = match transport.as_str() {
+                "quic" => rlfleet_shared::config::TransportKind::Quic,
+                "inproc" => rlfleet_shared::config::TransportKind::Inproc,
+                other => anyhow::bail!("transport `{other}`: use quic or inproc"),
+            };
+            let rows = workflows::run(steps, &workflows, transport)?;
+            write_json(&cli.out, &format!("workflows_{transport}"), &rows)
         }
     }
 }

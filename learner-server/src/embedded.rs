@@ -48,6 +48,7 @@ pub async fn run(
     cancel: CancellationToken,
 ) -> anyhow::Result<RunSummary> {
     let inproc = cfg.transport == TransportKind::Inproc;
+    let output_dir = cfg.output_dir.clone();
     let binary = if actors.count > 0 && !inproc {
         Some(actor_binary(&actors.binary)?)
     } else {
@@ -110,6 +111,11 @@ pub async fn run(
             hub.wait_run(&id).await
         }
     };
+    // The daemon's metrics at the end of its only run, beside the run's
+    // other output (what `/metrics` served last).
+    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
+        tracing::warn!("cannot write metrics.prom: {e}");
+    }
     shutdown.cancel();
     d.wait().await;
     stop_tasks.cancel();

@@ -3,8 +3,8 @@
 //! latencies and sizes. One registry per daemon; `GET /metrics` renders it.
 
 use prometheus::{
-    Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge, Opts, Registry,
-    TextEncoder,
+    CounterVec, Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
+    Opts, Registry, TextEncoder,
 };
 
 /// The daemon's metrics (cheap to update from any thread).
@@ -35,6 +35,10 @@ pub struct Metrics {
     pub protocol_errors: IntCounterVec,
     pub runs_started: IntCounter,
     pub active_runs: IntGauge,
+    /// Seconds the learner loop of distributed runs spent, by activity
+    /// (`train`: ingesting and gradient steps; `wait`: idle, waiting for
+    /// data).
+    pub loop_seconds: CounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
@@ -193,6 +197,18 @@ impl Metrics {
             ),
             runs_started: counter(&r, "rlfleet_runs_started_total", "Runs started."),
             active_runs: gauge(&r, "rlfleet_active_runs", "Runs in progress."),
+            loop_seconds: {
+                let c = CounterVec::new(
+                    Opts::new(
+                        "rlfleet_run_loop_seconds_total",
+                        "Seconds the learner loop spent training or waiting for data.",
+                    ),
+                    &["activity"],
+                )
+                .expect("valid metric");
+                r.register(Box::new(c.clone())).expect("unique metric");
+                c
+            },
             registry: r,
         }
     }

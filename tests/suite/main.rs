@@ -4,6 +4,7 @@
 mod actor_faults;
 mod bad_config;
 mod bad_input;
+mod conformance;
 mod control_api;
 mod daemon_accounting;
 mod env_parity;

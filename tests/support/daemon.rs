@@ -27,6 +27,7 @@ pub struct ActorCounts {
     pub episodes: u64,
     pub batches: u64,
     pub resent: u64,
+    pub refused: u64,
     pub inference_requests: u64,
     pub sessions: u64,
 }
@@ -44,6 +45,7 @@ pub fn actor_counts(stderr: &str) -> Option<ActorCounts> {
         episodes,
         batches,
         resent,
+        refused,
         inference_requests,
         sessions,
     ] = nums[..]
@@ -55,6 +57,7 @@ pub fn actor_counts(stderr: &str) -> Option<ActorCounts> {
         episodes,
         batches,
         resent,
+        refused,
         inference_requests,
         sessions,
     })

@@ -4,10 +4,12 @@
 
 mod adam;
 mod dqn;
+mod probe;
 mod q_policy;
 
 pub use adam::Adam;
 pub use dqn::Dqn;
+pub use probe::{PROBE_HEADER, Probe};
 pub use q_policy::GreedyQPolicy;
 
 use crate::replay::Transition;
@@ -111,13 +113,14 @@ pub trait Policy: Send {
 pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn Agent> {
     match cfg.agent {
         AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, cfg.seed, device)),
+        AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
     }
 }
 
 /// Builds a CPU policy that acts greedily with the agent's published weights.
 pub fn build_policy(cfg: &RunConfig, spec: &EnvSpec) -> Box<dyn Policy> {
     match cfg.agent {
-        AgentKind::Dqn => Box::new(GreedyQPolicy::new(&cfg.dqn.hidden, spec)),
+        AgentKind::Dqn | AgentKind::Probe => Box::new(GreedyQPolicy::new(&cfg.dqn.hidden, spec)),
     }
 }
 

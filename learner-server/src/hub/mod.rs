@@ -154,13 +154,10 @@ impl Hub {
         let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
             .map_err(|e| format!("{e:#}"))?;
         let (tx, rx) = mpsc::channel();
-        let observations = run.start_front(tx.clone(), rt);
+        let inbox = run.inbox(tx, rt);
         self.active.send_replace(Some(ActiveRun {
             id: id.to_string(),
-            events: RunInbox {
-                events: tx,
-                observations,
-            },
+            events: inbox,
         }));
         let result = run.run(rx, cancel).map_err(|e| format!("{e:#}"));
         self.active.send_replace(None);

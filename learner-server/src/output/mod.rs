@@ -133,6 +133,20 @@ fn read_rows(path: &Path, fields: usize) -> std::io::Result<Vec<Vec<f64>>> {
 }
 
 /// Reads `episodes.csv` back (for plots over resumed runs, and tests).
+/// Opens a CSV file for appending (a resumed run keeps its lines), writing
+/// `header` first when the file is new; creates its directory.
+pub fn append_csv(path: &Path, header: &str) -> std::io::Result<BufWriter<File>> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let fresh = !path.exists();
+    let mut w = BufWriter::new(OpenOptions::new().create(true).append(true).open(path)?);
+    if fresh {
+        writeln!(w, "{header}")?;
+    }
+    Ok(w)
+}
+
 pub fn read_episodes(path: &Path) -> std::io::Result<Vec<EpisodeRecord>> {
     Ok(read_rows(path, 7)?
         .into_iter()

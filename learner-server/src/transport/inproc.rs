@@ -11,6 +11,11 @@ use rlfleet_shared::wire::Message;
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
+/// Messages each direction of a link holds: more than any actor may have
+/// in flight (`distributed.in_flight` <= 32), so neither side ever blocks
+/// on a full channel while the other waits for it.
+const LINK_CAPACITY: usize = 64;
+
 /// The learner's ends of one in-process actor's channels.
 #[derive(Debug)]
 struct InprocWire {
@@ -35,8 +40,8 @@ impl Wire for InprocWire {
 /// Connects one in-process actor: runs its session as a task on the
 /// current runtime and returns the actor's end of the link.
 pub fn connect(hub: &Arc<Hub>) -> InprocLink {
-    let (to_learner, from_actor) = mpsc::channel(1);
-    let (to_actor, from_learner) = mpsc::channel(1);
+    let (to_learner, from_actor) = mpsc::channel(LINK_CAPACITY);
+    let (to_actor, from_learner) = mpsc::channel(LINK_CAPACITY);
     let id = hub.new_conn_id();
     let hub = hub.clone();
     tokio::spawn(async move {

@@ -8,8 +8,9 @@ pub mod inproc;
 pub mod quic;
 pub mod session;
 
+use crate::workflows::remote::Pools;
 use rlfleet_shared::wire::{Hello, Message, Observations};
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::time::Instant;
 use tokio::sync::oneshot;
 
@@ -45,6 +46,8 @@ pub enum Event {
     /// answered, with the actions it chose, for the run to assemble
     /// transitions from (in the order they were answered).
     Acted(Vec<Acted>),
+    /// Not from a transport: an `rma` deposit landed in a pool.
+    Wake,
 }
 
 /// One `Observations` request answered by the inference front.
@@ -56,12 +59,15 @@ pub struct Acted {
     pub actions: Vec<f32>,
 }
 
-/// Where a run takes its events: the run's thread, and for `seed` runs the
-/// inference front, which takes every `Observations` request.
+/// Where a run takes its events: the run's thread; for `seed` runs the
+/// inference front, which takes every `Observations` request; for the `rma`
+/// workflows the pools, which take every `Experience` right in the
+/// transport's task.
 #[derive(Debug, Clone)]
 pub struct RunInbox {
     pub events: mpsc::Sender<Event>,
     pub observations: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+    pub deposits: Option<Arc<Pools>>,
 }
 
 impl RunInbox {

@@ -226,6 +226,13 @@ impl<W: Wire> Session<W> {
                 }
                 None => return Ok(true),
             };
+            if let (Some(pools), Message::Experience(_)) = (&events.deposits, &msg) {
+                let Message::Experience(e) = msg else {
+                    unreachable!("matched above")
+                };
+                reply = pools.deposit(self.id, e);
+                continue;
+            }
             let (tx, rx) = oneshot::channel();
             let request = Event::Request {
                 conn: self.id,
@@ -236,7 +243,9 @@ impl<W: Wire> Session<W> {
             if let Err(refused) = events.send(request)
                 && let Event::Request { msg, .. } = *refused
             {
-                if matches!(msg, Message::Experience(_)) {
+                if let Message::Experience(e) = &msg
+                    && !e.transitions.is_empty()
+                {
                     // The run ended before this batch reached it.
                     self.hub.metrics.batches_received.inc();
                     self.hub

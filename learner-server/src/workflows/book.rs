@@ -30,6 +30,8 @@ pub struct RunBook {
     start_steps: u64,
     start_wall: f64,
     last_progress_steps: u64,
+    /// Set by distributed workflows before [`RunBook::finish`].
+    pub learner: Option<super::LearnerFigures>,
 }
 
 impl RunBook {
@@ -76,6 +78,7 @@ impl RunBook {
             start_steps: counters.env_steps,
             start_wall: counters.wall_secs,
             last_progress_steps: counters.env_steps,
+            learner: None,
             counters,
             last_eval: best.as_ref().map(|b| b.mean_return),
             best,
@@ -241,6 +244,7 @@ impl RunBook {
             final_eval,
             env_steps_per_sec: self.rate(),
             output_dir: self.out.dir().to_path_buf(),
+            learner: self.learner.take(),
         };
         let dir = self.out.dir().to_path_buf();
         std::fs::write(dir.join("summary.toml"), summary.to_toml())?;

@@ -17,7 +17,7 @@ pub use book::RunBook;
 pub use evaluator::{EvalResult, Evaluator};
 pub use single::{SingleRun, episode_seed};
 pub use stop::{StopReason, check_limits};
-pub use summary::RunSummary;
+pub use summary::{LearnerFigures, RunSummary};
 
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use tokio_util::sync::CancellationToken;

@@ -3,8 +3,21 @@
 
 use super::StopReason;
 use crate::checkpoint::RunCounters;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
+
+/// What the learner of a distributed run did with its time and batches.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LearnerFigures {
+    /// Seconds spent ingesting experience and taking gradient steps.
+    pub train_secs: f64,
+    /// Seconds the learner loop spent waiting with nothing to do.
+    pub wait_secs: f64,
+    pub batches_received: u64,
+    pub batches_trained: u64,
+    pub batches_dropped: BTreeMap<String, u64>,
+}
 
 /// The outcome of a run.
 #[derive(Debug, Clone, PartialEq)]
@@ -19,6 +32,8 @@ pub struct RunSummary {
     /// Env steps per second in this session.
     pub env_steps_per_sec: f64,
     pub output_dir: PathBuf,
+    /// Distributed runs only.
+    pub learner: Option<LearnerFigures>,
 }
 
 impl RunSummary {
@@ -29,7 +44,7 @@ impl RunSummary {
     /// The summary as TOML.
     pub fn to_toml(&self) -> String {
         let opt = |v: Option<f64>| v.map_or("nan".to_string(), |v| format!("{v}"));
-        format!(
+        let mut out = format!(
             "reason = {:?}\ntarget_reached = {}\nenv_steps = {}\nepisodes = {}\ntrain_steps = {}\n\
              wall_secs = {}\nenv_steps_per_sec = {}\nbest_eval_return = {}\nbest_eval_env_steps = {}\n\
              final_eval_return = {}\n",
@@ -43,7 +58,18 @@ impl RunSummary {
             opt(self.best_eval.map(|b| b.0)),
             self.best_eval.map_or(0, |b| b.1),
             opt(self.final_eval),
-        )
+        );
+        if let Some(l) = &self.learner {
+            out.push_str(&format!(
+                "\n[learner]\ntrain_secs = {}\nwait_secs = {}\nbatches_received = {}\n\
+                 batches_trained = {}\n\n[learner.batches_dropped]\n",
+                l.train_secs, l.wait_secs, l.batches_received, l.batches_trained
+            ));
+            for (reason, n) in &l.batches_dropped {
+                out.push_str(&format!("{reason} = {n}\n"));
+            }
+        }
+        out
     }
 }
 

@@ -1,7 +1,36 @@
 //! The run config's `[distributed]` table: parameters of the workflows in
-//! which actors feed the learner over a transport (`async`, `sync`, `seed`).
+//! which actors feed the learner over a transport.
 
 use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+/// What each actor's pool on the learner is (`rma`), as in EXARL's RMA
+/// data structures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataStructure {
+    /// One slot, read without consuming: the learner takes the latest batch
+    /// and a batch it has already trained on is skipped; a deposit over an
+    /// unread batch overwrites it (counted `overwritten`).
+    BuffUnchecked,
+    /// One slot, consumed when read; a deposit over an unread batch
+    /// overwrites it (counted `overwritten`).
+    BuffChecked,
+    /// A FIFO ring of `data_structure_length` batches.
+    Queue,
+    /// A LIFO ring of `data_structure_length` batches (newest first).
+    Stack,
+}
+
+/// What a deposit into a full `queue`/`stack` does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Overflow {
+    /// The oldest batch in the pool is dropped (counted `overflow`).
+    DropOldest,
+    /// The deposit is refused and the actor sends it again (lossless).
+    Reject,
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -23,6 +52,26 @@ pub struct DistributedConfig {
     pub max_policy_lag: Option<u64>,
     /// Most environments one actor may run (it asks for its capacity).
     pub max_envs_per_actor: u32,
+    /// `nb-async`, `async-window`, `rma*`: batches an actor may have sent
+    /// without seeing them acknowledged (it keeps playing meanwhile).
+    pub in_flight: u32,
+    /// `async-window`: the learner collects the batches that arrive within
+    /// this many milliseconds, trains on them together and answers them.
+    pub window_ms: u64,
+    /// `rma`: each actor's pool on the learner.
+    pub data_structure: DataStructure,
+    /// `rma` with `queue`/`stack`, `rma-queue-pop-all`: batches per pool.
+    pub data_structure_length: u32,
+    /// `rma` with `queue`/`stack`: what a deposit into a full pool does
+    /// (`rma-queue-pop-all` always rejects: it is lossless).
+    pub overflow: Overflow,
+    /// `random`: act greedily with the weights of this checkpoint instead
+    /// of uniformly random actions.
+    pub fixed_policy: Option<PathBuf>,
+    /// Write `batches.csv` in the output directory: one line per batch
+    /// received, with its key, policy version, the learner's version and
+    /// what became of it (an audit log; the conformance suite reads it).
+    pub batch_log: bool,
 }
 
 impl Default for DistributedConfig {
@@ -34,6 +83,13 @@ impl Default for DistributedConfig {
             inference_max_wait_us: 500,
             max_policy_lag: None,
             max_envs_per_actor: 64,
+            in_flight: 4,
+            window_ms: 20,
+            data_structure: DataStructure::Queue,
+            data_structure_length: 32,
+            overflow: Overflow::DropOldest,
+            fixed_policy: None,
+            batch_log: false,
         }
     }
 }

@@ -71,3 +71,24 @@ impl Default for DqnConfig {
         }
     }
 }
+
+/// The `[probe]` table: the conformance-test agent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ProbeConfig {
+    /// One "train step" (a new policy version) per this many transitions
+    /// observed.
+    pub train_every: u32,
+    /// Exploration rate the actors use (the probe's weights are all zero,
+    /// so its greedy action is always 0).
+    pub epsilon: f64,
+}
+
+impl Default for ProbeConfig {
+    fn default() -> Self {
+        ProbeConfig {
+            train_every: 8,
+            epsilon: 0.5,
+        }
+    }
+}

@@ -8,6 +8,10 @@ use std::fmt;
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
     Dqn,
+    /// Trains nothing: records every transition it is given to `probe.csv`
+    /// and bumps its policy version on a schedule (workflow conformance
+    /// tests).
+    Probe,
 }
 
 /// How actors and learners cooperate (DESIGN.md's workflow table).
@@ -38,7 +42,31 @@ impl WorkflowKind {
         WorkflowKind::Async,
         WorkflowKind::Sync,
         WorkflowKind::Seed,
+        WorkflowKind::NbAsync,
+        WorkflowKind::AsyncWindow,
+        WorkflowKind::Rma,
+        WorkflowKind::RmaQueuePopAll,
+        WorkflowKind::Random,
     ];
+
+    /// Workflows that end when every episode id has been handed out and
+    /// finished (they need `stop.max_episodes`).
+    pub fn ends_on_episodes(self) -> bool {
+        matches!(
+            self,
+            WorkflowKind::Async
+                | WorkflowKind::NbAsync
+                | WorkflowKind::Rma
+                | WorkflowKind::RmaQueuePopAll
+                | WorkflowKind::Random
+        )
+    }
+
+    /// Actors send `Experience` (rather than observations for central
+    /// inference).
+    pub fn sends_experience(self) -> bool {
+        self.is_distributed() && !matches!(self, WorkflowKind::Seed | WorkflowKind::SeedA2c)
+    }
 
     /// Actors feed the learner over a transport.
     pub fn is_distributed(self) -> bool {

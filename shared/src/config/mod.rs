@@ -13,8 +13,8 @@ mod kinds;
 mod sections;
 mod validate;
 
-pub use distributed::DistributedConfig;
-pub use dqn::{DqnConfig, TargetUpdate};
+pub use distributed::{DataStructure, DistributedConfig, Overflow};
+pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use kinds::{AgentKind, TransportKind, WorkflowKind};
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
@@ -49,9 +49,13 @@ pub struct RunConfig {
     /// Parameters of the actor/learner workflows.
     #[serde(default)]
     pub distributed: DistributedConfig,
-    /// Hyperparameters of the `dqn` agent.
+    /// Hyperparameters of the `dqn` agent (its `hidden` widths also shape
+    /// the `probe` agent's network).
     #[serde(default)]
     pub dqn: DqnConfig,
+    /// The `probe` agent.
+    #[serde(default)]
+    pub probe: ProbeConfig,
 }
 
 impl RunConfig {

@@ -77,11 +77,31 @@ fn unknown_enum_values_list_the_choices() {
 
 #[test]
 fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
-    let e = err(&MINIMAL.replace("\"single\"", "\"rma\""));
+    let e = err(&MINIMAL.replace("\"single\"", "\"orchestrated\""));
     assert_eq!(
         e,
-        "`workflow` = \"rma\" is not supported: this build runs single, async, sync, seed"
+        "`workflow` = \"orchestrated\" is not supported: this build runs single, async, sync, \
+         seed, nb-async, async-window, rma, rma-queue-pop-all, random"
     );
+    for wf in ["rma", "rma-queue-pop-all", "nb-async", "random"] {
+        let e = err(&MINIMAL.replace("\"single\"", &format!("\"{wf}\"\ntransport = \"quic\"")));
+        assert!(
+            e.contains(&format!("workflow `{wf}` ends when all episodes")),
+            "{e}"
+        );
+    }
+    let with = |wf: &str, distributed: &str| {
+        MINIMAL.replace("\"single\"", &format!("\"{wf}\"\ntransport = \"quic\""))
+            + "[distributed]\n"
+            + distributed
+    };
+    let e = err(&with("async-window", "in_flight = 33"));
+    assert!(
+        e.starts_with("`distributed.in_flight` = 33 is out of range"),
+        "{e}"
+    );
+    let e = err(&with("sync", "fixed_policy = \"ck.safetensors\""));
+    assert!(e.contains("fixed_policy is for workflow `random`"), "{e}");
     let e = err(&MINIMAL.replace("\"single\"", "\"seed\"\ntransport = \"mpi\""));
     assert_eq!(
         e,

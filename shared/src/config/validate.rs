@@ -77,23 +77,34 @@ impl RunConfig {
                 ),
             });
         }
-        if self.workflow == WorkflowKind::Async && self.stop.max_episodes.is_none() {
-            return Err(ConfigError::Conflict(
-                "workflow `async` ends when all episodes have finished: set stop.max_episodes"
-                    .into(),
-            ));
+        if self.workflow.ends_on_episodes() && self.stop.max_episodes.is_none() {
+            return Err(ConfigError::Conflict(format!(
+                "workflow `{}` ends when all episodes have finished: set stop.max_episodes",
+                self.workflow
+            )));
+        }
+        if self.distributed.fixed_policy.is_some() && self.workflow != WorkflowKind::Random {
+            return Err(ConfigError::Conflict(format!(
+                "distributed.fixed_policy is for workflow `random`, not `{}`",
+                self.workflow
+            )));
         }
         self.validate_distributed()?;
-        match self.agent {
-            AgentKind::Dqn => {
-                if !spec.action_space.is_discrete() {
-                    return Err(ConfigError::Conflict(format!(
-                        "agent `dqn` needs a discrete action space, and `{}` has a continuous one",
-                        self.env
-                    )));
-                }
-                self.validate_dqn()?;
-            }
+        if !spec.action_space.is_discrete() {
+            return Err(ConfigError::Conflict(format!(
+                "agent `{}` needs a discrete action space, and `{}` has a continuous one",
+                self.agent, self.env
+            )));
+        }
+        self.validate_dqn()?;
+        if self.agent == AgentKind::Probe {
+            require(
+                "probe.train_every",
+                self.probe.train_every,
+                self.probe.train_every >= 1,
+                "an integer >= 1",
+            )?;
+            unit_interval("probe.epsilon", self.probe.epsilon)?;
         }
         self.validate_stop()
     }
@@ -175,6 +186,24 @@ impl RunConfig {
             d.max_envs_per_actor,
             (1..=4_096).contains(&d.max_envs_per_actor),
             "an integer in 1..=4096",
+        )?;
+        require(
+            "distributed.in_flight",
+            d.in_flight,
+            (1..=32).contains(&d.in_flight),
+            "an integer in 1..=32",
+        )?;
+        require(
+            "distributed.window_ms",
+            d.window_ms,
+            (1..=60_000).contains(&d.window_ms),
+            "an integer in 1..=60000",
+        )?;
+        require(
+            "distributed.data_structure_length",
+            d.data_structure_length,
+            (1..=65_536).contains(&d.data_structure_length),
+            "an integer in 1..=65536",
         )?;
         Ok(())
     }

@@ -17,7 +17,7 @@ mod time_limit;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
-pub use counting::Counting;
+pub use counting::{COUNTING_MAX_STEPS, Counting};
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;

@@ -66,7 +66,7 @@ pub struct EpisodeStart {
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Welcome {
     pub run_id: String,
-    /// The workflow's config name (`async`, `sync`, `seed`).
+    /// The workflow's config name (`async`, `nb-async`, `rma`, `seed`, ...).
     pub workflow: String,
     pub env_id: String,
     pub obs_dim: u32,
@@ -83,6 +83,10 @@ pub struct Welcome {
     pub batch_step_frequency: u32,
     /// `sync`: steps per round.
     pub steps_per_round: u32,
+    /// Batches the actor may have sent without seeing their `Ack` (1: wait
+    /// for each reply, as `async` does; more for `nb-async`,
+    /// `async-window` and the `rma` workflows).
+    pub in_flight: u32,
     /// Exploration rate the actor uses until the next reply.
     pub epsilon: f32,
     /// Initial weights (none for `seed`: they never leave the learner).
@@ -158,6 +162,10 @@ pub struct Experience {
     pub finished: Vec<EpisodeResult>,
     /// Environments that need an episode.
     pub idle_envs: Vec<u32>,
+    /// Every env of the actor is idle after this batch: if the learner
+    /// has no episode to give it, this is its end sentinel
+    /// (`rma-queue-pop-all`).
+    pub last: bool,
 }
 
 /// Reply to `Experience`.
@@ -170,6 +178,10 @@ pub struct Ack {
     pub weights: Option<WeightsMsg>,
     pub epsilon: f32,
     pub starts: Vec<EpisodeStart>,
+    /// The actor's pool on the learner is full (`rma` with overflow =
+    /// `reject`, `rma-queue-pop-all`): the batch was not taken and nothing
+    /// in it was counted; send it again.
+    pub full: bool,
 }
 
 /// The run ended (or the learner is shutting down).

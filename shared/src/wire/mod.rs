@@ -4,8 +4,9 @@
 //! Every connection starts with [`Hello`] (which carries
 //! [`PROTOCOL_VERSION`]); after that the actor drives a strict request/reply
 //! exchange on one bidirectional stream: `Observations -> Actions` (seed) or
-//! `Experience -> Ack` (async, sync). Any reply may be [`Stop`] or
-//! [`ErrorMsg`] instead.
+//! `Experience -> Ack` (the others). Replies come in request order; an actor
+//! may have up to `Welcome::in_flight` experience requests outstanding. Any
+//! reply may be [`Stop`] or [`ErrorMsg`] instead.
 
 mod frame;
 mod messages;
@@ -15,7 +16,7 @@ pub use messages::*;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

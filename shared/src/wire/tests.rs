@@ -23,6 +23,7 @@ fn experience() -> Message {
             length: 2,
         }],
         idle_envs: vec![0],
+        last: false,
     })
 }
 

@@ -1,13 +1,53 @@
-//! Experience batches (`async` and `sync`): validation, exactly-once
-//! ingestion into replay, training, and the replies — at once in `async`,
-//! at the end of the round in `sync`.
+//! Experience batches: validation, exactly-once ingestion into replay,
+//! training, and the replies — at once in `async`/`nb-async`/`random`, when
+//! the window closes in `async-window`, at the end of the round in `sync`.
+//! (The `rma` pools take theirs in the transport tasks, and the run thread
+//! ingests what it pops from them here.)
 
 use super::{Mode, Parked, RemoteRun};
 use crate::replay::Transition;
 use crate::transport::{ConnId, Reply};
+use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::env::Space;
 use rlfleet_shared::wire::{ErrorCode, Experience};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+/// The `async-window` batches collected since the window opened.
+#[derive(Debug, Default)]
+pub(super) struct Window {
+    opened: Option<Instant>,
+    batches: Vec<(ConnId, Experience, Reply)>,
+}
+
+impl Window {
+    fn push(&mut self, conn: ConnId, e: Experience, reply: Reply) {
+        self.opened.get_or_insert_with(Instant::now);
+        self.batches.push((conn, e, reply));
+    }
+
+    /// The window is open and `window_ms` have passed.
+    pub fn due(&self, window_ms: u64) -> bool {
+        self.opened
+            .is_some_and(|t| t.elapsed() >= Duration::from_millis(window_ms))
+    }
+
+    /// Time until the window closes (at most the idle tick).
+    pub fn remaining(&self, window_ms: u64) -> Duration {
+        let tick = super::IDLE_TICK;
+        self.opened.map_or(tick, |t| {
+            Duration::from_millis(window_ms)
+                .saturating_sub(t.elapsed())
+                .min(tick)
+        })
+    }
+
+    /// Closes the window: its batches, in arrival order.
+    pub fn take(&mut self) -> Vec<(ConnId, Experience, Reply)> {
+        self.opened = None;
+        std::mem::take(&mut self.batches)
+    }
+}
 
 /// The state of the current `sync` round.
 #[derive(Debug, Default)]
@@ -27,18 +67,21 @@ impl Round {
         !self.participants.is_empty()
     }
 
-    /// Every reply held by the round (to answer `Stop` at the end).
-    pub fn take_replies(&mut self) -> Vec<Reply> {
-        let mut r: Vec<Reply> = std::mem::take(&mut self.submitted)
-            .into_values()
-            .map(|(_, reply)| reply)
-            .collect();
-        r.extend(
+    /// The round's untrained batches and every reply it holds (the run
+    /// is ending).
+    pub fn take_all(&mut self) -> (Vec<Experience>, Vec<Reply>) {
+        let mut batches = std::mem::take(&mut self.orphans);
+        let mut replies = Vec::new();
+        for (e, reply) in std::mem::take(&mut self.submitted).into_values() {
+            batches.push(e);
+            replies.push(reply);
+        }
+        replies.extend(
             std::mem::take(&mut self.joiners)
                 .into_iter()
                 .map(|(_, reply)| reply),
         );
-        r
+        (batches, replies)
     }
 }
 
@@ -121,11 +164,9 @@ impl RemoteRun {
         e: Experience,
         reply: Reply,
     ) -> anyhow::Result<()> {
-        self.tally.received += 1;
-        self.metrics.batches_received.inc();
-        self.metrics
-            .batch_transitions
-            .observe(e.transitions.len() as f64);
+        if !e.transitions.is_empty() {
+            self.accounts.received(&e);
+        }
         let slot = &self.actors[&conn];
         let check = if e.actor_id != slot.actor_id {
             Err((
@@ -139,28 +180,47 @@ impl RemoteRun {
             check_experience(&e, self.obs_dim(), &self.spec.action_space, slot.n_envs)
         };
         if let Err((code, text)) = check {
-            self.drop_batch("invalid");
+            if !e.transitions.is_empty() {
+                self.accounts
+                    .dropped(&e, self.agent.train_steps(), "invalid");
+            }
             self.protocol_error(reply, code, text);
             return Ok(());
         }
-        if let Mode::Sync(round) = &mut self.mode {
-            if !round.participants.contains(&conn) || round.submitted.contains_key(&conn) {
-                self.drop_batch("invalid");
-                self.protocol_error(
-                    reply,
-                    ErrorCode::Unexpected,
-                    "experience outside this actor's turn in the round".into(),
-                );
+        match &mut self.mode {
+            Mode::Sync(round) => {
+                if !round.participants.contains(&conn) || round.submitted.contains_key(&conn) {
+                    if !e.transitions.is_empty() {
+                        self.accounts
+                            .dropped(&e, self.agent.train_steps(), "invalid");
+                    }
+                    self.protocol_error(
+                        reply,
+                        ErrorCode::Unexpected,
+                        "experience outside this actor's turn in the round".into(),
+                    );
+                    return Ok(());
+                }
+                round.submitted.insert(conn, (e, reply));
+                return self.maybe_finish_round();
+            }
+            Mode::Window(w) => {
+                w.push(conn, e, reply);
                 return Ok(());
             }
-            round.submitted.insert(conn, (e, reply));
-            return self.maybe_finish_round();
+            _ => {}
         }
+        self.answer(conn, e, reply)
+    }
+
+    /// Ingests a batch and answers it: the next episodes and newer
+    /// weights, or — when the actor has nothing left to play — later.
+    fn answer(&mut self, conn: ConnId, e: Experience, reply: Reply) -> anyhow::Result<()> {
         let (seq, idle) = (e.seq, e.idle_envs.clone());
-        let duplicate = !self.ingest(conn, e)?;
+        let duplicate = !self.ingest(conn, &e, false)?;
         let starts = self.issue(conn, &idle);
-        let nothing_to_do = starts.is_empty() && self.ledger.held_by(conn) == 0;
-        if nothing_to_do && !duplicate {
+        let nothing_to_do = starts.is_empty() && self.ledger().held_by(conn) == 0;
+        if nothing_to_do && !duplicate && self.actors.contains_key(&conn) {
             // Wait until an episode is re-issued or the run ends.
             let slot = self.actors.get_mut(&conn).expect("joined");
             slot.parked = Some(Parked { seq, idle, reply });
@@ -171,50 +231,76 @@ impl RemoteRun {
         Ok(())
     }
 
+    /// `async-window`: trains on every batch the window collected, then
+    /// answers them all with the newest weights.
+    pub(super) fn flush_window(&mut self) -> anyhow::Result<()> {
+        let Mode::Window(w) = &mut self.mode else {
+            return Ok(());
+        };
+        for (conn, e, reply) in w.take() {
+            self.answer(conn, e, reply)?;
+        }
+        Ok(())
+    }
+
     /// Puts a valid batch into replay and trains, unless it was trained
-    /// before (a resend) or is too stale. Counts its finished episodes.
-    /// Returns false for a duplicate.
-    fn ingest(&mut self, conn: ConnId, e: Experience) -> anyhow::Result<bool> {
-        let key = (e.actor_id.clone(), e.session_id);
-        if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
-            self.drop_batch("duplicate");
-            return Ok(false);
-        }
-        self.trained_seq.insert(key, e.seq);
+    /// before (a resend) or is too stale; counts its finished episodes.
+    /// Batches popped from the `rma` pools (`from_pool`) were deduplicated
+    /// and had their episodes counted at deposit. Returns false for a
+    /// duplicate.
+    pub(super) fn ingest(
+        &mut self,
+        conn: ConnId,
+        e: &Experience,
+        from_pool: bool,
+    ) -> anyhow::Result<bool> {
         let version = self.agent.train_steps();
-        let lag = version.saturating_sub(e.policy_version);
-        let stale = self
-            .cfg()
-            .distributed
-            .max_policy_lag
-            .is_some_and(|m| lag > m);
         let before = self.book.counters.env_steps;
-        if stale {
-            self.drop_batch("stale");
-        } else {
-            let (od, ad) = (self.obs_dim(), self.act_dim());
-            let t = &e.transitions;
-            for i in 0..t.len() {
-                self.agent.observe(&Transition {
-                    obs: &t.obs[i * od..(i + 1) * od],
-                    action: &t.actions[i * ad..(i + 1) * ad],
-                    reward: t.rewards[i],
-                    next_obs: &t.next_obs[i * od..(i + 1) * od],
-                    terminated: t.terminated[i] != 0,
-                });
+        if !e.transitions.is_empty() {
+            if !from_pool {
+                let key = (e.actor_id.clone(), e.session_id);
+                if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
+                    self.accounts.dropped(e, version, "duplicate");
+                    return Ok(false);
+                }
+                self.trained_seq.insert(key, e.seq);
             }
-            let n = t.len() as u64;
-            self.book.counters.env_steps += n;
-            self.tally.transitions += n;
-            self.tally.trained += 1;
-            self.metrics.env_steps.inc_by(n);
-            self.metrics.transitions_ingested.inc_by(n);
-            self.metrics.batches_trained.inc();
-            self.metrics.policy_lag.observe(lag as f64);
-            self.train_pending();
+            let lag = version.saturating_sub(e.policy_version);
+            let stale = self
+                .cfg()
+                .distributed
+                .max_policy_lag
+                .is_some_and(|m| lag > m);
+            if stale {
+                self.accounts.dropped(e, version, "stale");
+            } else {
+                let started = Instant::now();
+                let learns = self.cfg().workflow != WorkflowKind::Random;
+                let (od, ad) = (self.obs_dim(), self.act_dim());
+                let t = &e.transitions;
+                for i in (0..t.len()).filter(|_| learns) {
+                    self.agent.observe(&Transition {
+                        obs: &t.obs[i * od..(i + 1) * od],
+                        action: &t.actions[i * ad..(i + 1) * ad],
+                        reward: t.rewards[i],
+                        next_obs: &t.next_obs[i * od..(i + 1) * od],
+                        terminated: t.terminated[i] != 0,
+                    });
+                }
+                self.time.train += started.elapsed();
+                self.book.counters.env_steps += t.len() as u64;
+                self.accounts.trained(e, version);
+                if learns {
+                    self.train_pending();
+                } else {
+                    self.trained_upto = self.book.counters.env_steps;
+                }
+            }
         }
-        for f in &e.finished {
-            self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
+        if !from_pool {
+            for f in &e.finished {
+                self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
+            }
         }
         self.book.after_steps(before, self.agent.as_ref())?;
         Ok(true)
@@ -239,17 +325,15 @@ impl RemoteRun {
         let submitted = std::mem::take(&mut round.submitted);
         let orphans = std::mem::take(&mut round.orphans);
         let joiners = std::mem::take(&mut round.joiners);
-        for e in orphans {
+        for mut e in orphans {
             // Their actor is gone: train the data, count no episodes.
-            let mut e = e;
             e.finished.clear();
-            self.ingest(u64::MAX, e)?;
+            self.ingest(u64::MAX, &e, false)?;
         }
         let mut replies = Vec::new();
         for (conn, (e, reply)) in submitted {
-            let (seq, idle) = (e.seq, e.idle_envs.clone());
-            let duplicate = !self.ingest(conn, e)?;
-            replies.push((conn, seq, duplicate, idle, reply));
+            let duplicate = !self.ingest(conn, &e, false)?;
+            replies.push((conn, e.seq, duplicate, e.idle_envs, reply));
         }
         for (conn, seq, duplicate, idle, reply) in replies {
             let starts = self.issue(conn, &idle);

@@ -1,26 +1,32 @@
 //! The learner side of the workflows in which actors feed the learner over
-//! a transport: `async`, `sync` and `seed`. One thread owns the agent and
+//! a transport: `async`, `nb-async`, `async-window`, `sync`, `rma`,
+//! `rma-queue-pop-all`, `random` and `seed`. One thread owns the agent and
 //! runs [`RemoteRun::run`], a loop over transport [`Event`]s; the transport
 //! never touches the model, and the workflow never touches a socket.
 
+mod accounts;
 mod experience;
 mod ledger;
+mod pools;
 mod seed;
 
+pub use accounts::BATCH_LOG_HEADER;
 pub use ledger::{EpisodeLedger, Finish};
+pub use pools::Pools;
 
 use super::book::RunBook;
 use super::{RunOptions, RunSummary, StopReason, episode_seed};
 use crate::agents::{self, Agent, Weights};
 use crate::hub::{EpisodeView, RunShared, RunState};
 use crate::metrics::Metrics;
-use crate::transport::{ConnId, Event, Reply};
+use crate::transport::{ConnId, Event, Reply, RunInbox};
+use accounts::Accounts;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::wire::{self, EpisodeStart, ErrorCode, Hello, Message, WeightsMsg};
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -42,7 +48,35 @@ fn refuse(metrics: &Metrics, reply: Reply, code: ErrorCode, text: String) {
     let _ = reply.send(code.message(text));
 }
 
-/// An `async`/`sync` request held back until it can be answered (an actor
+/// Hands out episodes to the given envs of `conn`, as far as the ledger
+/// allows (the fetch-and-add of the `rma` workflows).
+fn issue_starts(
+    ledger: &mut EpisodeLedger,
+    metrics: &Metrics,
+    seed: u64,
+    conn: ConnId,
+    envs: &[u32],
+) -> Vec<EpisodeStart> {
+    let mut starts = Vec::new();
+    for &env in envs {
+        let Some((episode, reissued)) = ledger.issue((conn, env)) else {
+            break;
+        };
+        if reissued {
+            metrics.episodes_reissued.inc();
+        } else {
+            metrics.episodes_issued.inc();
+        }
+        starts.push(EpisodeStart {
+            env,
+            episode,
+            seed: episode_seed(seed, episode),
+        });
+    }
+    starts
+}
+
+/// An experience request held back until it can be answered (an actor
 /// with nothing to do): answered with an `Ack`. (`seed` requests wait in
 /// the inference front.)
 #[derive(Debug)]
@@ -90,7 +124,7 @@ struct ActorSlot {
 
 /// Counts for the API (the same numbers go to the metrics).
 #[derive(Debug, Default)]
-struct Tally {
+pub(super) struct Tally {
     received: u64,
     trained: u64,
     dropped: BTreeMap<&'static str, u64>,
@@ -101,9 +135,25 @@ struct Tally {
 /// The workflow-specific state.
 #[derive(Debug)]
 enum Mode {
+    /// `async`, `nb-async` (its actors keep up to `in_flight` batches
+    /// unanswered) and `random` (no training).
     Async,
+    Window(experience::Window),
     Sync(experience::Round),
     Seed(Arc<seed::link::SeedLink>),
+    /// `rma` and (`pop_all`) `rma-queue-pop-all`.
+    Pools {
+        pools: Arc<Pools>,
+        pop_all: bool,
+    },
+}
+
+/// Where the learner's time goes: training (ingest and gradient steps)
+/// and waiting for data.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LearnerTime {
+    pub train: Duration,
+    pub wait: Duration,
 }
 
 /// A distributed run, ready to take events.
@@ -112,7 +162,7 @@ pub struct RemoteRun {
     agent: Box<dyn Agent>,
     book: RunBook,
     spec: EnvSpec,
-    ledger: EpisodeLedger,
+    ledger: Arc<Mutex<EpisodeLedger>>,
     actors: BTreeMap<ConnId, ActorSlot>,
     next_index: u32,
     /// Highest sequence number trained per (actor id, session id).
@@ -121,11 +171,18 @@ pub struct RemoteRun {
     weights: Option<Weights>,
     metrics: Arc<Metrics>,
     shared: Arc<RunShared>,
-    tally: Tally,
+    accounts: Arc<Accounts>,
     mode: Mode,
     /// Env steps already offered to `Agent::train`.
     trained_upto: u64,
     last_status: Instant,
+    time: LearnerTime,
+    /// What of `time` the metrics have.
+    time_published: LearnerTime,
+    /// The weights version last published to the `rma` pools.
+    published_version: u64,
+    /// `random`: weights that never change, and the actors' exploration.
+    fixed: Option<f32>,
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -149,10 +206,57 @@ impl RemoteRun {
         let device = crate::device::select(1);
         let mut agent = agents::build_agent(cfg, &spec, device);
         let book = RunBook::open(cfg, opts, agent.as_mut())?;
-        let ledger = EpisodeLedger::new(cfg.stop.max_episodes, book.counters.episodes);
+        let ledger = Arc::new(Mutex::new(EpisodeLedger::new(
+            cfg.stop.max_episodes,
+            book.counters.episodes,
+        )));
+        let accounts = Arc::new(Accounts::new(
+            metrics.clone(),
+            cfg.distributed.batch_log,
+            &cfg.output_dir,
+        )?);
+        let fixed = if cfg.workflow == WorkflowKind::Random {
+            Some(fixed_policy(cfg, agent.as_mut())?)
+        } else {
+            None
+        };
         let mode = match cfg.workflow {
-            WorkflowKind::Async => Mode::Async,
+            WorkflowKind::Async | WorkflowKind::NbAsync | WorkflowKind::Random => Mode::Async,
+            WorkflowKind::AsyncWindow => Mode::Window(experience::Window::default()),
             WorkflowKind::Sync => Mode::Sync(experience::Round::default()),
+            WorkflowKind::Rma | WorkflowKind::RmaQueuePopAll => {
+                let d = &cfg.distributed;
+                let pop_all = cfg.workflow == WorkflowKind::RmaQueuePopAll;
+                let rules = pools::PoolRules {
+                    structure: if pop_all {
+                        rlfleet_shared::config::DataStructure::Queue
+                    } else {
+                        d.data_structure
+                    },
+                    length: d.data_structure_length as usize,
+                    overflow: if pop_all {
+                        rlfleet_shared::config::Overflow::Reject
+                    } else {
+                        d.overflow
+                    },
+                    obs_dim: spec.obs_dim(),
+                    action_space: spec.action_space.clone(),
+                    seed: cfg.seed,
+                };
+                let pools = Pools::new(rules, ledger.clone(), accounts.clone(), metrics.clone());
+                let w = agent.weights();
+                pools.publish(
+                    WeightsMsg {
+                        version: w.version,
+                        data: w.data,
+                    },
+                    agent.epsilon(book.counters.env_steps) as f32,
+                );
+                Mode::Pools {
+                    pools: Arc::new(pools),
+                    pop_all,
+                }
+            }
             WorkflowKind::Seed => {
                 let w = agent.weights();
                 Mode::Seed(Arc::new(seed::link::SeedLink::new(
@@ -178,10 +282,57 @@ impl RemoteRun {
             weights: None,
             metrics,
             shared,
-            tally: Tally::default(),
+            accounts,
             mode,
             last_status: Instant::now(),
+            time: LearnerTime::default(),
+            time_published: LearnerTime::default(),
+            published_version: 0,
+            fixed,
         })
+    }
+
+    /// Where transports deliver this run's messages: the run thread
+    /// (`events`), and the helpers some workflows have beside it — `seed`'s
+    /// inference front (spawned on `rt`) and the `rma` pools.
+    pub fn inbox(
+        &mut self,
+        events: std::sync::mpsc::Sender<Event>,
+        rt: &tokio::runtime::Handle,
+    ) -> RunInbox {
+        let deposits = match &self.mode {
+            Mode::Pools { pools, .. } => {
+                pools.set_wake(events.clone());
+                Some(pools.clone())
+            }
+            _ => None,
+        };
+        RunInbox {
+            observations: self.start_front(events.clone(), rt),
+            events,
+            deposits,
+        }
+    }
+
+    fn ledger(&self) -> MutexGuard<'_, EpisodeLedger> {
+        self.ledger.lock().expect("ledger lock")
+    }
+
+    /// The exploration rate actors use now.
+    fn actor_epsilon(&self) -> f32 {
+        self.fixed
+            .unwrap_or_else(|| self.agent.epsilon(self.book.counters.env_steps) as f32)
+    }
+
+    /// Batches an actor may have in flight.
+    fn in_flight(&self) -> u32 {
+        match self.cfg().workflow {
+            WorkflowKind::NbAsync
+            | WorkflowKind::AsyncWindow
+            | WorkflowKind::Rma
+            | WorkflowKind::RmaQueuePopAll => self.cfg().distributed.in_flight,
+            _ => 1,
+        }
     }
 
     fn cfg(&self) -> &RunConfig {
@@ -206,10 +357,21 @@ impl RemoteRun {
             if cancel.is_cancelled() {
                 break StopReason::Cancelled;
             }
-            if let Some(r) = self.book.poll()? {
+            if let Some(r) = self.poll_stop()? {
                 break r;
             }
-            match events.recv_timeout(IDLE_TICK) {
+            let busy = self.work()?;
+            let timeout = if busy {
+                Duration::ZERO
+            } else {
+                self.idle_timeout()
+            };
+            let waited = Instant::now();
+            let got = events.recv_timeout(timeout);
+            if !busy {
+                self.time.wait += waited.elapsed();
+            }
+            match got {
                 Ok(ev) => {
                     self.handle(ev)?;
                     // Take what else is queued (bounded, so that stop
@@ -226,7 +388,7 @@ impl RemoteRun {
                 self.publish_status(RunState::Running, None);
             }
         };
-        self.stop_actors(&reason.to_string());
+        self.stop_actors(&reason.to_string())?;
         // Requests that arrived after the end: answered `Stop`, and batches
         // among them counted as received and dropped.
         while let Ok(ev) = events.try_recv() {
@@ -236,6 +398,16 @@ impl RemoteRun {
         // batches themselves).
         drop(events);
         self.publish_status(RunState::Stopping, Some(reason.to_string()));
+        self.accounts.flush();
+        let t = self.accounts.tally.lock().expect("tally lock");
+        self.book.learner = Some(super::LearnerFigures {
+            train_secs: self.time.train.as_secs_f64(),
+            wait_secs: self.time.wait.as_secs_f64(),
+            batches_received: t.received,
+            batches_trained: t.trained,
+            batches_dropped: t.dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        });
+        drop(t);
         let shared = self.shared.clone();
         let summary = self.book.finish(reason, self.agent.as_ref())?;
         let mut s = shared.status.lock().expect("status lock");
@@ -246,11 +418,80 @@ impl RemoteRun {
         Ok(summary)
     }
 
+    /// The stop rules; `rma-queue-pop-all` ends on its actors' sentinels
+    /// once every episode has finished.
+    fn poll_stop(&mut self) -> anyhow::Result<Option<StopReason>> {
+        let r = self.book.poll()?;
+        if let (
+            Some(StopReason::MaxEpisodes),
+            Mode::Pools {
+                pools,
+                pop_all: true,
+            },
+        ) = (&r, &self.mode)
+            && !pools.all_ended()
+        {
+            return Ok(None);
+        }
+        Ok(r)
+    }
+
+    /// How long the loop may wait for an event.
+    fn idle_timeout(&self) -> Duration {
+        match &self.mode {
+            Mode::Window(w) => w.remaining(self.cfg().distributed.window_ms),
+            _ => IDLE_TICK,
+        }
+    }
+
+    /// What the learner does between events: flush an `async-window`
+    /// window that closed; pop the `rma` pools and train. True if it
+    /// trained.
+    fn work(&mut self) -> anyhow::Result<bool> {
+        match &self.mode {
+            Mode::Window(w) if w.due(self.cfg().distributed.window_ms) => {
+                self.flush_window()?;
+                Ok(true)
+            }
+            Mode::Pools { pools, pop_all } => {
+                let (pools, pop_all) = (pools.clone(), *pop_all);
+                for f in pools.take_finished() {
+                    self.record_episode(f.actor, f.episode, f.ret, f.length)?;
+                }
+                let popped = if pop_all {
+                    pools.pop_all_next()
+                } else {
+                    pools.pop_round()
+                };
+                let busy = !popped.is_empty();
+                for (conn, e) in popped {
+                    self.ingest(conn, &e, true)?;
+                }
+                if busy {
+                    let w = self.weights_msg();
+                    if w.version != self.published_version {
+                        self.published_version = w.version;
+                        pools.publish(w, self.actor_epsilon());
+                    } else {
+                        pools.epsilon(self.actor_epsilon());
+                    }
+                }
+                Ok(busy)
+            }
+            _ => Ok(false),
+        }
+    }
+
     fn handle(&mut self, ev: Event) -> anyhow::Result<()> {
         match ev {
             Event::Join { conn, hello, reply } => self.on_join(conn, hello, reply),
             Event::Left { conn } => self.on_left(conn),
             Event::Acted(items) => self.on_acted(items)?,
+            Event::Wake => {
+                if let Mode::Pools { pools, .. } = &self.mode {
+                    pools.woken();
+                }
+            }
             Event::Request {
                 conn, msg, reply, ..
             } => {
@@ -263,7 +504,7 @@ impl RemoteRun {
                     return Ok(());
                 }
                 match (msg, &self.mode) {
-                    (Message::Experience(e), Mode::Async | Mode::Sync(_)) => {
+                    (Message::Experience(e), Mode::Async | Mode::Sync(_) | Mode::Window(_)) => {
                         self.on_experience(conn, e, reply)?
                     }
                     (other, _) => {
@@ -326,7 +567,12 @@ impl RemoteRun {
                 round.participants.insert(conn);
             }
             Mode::Seed(link) => link.admit(conn, n_envs),
-            Mode::Async => {}
+            Mode::Pools { pools, .. } => {
+                let slot = &self.actors[&conn];
+                let version = slot.sent_version.unwrap_or(0);
+                pools.admit(conn, slot.index, &slot.actor_id, n_envs, version);
+            }
+            Mode::Async | Mode::Window(_) => {}
         }
         let _ = reply.send(welcome);
     }
@@ -339,9 +585,10 @@ impl RemoteRun {
         let with_weights = !matches!(self.mode, Mode::Seed(_));
         let weights = with_weights.then(|| self.weights_msg());
         let cfg = self.cfg().clone();
+        let epsilon = self.actor_epsilon();
+        let in_flight = self.in_flight();
         let slot = self.actors.get_mut(&conn).expect("joined");
         slot.sent_version = weights.as_ref().map(|w| w.version);
-        let epsilon = self.agent.epsilon(self.book.counters.env_steps) as f32;
         Message::Welcome(wire::Welcome {
             run_id: self.id.clone(),
             workflow: cfg.workflow.to_string(),
@@ -354,6 +601,7 @@ impl RemoteRun {
             seed: cfg.seed ^ (u64::from(slot.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             batch_step_frequency: cfg.distributed.batch_step_frequency,
             steps_per_round: cfg.distributed.steps_per_round,
+            in_flight,
             epsilon,
             weights,
             starts,
@@ -363,32 +611,22 @@ impl RemoteRun {
     /// Hands out episodes to the given envs of `conn`, as far as the ledger
     /// allows.
     fn issue(&mut self, conn: ConnId, envs: &[u32]) -> Vec<EpisodeStart> {
-        let seed = self.cfg().seed;
-        let mut starts = Vec::new();
-        for &env in envs {
-            let Some((episode, reissued)) = self.ledger.issue((conn, env)) else {
-                break;
-            };
-            if reissued {
-                self.metrics.episodes_reissued.inc();
-            } else {
-                self.metrics.episodes_issued.inc();
+        let starts = issue_starts(
+            &mut self.ledger.lock().expect("ledger lock"),
+            &self.metrics,
+            self.book.cfg.seed,
+            conn,
+            envs,
+        );
+        if let Some(slot) = self.actors.get_mut(&conn) {
+            for s in &starts {
+                if let Some(track) = slot.envs.get_mut(s.env as usize) {
+                    *track = EnvTrack {
+                        episode: Some(s.episode),
+                        ..EnvTrack::default()
+                    };
+                }
             }
-            if let Some(track) = self
-                .actors
-                .get_mut(&conn)
-                .and_then(|s| s.envs.get_mut(env as usize))
-            {
-                *track = EnvTrack {
-                    episode: Some(episode),
-                    ..EnvTrack::default()
-                };
-            }
-            starts.push(EpisodeStart {
-                env,
-                episode,
-                seed: episode_seed(seed, episode),
-            });
         }
         starts
     }
@@ -397,7 +635,7 @@ impl RemoteRun {
         let Some(slot) = self.actors.remove(&conn) else {
             return;
         };
-        let requeued = self.ledger.release(conn);
+        let requeued = self.ledger().release(conn);
         tracing::info!(
             run = %self.id,
             actor = %slot.actor_id,
@@ -412,10 +650,14 @@ impl RemoteRun {
                 }
             }
             Mode::Seed(link) => link.forget(conn),
-            Mode::Async => {}
+            Mode::Pools { pools, .. } => pools.forget(conn),
+            Mode::Async | Mode::Window(_) => {}
         }
         if requeued > 0 {
             self.serve_parked();
+            if let Mode::Pools { pools, .. } = &self.mode {
+                pools.serve_parked();
+            }
         }
         if requeued > 0 && matches!(self.mode, Mode::Seed(_)) {
             let conns: Vec<ConnId> = self.actors.keys().copied().collect();
@@ -440,7 +682,7 @@ impl RemoteRun {
             .map(|(&c, _)| c)
             .collect();
         for conn in conns {
-            if !self.ledger.available() {
+            if !self.ledger().available() {
                 break;
             }
             let parked = self.actors.get_mut(&conn).and_then(|s| s.parked.take());
@@ -486,8 +728,9 @@ impl RemoteRun {
             seq,
             duplicate,
             weights,
-            epsilon: self.agent.epsilon(self.book.counters.env_steps) as f32,
+            epsilon: self.actor_epsilon(),
             starts,
+            full: false,
         })
     }
 
@@ -501,14 +744,23 @@ impl RemoteRun {
         ret: f64,
         length: u32,
     ) -> anyhow::Result<()> {
-        match self.ledger.finish(episode, (conn, env)) {
-            Finish::Counted => {}
-            other => {
-                tracing::debug!(episode, ?other, "episode end not counted");
-                return Ok(());
-            }
+        let finish = self.ledger().finish(episode, (conn, env));
+        if finish != Finish::Counted {
+            tracing::debug!(episode, ?finish, "episode end not counted");
+            return Ok(());
         }
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
+        self.record_episode(actor, episode, ret, length)
+    }
+
+    /// Writes out a finished episode the ledger counted.
+    fn record_episode(
+        &mut self,
+        actor: u32,
+        episode: u64,
+        ret: f64,
+        length: u32,
+    ) -> anyhow::Result<()> {
         let version = self.agent.train_steps();
         self.book.episode(episode, actor, ret, length, version)?;
         self.metrics.episodes_finished.inc();
@@ -532,10 +784,12 @@ impl RemoteRun {
     /// Offers every ingested env step to the agent's training schedule.
     fn train_pending(&mut self) {
         let before = self.agent.train_steps();
+        let started = Instant::now();
         while self.trained_upto < self.book.counters.env_steps {
             self.trained_upto += 1;
             self.agent.train(self.trained_upto);
         }
+        self.time.train += started.elapsed();
         let steps = self.agent.train_steps() - before;
         if steps > 0 {
             self.metrics.train_steps.inc_by(steps);
@@ -545,8 +799,9 @@ impl RemoteRun {
         }
     }
 
-    /// Replies `Stop` to every request held back.
-    fn stop_actors(&mut self, reason: &str) {
+    /// Replies `Stop` to every request held back; what the learner already
+    /// holds (a window's batches, the pools) is trained on.
+    fn stop_actors(&mut self, reason: &str) -> anyhow::Result<()> {
         let stop = || {
             Message::Stop(wire::Stop {
                 reason: reason.to_string(),
@@ -558,25 +813,51 @@ impl RemoteRun {
                 let _ = p.reply.send(stop());
             }
         }
+        let version = self.agent.train_steps();
         match &mut self.mode {
             Mode::Sync(round) => {
                 // Batches of the unfinished round were received, never
                 // trained: count them dropped.
-                let untrained = round.submitted.len() + std::mem::take(&mut round.orphans).len();
-                for reply in round.take_replies() {
+                let (untrained, replies) = round.take_all();
+                for reply in replies {
                     let _ = reply.send(stop());
                 }
-                for _ in 0..untrained {
-                    self.drop_batch("run_ended");
+                for e in untrained.iter().filter(|e| !e.transitions.is_empty()) {
+                    self.accounts.dropped(e, version, "run_ended");
                 }
             }
             Mode::Seed(link) => link.end(reason),
+            Mode::Window(w) => {
+                for (conn, e, reply) in w.take() {
+                    self.ingest(conn, &e, false)?;
+                    let _ = reply.send(stop());
+                }
+            }
+            Mode::Pools { pools, .. } => {
+                let pools = pools.clone();
+                pools.close(reason);
+                for f in pools.take_finished() {
+                    self.record_episode(f.actor, f.episode, f.ret, f.length)?;
+                }
+                for (conn, e) in pools.drain() {
+                    self.ingest(conn, &e, true)?;
+                }
+            }
             Mode::Async => {}
         }
+        Ok(())
     }
 
     fn publish_status(&mut self, state: RunState, reason: Option<String>) {
         self.last_status = Instant::now();
+        let (t, p) = (self.time, self.time_published);
+        for (activity, now, before) in [("train", t.train, p.train), ("wait", t.wait, p.wait)] {
+            self.metrics
+                .loop_seconds
+                .with_label_values(&[activity])
+                .inc_by((now - before).as_secs_f64());
+        }
+        self.time_published = t;
         self.metrics.replay_size.set(self.agent.replay_len() as i64);
         let loss = self.agent.last_loss();
         if let Some(l) = loss {
@@ -591,33 +872,36 @@ impl RemoteRun {
         s.env_steps = c.env_steps;
         s.episodes_finished = c.episodes;
         s.wall_secs = c.wall_secs;
-        s.episodes_issued = self.ledger.issued;
-        s.episodes_reissued = self.ledger.reissued;
+        let (issued, reissued) = {
+            let l = self.ledger();
+            (l.issued, l.reissued)
+        };
+        s.episodes_issued = issued;
+        s.episodes_reissued = reissued;
         s.recent_return = self.book.recent_mean();
         s.last_eval_return = self.book.last_eval;
         s.best_eval_return = self.book.best_eval();
         s.policy_version = self.agent.train_steps();
         s.train_steps = self.agent.train_steps();
         s.replay_size = self.agent.replay_len() as u64;
-        s.batches.received = self.tally.received;
-        s.batches.trained = self.tally.trained;
-        s.batches.dropped = self
-            .tally
-            .dropped
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect();
-        s.transitions_ingested = self.tally.transitions;
-        s.inference_requests = self.tally.inference_requests;
+        let t = self.accounts.tally.lock().expect("tally lock");
+        s.batches.received = t.received;
+        s.batches.trained = t.trained;
+        s.batches.dropped = t.dropped.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        s.transitions_ingested = t.transitions;
+        s.inference_requests = t.inference_requests;
+        drop(t);
         s.actors = self.actors.values().map(|a| a.actor_id.clone()).collect();
     }
 
     fn refuse_late(&mut self, ev: Event, reason: &StopReason) {
         if let Event::Request { msg, reply, .. } = ev {
-            if matches!(msg, Message::Experience(_)) {
-                self.tally.received += 1;
-                self.metrics.batches_received.inc();
-                self.drop_batch("run_ended");
+            if let Message::Experience(e) = &msg
+                && !e.transitions.is_empty()
+            {
+                self.accounts.received(e);
+                self.accounts
+                    .dropped(e, self.agent.train_steps(), "run_ended");
             }
             let _ = reply.send(Message::Stop(wire::Stop {
                 reason: reason.to_string(),
@@ -625,13 +909,28 @@ impl RemoteRun {
             }));
         }
     }
+}
 
-    /// Counts a dropped batch.
-    fn drop_batch(&mut self, reason: &'static str) {
-        *self.tally.dropped.entry(reason).or_default() += 1;
-        self.metrics
-            .batches_dropped
-            .with_label_values(&[reason])
-            .inc();
-    }
+/// `random`: the exploration rate its actors use — uniformly random actions,
+/// or (with `distributed.fixed_policy`) greedy ones from a checkpoint's
+/// weights, loaded into `agent` here.
+fn fixed_policy(cfg: &RunConfig, agent: &mut dyn Agent) -> anyhow::Result<f32> {
+    let Some(path) = &cfg.distributed.fixed_policy else {
+        return Ok(1.0);
+    };
+    let ck = crate::checkpoint::Checkpoint::load(path)?;
+    ck.check_matches(path, &cfg.env, &cfg.agent.to_string())?;
+    let online = ck.agent_state.tensor("online")?;
+    agent
+        .load_weights(&Weights {
+            version: ck.agent_state.version,
+            data: online.data.clone(),
+        })
+        .map_err(|e| anyhow::anyhow!("`{}`: {e}", path.display()))?;
+    tracing::info!(
+        version = ck.agent_state.version,
+        "random: acting greedily with the weights of {}",
+        path.display()
+    );
+    Ok(0.0)
 }

@@ -19,7 +19,7 @@ use std::sync::mpsc;
 impl RemoteRun {
     /// For a `seed` run: spawns its inference front on `rt` and returns
     /// where observations go; `None` for other workflows.
-    pub fn start_front(
+    pub(super) fn start_front(
         &mut self,
         run: mpsc::Sender<Event>,
         rt: &tokio::runtime::Handle,
@@ -81,7 +81,11 @@ impl RemoteRun {
             obs: o,
             actions,
         } = item;
-        self.tally.inference_requests += 1;
+        self.accounts
+            .tally
+            .lock()
+            .expect("tally lock")
+            .inference_requests += 1;
         let Some(slot) = self.actors.get_mut(&conn) else {
             // The actor left after the front answered it.
             return Ok(());
@@ -125,7 +129,7 @@ impl RemoteRun {
             }
         }
         let n = self.book.counters.env_steps - before;
-        self.tally.transitions += n;
+        self.accounts.tally.lock().expect("tally lock").transitions += n;
         self.metrics.env_steps.inc_by(n);
         self.metrics.transitions_ingested.inc_by(n);
         for (env, episode, ret, len) in ended {
@@ -144,7 +148,7 @@ impl RemoteRun {
         let idle: Vec<u32> = (0..slot.n_envs)
             .filter(|&i| slot.envs[i as usize].episode.is_none())
             .collect();
-        if idle.is_empty() || !self.ledger.available() {
+        if idle.is_empty() || !self.ledger().available() {
             return;
         }
         let starts = self.issue(conn, &idle);

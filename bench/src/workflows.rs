@@ -1,0 +1,145 @@
+//! `workflows`: the same DQN CartPole-v1 run — the shipped config of each
+//! workflow, 4 local actors × 1 env, a fixed number of env steps, no
+//! evaluation target — under every workflow, side by side: env steps/s,
+//! gradient steps/s, and the share of the learner loop's wall time spent
+//! training and waiting for data (from the run's `summary.toml`). The
+//! baseline, measured in the same invocation, is `single` (the same agent
+//! stepping one env inline, no transport).
+
+use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+#[derive(Debug, Serialize)]
+pub struct Row {
+    pub workflow: String,
+    pub transport: String,
+    pub env_steps: u64,
+    pub train_steps: u64,
+    pub wall_secs: f64,
+    pub env_steps_per_sec: f64,
+    pub train_steps_per_sec: f64,
+    /// Learner loop time spent ingesting and training, / wall time.
+    pub learner_train_fraction: Option<f64>,
+    /// Learner loop time spent waiting for data, / wall time.
+    pub learner_wait_fraction: Option<f64>,
+    pub batches_dropped: u64,
+    /// env steps/s against `single`'s.
+    pub ratio_vs_single: f64,
+}
+
+fn learner_server() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let b = exe.with_file_name("learner-server");
+    anyhow::ensure!(
+        b.exists(),
+        "{} is not built: cargo build --release",
+        b.display()
+    );
+    Ok(b)
+}
+
+/// The shipped config of `workflow`, made to run exactly `steps` env steps.
+fn config(
+    workflow: &str,
+    steps: u64,
+    transport: TransportKind,
+    dir: &Path,
+) -> anyhow::Result<RunConfig> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cfg = RunConfig::load(&root.join(format!("config/cartpole-dqn-{workflow}.toml")))?;
+    cfg.output_dir = dir.join(workflow);
+    cfg.stop = Default::default();
+    cfg.stop.max_env_steps = Some(steps);
+    if cfg.workflow.ends_on_episodes() {
+        cfg.stop.max_episodes = Some(1_000_000);
+    }
+    cfg.eval.period_steps = u64::MAX / 2;
+    cfg.checkpoint.period_steps = 0;
+    if cfg.workflow != WorkflowKind::Single {
+        cfg.transport = transport;
+    }
+    Ok(cfg)
+}
+
+fn measure(cfg: &RunConfig, dir: &Path) -> anyhow::Result<Row> {
+    let path = dir.join(format!("{}.toml", cfg.workflow));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let out = Command::new(learner_server()?)
+        .args(["run", "--no-progress", "--local-actors", "4"])
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "{} failed: {}",
+        cfg.workflow,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: toml::Value = toml::from_str(&std::fs::read_to_string(
+        cfg.output_dir.join("summary.toml"),
+    )?)?;
+    let int = |v: Option<&toml::Value>| v.and_then(toml::Value::as_integer).unwrap_or(0) as u64;
+    let float = |v: Option<&toml::Value>| v.and_then(toml::Value::as_float).unwrap_or(0.0);
+    let wall = float(s.get("wall_secs"));
+    let learner = s.get("learner");
+    let share = |key: &str| learner.map(|l| float(l.get(key)) / wall);
+    let dropped = learner
+        .and_then(|l| l.get("batches_dropped"))
+        .and_then(toml::Value::as_table)
+        .map_or(0, |t| t.values().map(|v| int(Some(v))).sum());
+    let env_steps = int(s.get("env_steps"));
+    let train_steps = int(s.get("train_steps"));
+    Ok(Row {
+        workflow: cfg.workflow.to_string(),
+        transport: if cfg.workflow == WorkflowKind::Single {
+            "-".into()
+        } else {
+            cfg.transport.to_string()
+        },
+        env_steps,
+        train_steps,
+        wall_secs: wall,
+        env_steps_per_sec: env_steps as f64 / wall,
+        train_steps_per_sec: train_steps as f64 / wall,
+        learner_train_fraction: share("train_secs"),
+        learner_wait_fraction: share("wait_secs"),
+        batches_dropped: dropped,
+        ratio_vs_single: 0.0,
+    })
+}
+
+/// Runs `single` and then each of `workflows` for `steps` env steps.
+pub fn run(steps: u64, workflows: &[String], transport: TransportKind) -> anyhow::Result<Vec<Row>> {
+    let dir = tempfile::tempdir()?;
+    let mut rows = Vec::new();
+    for wf in std::iter::once("single").chain(workflows.iter().map(String::as_str)) {
+        let cfg = config(wf, steps, transport, dir.path())?;
+        let row = measure(&cfg, dir.path())?;
+        println!(
+            "{:<18} {:>6} {:>7} env steps in {:>6.1} s: {:>7.0} env steps/s, {:>5.0} train steps/s, learner training {:>4} waiting {:>4}, {} batches dropped",
+            row.workflow,
+            row.transport,
+            row.env_steps,
+            row.wall_secs,
+            row.env_steps_per_sec,
+            row.train_steps_per_sec,
+            row.learner_train_fraction
+                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0)),
+            row.learner_wait_fraction
+                .map_or("-".into(), |f| format!("{:.0}%", f * 100.0)),
+            row.batches_dropped
+        );
+        rows.push(row);
+    }
+    let base = rows[0].env_steps_per_sec;
+    for r in &mut rows {
+        r.ratio_vs_single = r.env_steps_per_sec / base;
+    }
+    println!("env steps/s vs single:");
+    for r in &rows {
+        println!("  {:<18} {:.2}", r.workflow, r.ratio_vs_single);
+    }
+    Ok(rows)
+}

@@ -1,0 +1,160 @@
+//! [`Probe`]: the conformance-test agent. It learns nothing: it writes every
+//! transition it is given to `probe.csv` in the run's output directory (with
+//! the policy version it had at that moment) and takes one "train step" — a
+//! new policy version, published like any other — per `train_every`
+//! transitions. Its network has the shape of `dqn.hidden` and all-zero
+//! weights, so actors run their usual policy code with it.
+
+use super::{Agent, AgentError, AgentState, NamedTensor, Weights, check_weights};
+use crate::replay::Transition;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use rlfleet_shared::config::RunConfig;
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::CpuMlp;
+use std::fs::File;
+use std::io::{BufWriter, Write};
+
+/// The header of `probe.csv`; `obs` and `next_obs` are `;`-separated.
+pub const PROBE_HEADER: &str = "version,action,reward,terminated,obs,next_obs";
+
+#[derive(Debug)]
+pub struct Probe {
+    params: Vec<f32>,
+    n_actions: usize,
+    train_every: u64,
+    epsilon: f64,
+    observed: u64,
+    version: u64,
+    rng: Pcg64,
+    log: Option<BufWriter<File>>,
+}
+
+impl Probe {
+    /// A probe writing to `<output_dir>/probe.csv` (appending when the file
+    /// exists, so a resumed run keeps its record).
+    pub fn new(cfg: &RunConfig, spec: &EnvSpec) -> Self {
+        let n_actions = spec.action_space.n().expect("discrete (validated)");
+        let net = CpuMlp::new(spec.obs_dim(), &cfg.dqn.hidden, n_actions);
+        let path = cfg.output_dir.join("probe.csv");
+        let log = crate::output::append_csv(&path, PROBE_HEADER)
+            .map_err(|e| tracing::error!("cannot write {}: {e}", path.display()))
+            .ok();
+        Probe {
+            params: vec![0.0; net.numel()],
+            n_actions,
+            train_every: u64::from(cfg.probe.train_every),
+            epsilon: cfg.probe.epsilon,
+            observed: 0,
+            version: 0,
+            rng: Pcg64::seed_from_u64(cfg.seed ^ 0x9b0b_e000),
+            log,
+        }
+    }
+}
+
+fn joined(v: &[f32]) -> String {
+    v.iter()
+        .map(|x| x.to_string())
+        .collect::<Vec<_>>()
+        .join(";")
+}
+
+impl Agent for Probe {
+    fn act(&mut self, _obs: &[f32], _env_steps: u64, action: &mut [f32]) {
+        let a = if self.rng.random::<f64>() < self.epsilon {
+            self.rng.random_range(0..self.n_actions)
+        } else {
+            0
+        };
+        action[0] = a as f32;
+    }
+
+    fn epsilon(&self, _env_steps: u64) -> f64 {
+        self.epsilon
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        self.observed += 1;
+        if let Some(w) = &mut self.log {
+            let line = format!(
+                "{},{},{},{},{},{}",
+                self.version,
+                joined(t.action),
+                t.reward,
+                u8::from(t.terminated),
+                joined(t.obs),
+                joined(t.next_obs)
+            );
+            if let Err(e) = writeln!(w, "{line}") {
+                tracing::error!("probe.csv: {e}");
+                self.log = None;
+            }
+        }
+    }
+
+    fn train(&mut self, _env_steps: u64) -> u32 {
+        let due = self.observed / self.train_every;
+        let steps = due.saturating_sub(self.version);
+        self.version = self.version.max(due);
+        steps as u32
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        None
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.version
+    }
+
+    fn replay_len(&self) -> usize {
+        0
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.version,
+            data: self.params.clone(),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(&w.data, self.params.len())?;
+        self.params.copy_from_slice(&w.data);
+        self.version = w.version;
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        AgentState {
+            tensors: vec![NamedTensor {
+                name: "online".into(),
+                shape: vec![self.params.len()],
+                data: self.params.clone(),
+            }],
+            train_steps: self.version,
+            version: self.version,
+            optimizer_steps: self.observed,
+        }
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        let t = s.tensor("online")?;
+        check_weights(&t.data, self.params.len())?;
+        self.params.copy_from_slice(&t.data);
+        self.version = s.train_steps;
+        self.observed = s.optimizer_steps;
+        Ok(())
+    }
+}
+
+impl Drop for Probe {
+    fn drop(&mut self) {
+        if let Some(w) = &mut self.log
+            && let Err(e) = w.flush()
+        {
+            tracing::error!("probe.csv: {e}");
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! The workflow conformance suite, in the spirit of EXARL's FakeEnv /
+//! FakeAgent tests but with exact counts. Every single-learner workflow
+//! (and each `rma` data structure and overflow rule) runs on `inproc` and
+//! on `quic` with the counting env (`Counting-v0`: every transition is
+//! recognisable by its episode tag and step index) and the `probe` agent,
+//! which writes every transition it is given to `probe.csv`. From the run's
+//! own output — `episodes.csv`, `batches.csv` (the learner's audit of every
+//! batch), `probe.csv`, `summary.toml`, `metrics.prom` — and the actors'
+//! reports it checks that:
+//!
+//! - episode ids 0..N are finished exactly once each, with the length and
+//!   return the env's rules give for their seed, and the run ends on them;
+//! - every step the actors took reached the learner in exactly one batch,
+//!   which was trained or dropped for a reason the workflow allows;
+//! - the agent saw each trained transition once, intact (s, a, r, s', done
+//!   as the env defines them), and none twice; lossless workflows deliver
+//!   every step of every episode;
+//! - no batch carries a policy version newer than the learner's, and with
+//!   `max_policy_lag` trained batches stay within it and stale ones are
+//!   dropped;
+//! - the actors' counts, the learner's counts and `/metrics` agree.
+//!   (Policy versions an actor sees are monotonic: the actor refuses older
+//!   weights and would fail the run.)
+
+use rlfleet_shared::config::{AgentKind, DataStructure, Overflow, RunConfig, TransportKind};
+use rlfleet_tests::daemon::{ActorCounts, actor_counts};
+use rlfleet_tests::{heavy, run_embedded};
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+const EPISODES: u64 = 60;
+const SEED: u64 = 3;
+
+/// One workflow variant of the suite.
+struct Case {
+    workflow: &'static str,
+    /// Drop reasons its semantics allow.
+    allowed: &'static [&'static str],
+    tweak: fn(&mut RunConfig),
+    /// `rma`: the pool's data structure and overflow rule.
+    pool: Option<(DataStructure, Overflow)>,
+}
+
+fn cases() -> Vec<Case> {
+    vec![
+        Case {
+            workflow: "async",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
+        Case {
+            workflow: "sync",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
+        Case {
+            workflow: "nb-async",
+            allowed: &["stale"],
+            // A tight staleness bound, so that some batches are dropped.
+            tweak: |c| c.distributed.max_policy_lag = Some(1),
+            pool: None,
+        },
+        Case {
+            workflow: "async-window",
+            allowed: &[],
+            tweak: |c| c.distributed.window_ms = 5,
+            pool: None,
+        },
+        Case {
+            workflow: "rma",
+            allowed: &["overflow"],
+            tweak: |_| {},
+            pool: Some((DataStructure::Queue, Overflow::DropOldest)),
+        },
+        Case {
+            workflow: "rma",
+            allowed: &[],
+            tweak: |_| {},
+            pool: Some((DataStructure::Queue, Overflow::Reject)),
+        },
+        Case {
+            workflow: "rma",
+            allowed: &["overflow"],
+            tweak: |_| {},
+            pool: Some((DataStructure::Stack, Overflow::DropOldest)),
+        },
+        Case {
+            workflow: "rma",
+            allowed: &[],
+            tweak: |_| {},
+            pool: Some((DataStructure::Stack, Overflow::Reject)),
+        },
+        Case {
+            workflow: "rma",
+            allowed: &["overwritten"],
+            tweak: |_| {},
+            pool: Some((DataStructure::BuffChecked, Overflow::DropOldest)),
+        },
+        Case {
+            workflow: "rma",
+            allowed: &["overwritten"],
+            tweak: |_| {},
+            pool: Some((DataStructure::BuffUnchecked, Overflow::DropOldest)),
+        },
+        Case {
+            workflow: "rma-queue-pop-all",
+            allowed: &[],
+            tweak: |c| c.distributed.data_structure_length = 3,
+            pool: None,
+        },
+        Case {
+            workflow: "random",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
+        Case {
+            workflow: "seed",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
+    ]
+}
+
+fn config(case: &Case, transport: TransportKind, dir: &Path, n: usize) -> RunConfig {
+    let text = format!(
+        r#"
+name = "conformance"
+env = "Counting-v0"
+agent = "probe"
+workflow = "{}"
+seed = {SEED}
+output_dir = "{}"
+[stop]
+max_episodes = {EPISODES}
+max_wall_secs = 120.0
+[eval]
+period_steps = 1000000
+episodes = 1
+[distributed]
+batch_step_frequency = 3
+steps_per_round = 3
+in_flight = 3
+batch_log = true
+[dqn]
+hidden = [8]
+[probe]
+train_every = 5
+"#,
+        case.workflow,
+        dir.join(format!("{}-{n}-{transport}", case.workflow))
+            .display()
+    );
+    let mut cfg = RunConfig::from_toml(&text, "conformance").unwrap();
+    cfg.transport = transport;
+    (case.tweak)(&mut cfg);
+    if let Some((structure, overflow)) = case.pool {
+        cfg.distributed.data_structure = structure;
+        cfg.distributed.overflow = overflow;
+        cfg.distributed.data_structure_length = 3;
+    }
+    cfg.validate().unwrap();
+    assert_eq!(cfg.agent, AgentKind::Probe);
+    cfg
+}
+
+/// The expected length of an episode of `Counting-v0` for its id.
+fn length_of(episode: u64) -> u64 {
+    let seed = learner_server::workflows::episode_seed(SEED, episode);
+    rlfleet_shared::env::Counting::episode_length(seed)
+        .min(u64::from(rlfleet_shared::env::COUNTING_MAX_STEPS))
+}
+
+fn read_csv(path: &Path) -> Vec<Vec<String>> {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+    text.lines()
+        .skip(1)
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+/// `name{labels} value` lines of a Prometheus text dump.
+fn metric(prom: &str, name: &str) -> f64 {
+    prom.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+#[derive(Debug)]
+struct BatchLine {
+    key: (String, u64, u64),
+    policy_version: u64,
+    learner_version: u64,
+    transitions: u64,
+    outcome: String,
+}
+
+fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
+    let what = format!(
+        "{} ({:?}/{:?}) over {}",
+        case.workflow, cfg.distributed.data_structure, cfg.distributed.overflow, cfg.transport
+    );
+    let dir = &cfg.output_dir;
+    let summary: toml::Value =
+        toml::from_str(&std::fs::read_to_string(dir.join("summary.toml")).unwrap()).unwrap();
+    assert_eq!(
+        summary["reason"].as_str(),
+        Some("episode limit reached"),
+        "{what}"
+    );
+    assert_eq!(summary["episodes"].as_integer(), Some(EPISODES as i64));
+
+    // Episodes: ids 0..N once each, lengths and returns as the env says.
+    let eps = learner_server::output::read_episodes(&dir.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "{what}");
+    for e in &eps {
+        let l = length_of(e.episode);
+        assert_eq!(u64::from(e.length), l, "{what}: episode {}", e.episode);
+        assert_eq!(
+            e.ret,
+            (l * (l + 1) / 2) as f64,
+            "{what}: episode {}",
+            e.episode
+        );
+    }
+    let all_steps: u64 = (0..EPISODES).map(length_of).sum();
+
+    // Actors: every step they took belongs to a counted episode.
+    assert_eq!(reports.len(), 4, "{what}");
+    let actor_steps: u64 = reports.iter().map(|r| r.env_steps).sum();
+    let actor_episodes: u64 = reports.iter().map(|r| r.episodes).sum();
+    assert_eq!(actor_steps, all_steps, "{what}: actor steps");
+    assert_eq!(actor_episodes, EPISODES, "{what}: actor episodes");
+    assert!(reports.iter().all(|r| r.sessions == 1), "{what}");
+
+    // Batches: each sent batch has exactly one line; steps add up.
+    let batches: Vec<BatchLine> = read_csv(&dir.join("batches.csv"))
+        .into_iter()
+        .map(|f| BatchLine {
+            key: (f[0].clone(), f[1].parse().unwrap(), f[2].parse().unwrap()),
+            policy_version: f[3].parse().unwrap(),
+            learner_version: f[4].parse().unwrap(),
+            transitions: f[5].parse().unwrap(),
+            outcome: f[6].clone(),
+        })
+        .collect();
+    let sent: u64 = reports.iter().map(|r| r.batches + r.resent).sum();
+    assert_eq!(batches.len() as u64, sent, "{what}: batch lines vs sent");
+    let keys: HashSet<_> = batches.iter().map(|b| b.key.clone()).collect();
+    assert_eq!(keys.len(), batches.len(), "{what}: a batch accounted twice");
+    let logged_steps: u64 = batches.iter().map(|b| b.transitions).sum();
+    if case.workflow == "seed" {
+        assert_eq!(sent, 0, "{what}");
+    } else {
+        assert_eq!(
+            logged_steps, actor_steps,
+            "{what}: batch steps vs actor steps"
+        );
+    }
+    let mut outcomes: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    for b in &batches {
+        let o = outcomes.entry(b.outcome.as_str()).or_default();
+        o.0 += 1;
+        o.1 += b.transitions;
+        assert!(
+            b.policy_version <= b.learner_version,
+            "{what}: batch {:?} from the future: {} > {}",
+            b.key,
+            b.policy_version,
+            b.learner_version
+        );
+        assert!(
+            b.outcome == "trained" || case.allowed.contains(&b.outcome.as_str()),
+            "{what}: batch {:?} dropped as `{}`",
+            b.key,
+            b.outcome
+        );
+        if let Some(lag) = cfg.distributed.max_policy_lag {
+            let over = b.learner_version - b.policy_version > lag;
+            match b.outcome.as_str() {
+                "trained" => assert!(!over, "{what}: {b:?} trained beyond the lag"),
+                "stale" => assert!(over, "{what}: {b:?} dropped within the lag"),
+                _ => {}
+            }
+        }
+    }
+    eprintln!("{what}: {outcomes:?} (batches, steps) by outcome; {actor_steps} actor steps");
+    let (trained_batches, trained_steps) = outcomes.get("trained").copied().unwrap_or_default();
+
+    // The agent: each trained transition once, intact.
+    let probe = read_csv(&dir.join("probe.csv"));
+    let mut seen = HashSet::new();
+    let tags: BTreeMap<u64, u64> = (0..EPISODES)
+        .map(|e| {
+            (
+                learner_server::workflows::episode_seed(SEED, e) % (1 << 24),
+                e,
+            )
+        })
+        .collect();
+    for p in &probe {
+        let nums = |s: &str| -> Vec<f64> { s.split(';').map(|v| v.parse().unwrap()).collect() };
+        let (action, reward, terminated) = (
+            p[1].parse::<f64>().unwrap(),
+            p[2].parse::<f64>().unwrap(),
+            p[3] == "1",
+        );
+        let (obs, next) = (nums(&p[4]), nums(&p[5]));
+        let episode = tags[&(obs[0] as u64)];
+        let t = obs[1] as u64;
+        assert_eq!(next[0], obs[0], "{what}: {p:?}");
+        assert_eq!(next[1] as u64, t + 1, "{what}: {p:?}");
+        assert_eq!(next[2], action, "{what}: {p:?}");
+        assert_eq!(reward, (t + 1) as f64, "{what}: {p:?}");
+        let natural = rlfleet_shared::env::Counting::episode_length(
+            learner_server::workflows::episode_seed(SEED, episode),
+        );
+        assert_eq!(terminated, t + 1 == natural, "{what}: {p:?}");
+        assert!(t < length_of(episode), "{what}: {p:?}");
+        assert!(seen.insert((episode, t)), "{what}: ({episode}, {t}) twice");
+    }
+    let lossless = case.allowed.is_empty();
+    match case.workflow {
+        "random" => assert!(probe.is_empty(), "{what}: random trained"),
+        "seed" => assert_eq!(probe.len() as u64, all_steps, "{what}"),
+        _ => {
+            assert_eq!(
+                probe.len() as u64,
+                trained_steps,
+                "{what}: probe vs trained"
+            );
+            if lossless {
+                assert_eq!(trained_steps, all_steps, "{what}: lossless");
+            }
+        }
+    }
+
+    // The learner's own counts and the metrics agree with the log.
+    let learner = &summary["learner"];
+    let int = |v: &toml::Value| v.as_integer().unwrap() as u64;
+    assert_eq!(int(&learner["batches_received"]), sent, "{what}");
+    assert_eq!(int(&learner["batches_trained"]), trained_batches, "{what}");
+    let prom = std::fs::read_to_string(dir.join("metrics.prom")).unwrap();
+    assert_eq!(metric(&prom, "rlfleet_batches_received_total"), sent as f64);
+    assert_eq!(
+        metric(&prom, "rlfleet_batches_trained_total"),
+        trained_batches as f64,
+        "{what}"
+    );
+    for (reason, (n, _)) in &outcomes {
+        if *reason != "trained" {
+            assert_eq!(int(&learner["batches_dropped"][*reason]), *n, "{what}");
+            assert_eq!(
+                metric(
+                    &prom,
+                    &format!("rlfleet_batches_dropped_total{{reason=\"{reason}\"}}")
+                ),
+                *n as f64,
+                "{what}: {reason}"
+            );
+        }
+    }
+    let learner_steps = if case.workflow == "seed" {
+        all_steps
+    } else {
+        trained_steps
+    };
+    assert_eq!(int(&summary["env_steps"]), learner_steps, "{what}");
+    assert_eq!(
+        metric(&prom, "rlfleet_env_steps_total"),
+        learner_steps as f64
+    );
+    assert_eq!(
+        metric(&prom, "rlfleet_episodes_finished_total"),
+        EPISODES as f64
+    );
+    assert_eq!(
+        metric(&prom, "rlfleet_episodes_issued_total"),
+        EPISODES as f64
+    );
+    let requests: u64 = reports.iter().map(|r| r.inference_requests).sum();
+    assert_eq!(
+        metric(&prom, "rlfleet_inference_requests_total"),
+        requests as f64,
+        "{what}"
+    );
+}
+
+fn run_all(transport: TransportKind) {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    for (n, case) in cases().iter().enumerate() {
+        let cfg = config(case, transport, dir.path(), n);
+        let out = run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]);
+        assert!(
+            out.success,
+            "{} over {transport}: {}\n{}",
+            case.workflow, out.stdout, out.stderr
+        );
+        let reports: Vec<ActorCounts> = out
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("actor done:"))
+            .map(|l| actor_counts(l).unwrap())
+            .collect();
+        check(case, &cfg, &reports);
+    }
+}
+
+#[test]
+fn every_workflow_conforms_over_inproc() {
+    run_all(TransportKind::Inproc);
+}
+
+#[test]
+fn every_workflow_conforms_over_quic() {
+    run_all(TransportKind::Quic);
+}
