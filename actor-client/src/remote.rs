@@ -321,7 +321,7 @@ async fn session<L: Link>(
         *backoff = Duration::from_millis(100);
         tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
         let end = match welcome.workflow.as_str() {
-            "seed" => play_seed(fs, &welcome, carry).await?,
+            "seed" | "seed-a2c" => play_seed(fs, &welcome, carry).await?,
             "async" | "sync" | "nb-async" | "async-window" | "rma" | "rma-queue-pop-all"
             | "random" => play_experience(opts, fs, &welcome, session_id, carry).await?,
             other => anyhow::bail!("this actor does not know workflow `{other}`"),
@@ -355,6 +355,9 @@ async fn play_experience<L: Link>(
         )
     })?;
     let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed);
+    // A policy network's logits (A2C) are sampled; Q-values are
+    // epsilon-greedy.
+    policy.sample = w.agent == "a2c";
     if let Some(weights) = &w.weights {
         policy
             .load(weights.version, &weights.data)

@@ -134,6 +134,7 @@ fn filled_dqn(batch: u32) -> Dqn {
         let a = [(i % 2) as f32];
         let s = e.step(Action::Discrete(i as usize % 2), &mut next);
         dqn.observe(&Transition {
+            episode: 0,
             obs: &obs,
             action: &a,
             reward: s.reward as f32,

@@ -1,5 +1,6 @@
-//! [`QPolicy`]: epsilon-greedy actions from the learner's Q-network weights,
-//! computed in plain Rust: what actors act with (no libtorch there), and
+//! [`QPolicy`]: epsilon-greedy actions from the learner's Q-network weights
+//! — or, for a policy network (`sample`), actions drawn from the softmax of
+//! its logits — computed in plain Rust: what actors act with (no libtorch there), and
 //! what the learner's SEED inference front answers with.
 
 use crate::nets::{CpuMlp, MlpCopy, argmax};
@@ -11,6 +12,9 @@ pub struct QPolicy {
     net: MlpCopy,
     pub version: u64,
     pub epsilon: f32,
+    /// The network gives logits: sample from their softmax (`epsilon` is
+    /// not used).
+    pub sample: bool,
     rng: Pcg64,
 }
 
@@ -20,6 +24,7 @@ impl QPolicy {
             net: MlpCopy::new(CpuMlp::new(obs_dim, hidden, n_actions)),
             version: 0,
             epsilon: 1.0,
+            sample: false,
             rng: Pcg64::seed_from_u64(seed),
         }
     }
@@ -35,7 +40,8 @@ impl QPolicy {
         self.net.loaded()
     }
 
-    /// Epsilon-greedy actions for `n` observations (one index each).
+    /// Epsilon-greedy (or sampled) actions for `n` observations (one index
+    /// each).
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
         actions.clear();
         let k = self.net.net().output_dim();
@@ -45,12 +51,49 @@ impl QPolicy {
             &[]
         };
         for i in 0..n {
-            let a = if q.is_empty() || self.rng.random::<f32>() < self.epsilon {
+            let a = if q.is_empty() {
+                self.rng.random_range(0..k)
+            } else if self.sample {
+                sample_softmax(&q[i * k..(i + 1) * k], self.rng.random::<f32>())
+            } else if self.rng.random::<f32>() < self.epsilon {
                 self.rng.random_range(0..k)
             } else {
                 argmax(&q[i * k..(i + 1) * k])
             };
             actions.push(a as f32);
         }
+    }
+}
+
+/// The index whose cumulative softmax probability first exceeds `u` in
+/// [0, 1).
+pub fn sample_softmax(logits: &[f32], u: f32) -> usize {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let total: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    let mut acc = 0.0;
+    for (i, &l) in logits.iter().enumerate() {
+        acc += (l - max).exp() / total;
+        if u < acc {
+            return i;
+        }
+    }
+    logits.len() - 1
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample_softmax;
+
+    #[test]
+    fn softmax_sampling_follows_the_probabilities() {
+        // ln 3: probabilities 1/4 and 3/4.
+        let logits = [0.0, 3f32.ln()];
+        let n = 10_000;
+        let ones = (0..n)
+            .filter(|i| sample_softmax(&logits, (*i as f32 + 0.5) / n as f32) == 1)
+            .count();
+        assert_eq!(ones, 7_500);
+        assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.999_999), 2);
+        assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.0), 0);
     }
 }

@@ -122,6 +122,12 @@ fn cases() -> Vec<Case> {
             tweak: |_| {},
             pool: None,
         },
+        Case {
+            workflow: "seed-a2c",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
     ]
 }
 
@@ -255,7 +261,8 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
     let keys: HashSet<_> = batches.iter().map(|b| b.key.clone()).collect();
     assert_eq!(keys.len(), batches.len(), "{what}: a batch accounted twice");
     let logged_steps: u64 = batches.iter().map(|b| b.transitions).sum();
-    if case.workflow == "seed" {
+    let central = case.workflow.starts_with("seed");
+    if central {
         assert_eq!(sent, 0, "{what}");
     } else {
         assert_eq!(
@@ -328,7 +335,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
     let lossless = case.allowed.is_empty();
     match case.workflow {
         "random" => assert!(probe.is_empty(), "{what}: random trained"),
-        "seed" => assert_eq!(probe.len() as u64, all_steps, "{what}"),
+        "seed" | "seed-a2c" => assert_eq!(probe.len() as u64, all_steps, "{what}"),
         _ => {
             assert_eq!(
                 probe.len() as u64,
@@ -366,11 +373,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
             );
         }
     }
-    let learner_steps = if case.workflow == "seed" {
-        all_steps
-    } else {
-        trained_steps
-    };
+    let learner_steps = if central { all_steps } else { trained_steps };
     assert_eq!(int(&summary["env_steps"]), learner_steps, "{what}");
     assert_eq!(
         metric(&prom, "rlfleet_env_steps_total"),

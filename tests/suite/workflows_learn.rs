@@ -2,8 +2,9 @@
 //! 4` starts the daemon on loopback and 4 real `actor-client` processes
 //! over QUIC; DQN on CartPole-v1 reaches an evaluation mean >= 475 with
 //! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue) and
-//! `rma-queue-pop-all`. Then `random` plays the trained weights
-//! (`fixed_policy`) and random actions, and reports exactly its episodes.
+//! `rma-queue-pop-all`; A2C (`train_on = "episode"`) with `sync` and
+//! `seed-a2c`. Then `random` plays the trained weights (`fixed_policy`) and
+//! random actions, and reports exactly its episodes.
 //!
 //! Budget (2-core machine, seed 1, measured): async reaches 500 at ~40,000
 //! env steps in ~36 s, sync at ~40,000 in ~33 s, seed at ~69,000 in ~69 s;
@@ -15,23 +16,24 @@ use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{heavy, run_embedded, workspace_root};
 use std::collections::BTreeSet;
 
-fn learn(workflow: &str, dir: &std::path::Path) -> RunConfig {
-    let shipped = workspace_root().join(format!("config/cartpole-dqn-{workflow}.toml"));
+/// Runs `config/cartpole-{name}.toml` with 4 actor processes to its target.
+fn learn(name: &str, dir: &std::path::Path) -> RunConfig {
+    let shipped = workspace_root().join(format!("config/cartpole-{name}.toml"));
     let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.join(workflow);
+    cfg.output_dir = dir.join(name);
     let out = run_embedded(&cfg, dir, &[]);
     let (stdout, stderr) = (&out.stdout, &out.stderr);
-    assert!(out.success, "{workflow}: failed\n{stdout}\n{stderr}");
+    assert!(out.success, "{name}: failed\n{stdout}\n{stderr}");
     assert!(
         stdout.starts_with("target reached (evaluation mean"),
-        "{workflow}: {stdout}"
+        "{name}: {stdout}"
     );
     // Four actor processes took part and each finished cleanly.
     let reports: Vec<_> = stderr
         .lines()
         .filter_map(rlfleet_tests::daemon::actor_counts)
         .collect();
-    assert_eq!(reports.len(), 4, "{workflow}: {stderr}");
+    assert_eq!(reports.len(), 4, "{name}: {stderr}");
     assert!(
         reports
             .iter()
@@ -40,16 +42,12 @@ fn learn(workflow: &str, dir: &std::path::Path) -> RunConfig {
     );
     let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
     let ids: BTreeSet<u64> = eps.iter().map(|e| e.episode).collect();
-    assert_eq!(
-        ids.len(),
-        eps.len(),
-        "{workflow}: an episode id finished twice"
-    );
+    assert_eq!(ids.len(), eps.len(), "{name}: an episode id finished twice");
     let actors: BTreeSet<u32> = eps.iter().map(|e| e.actor).collect();
-    assert_eq!(actors, (0..4).collect(), "{workflow}: episodes by actor");
+    assert_eq!(actors, (0..4).collect(), "{name}: episodes by actor");
     assert!(cfg.output_dir.join("checkpoint.safetensors").exists());
     assert!(cfg.output_dir.join("learning_curve.png").exists());
-    eprintln!("{workflow}: {}", stdout.trim());
+    eprintln!("{name}: {}", stdout.trim());
     cfg
 }
 
@@ -58,7 +56,7 @@ fn async_sync_and_seed_reach_475_with_four_actor_processes() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     for wf in ["async", "sync", "seed"] {
-        learn(wf, dir.path());
+        learn(&format!("dqn-{wf}"), dir.path());
     }
 }
 
@@ -97,7 +95,7 @@ fn the_new_experience_workflows_reach_475_and_random_replays_the_result() {
     let dir = tempfile::tempdir().unwrap();
     let mut trained = None;
     for wf in ["nb-async", "rma", "rma-queue-pop-all"] {
-        trained = Some(learn(wf, dir.path()));
+        trained = Some(learn(&format!("dqn-{wf}"), dir.path()));
     }
     let checkpoint = trained.unwrap().output_dir.join("checkpoint.safetensors");
     let greedy = play_random(dir.path(), "fixed", Some(checkpoint));
@@ -105,4 +103,22 @@ fn the_new_experience_workflows_reach_475_and_random_replays_the_result() {
     eprintln!("random: trained weights {greedy:.1}, random actions {random:.1}");
     assert!(greedy >= 400.0, "the trained policy played {greedy}");
     assert!(random < 60.0, "random actions played {random}");
+}
+
+#[test]
+fn a2c_reaches_475_with_sync_and_seed_a2c() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["a2c-sync", "a2c-seed-a2c"] {
+        let cfg = learn(name, dir.path());
+        let summary: toml::Value =
+            toml::from_str(&std::fs::read_to_string(cfg.output_dir.join("summary.toml")).unwrap())
+                .unwrap();
+        // One gradient step per finished episode.
+        let (steps, episodes) = (
+            summary["train_steps"].as_integer().unwrap(),
+            summary["episodes"].as_integer().unwrap(),
+        );
+        assert!(steps > 0 && steps <= episodes, "{name}: {summary}");
+    }
 }

@@ -299,6 +299,7 @@ mod tests {
         for i in 0..32u32 {
             let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
             dqn.observe(&Transition {
+                episode: 0,
                 obs: &o,
                 action: &[(i % 2) as f32],
                 reward: 1.0,

@@ -2,11 +2,13 @@
 //! [`Policy`] trait for acting from published weights (the evaluator now;
 //! actor-side policies later).
 
+mod a2c;
 mod adam;
 mod dqn;
 mod probe;
 mod q_policy;
 
+pub use a2c::A2c;
 pub use adam::Adam;
 pub use dqn::Dqn;
 pub use probe::{PROBE_HEADER, Probe};
@@ -87,6 +89,9 @@ pub trait Agent: Send {
     }
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
+    /// Episode `episode` ended: every transition of it has been observed
+    /// (on-policy agents train on it).
+    fn end_episode(&mut self, _episode: u64) {}
     /// Trains as the schedule calls for after `env_steps` environment steps;
     /// returns the number of gradient steps taken.
     fn train(&mut self, env_steps: u64) -> u32;
@@ -114,13 +119,16 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
     match cfg.agent {
         AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, cfg.seed, device)),
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
+        AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, cfg.seed, device)),
     }
 }
 
 /// Builds a CPU policy that acts greedily with the agent's published weights.
 pub fn build_policy(cfg: &RunConfig, spec: &EnvSpec) -> Box<dyn Policy> {
     match cfg.agent {
-        AgentKind::Dqn | AgentKind::Probe => Box::new(GreedyQPolicy::new(&cfg.dqn.hidden, spec)),
+        AgentKind::Dqn | AgentKind::Probe | AgentKind::A2c => {
+            Box::new(GreedyQPolicy::new(cfg.policy_hidden(), spec))
+        }
     }
 }
 

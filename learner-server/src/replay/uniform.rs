@@ -13,6 +13,8 @@ pub struct Transition<'a> {
     pub next_obs: &'a [f32],
     /// True only for a terminal MDP state: truncation still bootstraps.
     pub terminated: bool,
+    /// The episode it belongs to (on-policy agents assemble trajectories).
+    pub episode: u64,
 }
 
 /// A ring buffer with all storage allocated up front.
@@ -141,6 +143,7 @@ mod tests {
 
     fn push(r: &mut UniformReplay, v: f32) {
         r.push(&Transition {
+            episode: 0,
             obs: &[v, v],
             action: &[v],
             reward: v,

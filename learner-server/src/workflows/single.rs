@@ -79,6 +79,7 @@ impl SingleRun {
             };
             let step = self.env.step(a, &mut next_obs);
             self.agent.observe(&Transition {
+                episode: self.book.counters.episodes,
                 obs: &obs,
                 action: &action,
                 reward: step.reward as f32,
@@ -88,6 +89,9 @@ impl SingleRun {
             self.book.counters.env_steps += 1;
             ep_return += step.reward;
             ep_len += 1;
+            if step.done() {
+                self.agent.end_episode(self.book.counters.episodes);
+            }
             self.agent.train(self.book.counters.env_steps);
             std::mem::swap(&mut obs, &mut next_obs);
 

@@ -8,6 +8,8 @@ use std::fmt;
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
     Dqn,
+    /// Advantage actor-critic (on-policy; trains on finished episodes).
+    A2c,
     /// Trains nothing: records every transition it is given to `probe.csv`
     /// and bumps its policy version on a schedule (workflow conformance
     /// tests).
@@ -47,6 +49,7 @@ impl WorkflowKind {
         WorkflowKind::Rma,
         WorkflowKind::RmaQueuePopAll,
         WorkflowKind::Random,
+        WorkflowKind::SeedA2c,
     ];
 
     /// Workflows that end when every episode id has been handed out and

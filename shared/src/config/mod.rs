@@ -6,6 +6,7 @@
 //! [`RunConfig::validate`] checks ranges and cross-field rules and names the
 //! key, the value and what is allowed.
 
+mod a2c;
 mod distributed;
 mod dqn;
 mod error;
@@ -13,6 +14,7 @@ mod kinds;
 mod sections;
 mod validate;
 
+pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
@@ -56,6 +58,9 @@ pub struct RunConfig {
     /// The `probe` agent.
     #[serde(default)]
     pub probe: ProbeConfig,
+    /// Hyperparameters of the `a2c` agent.
+    #[serde(default)]
+    pub a2c: A2cConfig,
 }
 
 impl RunConfig {
@@ -82,6 +87,15 @@ impl RunConfig {
     /// run's output directory).
     pub fn to_resolved_toml(&self) -> String {
         toml::to_string(self).expect("a run config always serialises")
+    }
+
+    /// Hidden layer widths of the network that picks actions (what actors
+    /// and the inference front run).
+    pub fn policy_hidden(&self) -> &[u32] {
+        match self.agent {
+            AgentKind::A2c => &self.a2c.hidden,
+            AgentKind::Dqn | AgentKind::Probe => &self.dqn.hidden,
+        }
     }
 
     /// The run's output directory.

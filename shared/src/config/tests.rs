@@ -81,7 +81,17 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
     assert_eq!(
         e,
         "`workflow` = \"orchestrated\" is not supported: this build runs single, async, sync, \
-         seed, nb-async, async-window, rma, rma-queue-pop-all, random"
+         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c"
+    );
+    let e = err(&MINIMAL.replace("\"single\"", "\"seed-a2c\"\ntransport = \"quic\""));
+    assert!(e.contains("use agent `a2c`, not `dqn`"), "{e}");
+    let e = err(&MINIMAL
+        .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
+        .replace("agent = \"dqn\"", "agent = \"a2c\"")
+        .replace("[stop]", "[stop]\nmax_episodes = 10"));
+    assert!(
+        e.contains("agent `a2c` trains on each finished episode"),
+        "{e}"
     );
     for wf in ["rma", "rma-queue-pop-all", "nb-async", "random"] {
         let e = err(&MINIMAL.replace("\"single\"", &format!("\"{wf}\"\ntransport = \"quic\"")));

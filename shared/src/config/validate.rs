@@ -97,6 +97,7 @@ impl RunConfig {
             )));
         }
         self.validate_dqn()?;
+        self.validate_a2c()?;
         if self.agent == AgentKind::Probe {
             require(
                 "probe.train_every",
@@ -206,6 +207,47 @@ impl RunConfig {
             "an integer in 1..=65536",
         )?;
         Ok(())
+    }
+
+    fn validate_a2c(&self) -> Result<(), ConfigError> {
+        let on_policy = [
+            WorkflowKind::Single,
+            WorkflowKind::Sync,
+            WorkflowKind::Async,
+            WorkflowKind::SeedA2c,
+        ];
+        if self.agent == AgentKind::A2c && !on_policy.contains(&self.workflow) {
+            return Err(ConfigError::Conflict(format!(
+                "agent `a2c` trains on each finished episode's own trajectory: use workflow \
+                 `single`, `sync`, `async` or `seed-a2c`, not `{}`",
+                self.workflow
+            )));
+        }
+        if self.workflow == WorkflowKind::SeedA2c && self.agent == AgentKind::Dqn {
+            return Err(ConfigError::Conflict(
+                "workflow `seed-a2c` trains an on-policy agent: use agent `a2c`, not `dqn`".into(),
+            ));
+        }
+        let a = &self.a2c;
+        require(
+            "a2c.hidden",
+            format!("{:?}", a.hidden),
+            !a.hidden.is_empty()
+                && a.hidden.len() <= 8
+                && a.hidden.iter().all(|&h| (1..=65_536).contains(&h)),
+            "1 to 8 layer widths, each in 1..=65536",
+        )?;
+        positive_finite("a2c.lr", a.lr)?;
+        require(
+            "a2c.gamma",
+            a.gamma,
+            a.gamma > 0.0 && a.gamma <= 1.0,
+            "a number in (0, 1]",
+        )?;
+        for (key, v) in [("a2c.ent_coef", a.ent_coef), ("a2c.vf_coef", a.vf_coef)] {
+            require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
+        }
+        positive_finite("a2c.max_grad_norm", a.max_grad_norm)
     }
 
     fn validate_dqn(&self) -> Result<(), ConfigError> {

@@ -280,6 +280,7 @@ impl RemoteRun {
                 let t = &e.transitions;
                 for i in (0..t.len()).filter(|_| learns) {
                     self.agent.observe(&Transition {
+                        episode: t.episode[i],
                         obs: &t.obs[i * od..(i + 1) * od],
                         action: &t.actions[i * ad..(i + 1) * ad],
                         reward: t.rewards[i],
@@ -290,18 +291,19 @@ impl RemoteRun {
                 self.time.train += started.elapsed();
                 self.book.counters.env_steps += t.len() as u64;
                 self.accounts.trained(e, version);
-                if learns {
-                    self.train_pending();
-                } else {
+                if !learns {
                     self.trained_upto = self.book.counters.env_steps;
                 }
             }
         }
         if !from_pool {
+            // Before training: an on-policy agent trains on the episodes
+            // that end here.
             for f in &e.finished {
                 self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
             }
         }
+        self.train_pending();
         self.book.after_steps(before, self.agent.as_ref())?;
         Ok(true)
     }

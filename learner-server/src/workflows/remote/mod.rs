@@ -257,7 +257,7 @@ impl RemoteRun {
                     pop_all,
                 }
             }
-            WorkflowKind::Seed => {
+            WorkflowKind::Seed | WorkflowKind::SeedA2c => {
                 let w = agent.weights();
                 Mode::Seed(Arc::new(seed::link::SeedLink::new(
                     seed::link::PolicySnapshot {
@@ -596,7 +596,7 @@ impl RemoteRun {
             obs_dim: self.spec.obs_dim() as u32,
             action_dim: self.spec.action_space.flat_dim() as u32,
             agent: cfg.agent.to_string(),
-            hidden: cfg.dqn.hidden.clone(),
+            hidden: cfg.policy_hidden().to_vec(),
             n_envs: slot.n_envs,
             seed: cfg.seed ^ (u64::from(slot.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             batch_step_frequency: cfg.distributed.batch_step_frequency,
@@ -749,6 +749,7 @@ impl RemoteRun {
             tracing::debug!(episode, ?finish, "episode end not counted");
             return Ok(());
         }
+        self.agent.end_episode(episode);
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
         self.record_episode(actor, episode, ret, length)
     }

@@ -1,4 +1,4 @@
-//! `seed` (SEED RL central inference): actors send observations, the
+//! `seed` and `seed-a2c` (SEED RL central inference): actors send observations, the
 //! inference [`front::Front`] batches them across actors and answers with
 //! actions; the run's thread gets what was answered, assembles transitions
 //! per (actor, env), records episodes, hands out the next ones and trains.
@@ -30,12 +30,13 @@ impl RemoteRun {
         let link = link.clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let n_actions = self.spec.action_space.n().unwrap_or(1);
-        let policy = QPolicy::new(
+        let mut policy = QPolicy::new(
             self.obs_dim(),
-            &self.cfg().dqn.hidden,
+            self.cfg().policy_hidden(),
             n_actions,
             self.cfg().seed ^ 0x5eed_f407,
         );
+        policy.sample = self.cfg().agent == rlfleet_shared::config::AgentKind::A2c;
         let front = front::Front::new(
             link,
             rx,
@@ -107,6 +108,7 @@ impl RemoteRun {
             }
             let terminated = f & flags::TERMINATED != 0;
             self.agent.observe(&Transition {
+                episode: track.episode.expect("playing"),
                 obs: &track.prev_obs,
                 action: &track.prev_action,
                 reward: o.rewards[i],

@@ -1,0 +1,315 @@
+//! [`A2c`]: advantage actor-critic. A policy MLP (logits over discrete
+//! actions) and a separate value MLP, each over one flat parameter tensor
+//! with its own Adam. It trains once per finished episode on that episode's
+//! trajectory: discounted returns to the end (bootstrapped from the value of
+//! the last state when the episode was truncated), advantages against the
+//! value baseline (normalised per trajectory when configured), policy
+//! gradient with an entropy bonus, and value regression. Only the policy
+//! network is published: that is what actors and the inference front run.
+
+use super::{
+    Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
+};
+use crate::nets::FlatMlp;
+use crate::replay::Transition;
+use rlfleet_shared::config::A2cConfig;
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::policy::QPolicy;
+use std::collections::{HashMap, VecDeque};
+use tch::{Device, Kind, Tensor};
+
+/// An episode's steps so far.
+#[derive(Debug, Default)]
+struct Trajectory {
+    obs: Vec<f32>,
+    actions: Vec<i64>,
+    rewards: Vec<f32>,
+    /// The observation after the last step, and whether it is terminal.
+    last_next: Vec<f32>,
+    terminated: bool,
+}
+
+#[derive(Debug)]
+pub struct A2c {
+    cfg: A2cConfig,
+    policy_net: FlatMlp,
+    value_net: FlatMlp,
+    obs_dim: usize,
+    device: Device,
+    policy: Tensor,
+    value: Tensor,
+    policy_adam: super::Adam,
+    value_adam: super::Adam,
+    open: HashMap<u64, Trajectory>,
+    ready: VecDeque<Trajectory>,
+    train_steps: u64,
+    last_loss: Option<Tensor>,
+    /// Acting in this process (`single`): a plain-Rust copy of the policy,
+    /// refreshed after each gradient step.
+    actor: QPolicy,
+    actor_fresh: bool,
+}
+
+impl A2c {
+    pub fn new(cfg: &A2cConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+        let n_actions = spec
+            .action_space
+            .n()
+            .expect("A2C here needs a discrete action space (validated)");
+        let policy_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, n_actions);
+        let value_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, 1);
+        tch::manual_seed(seed as i64);
+        let policy = policy_net.init(device).set_requires_grad(true);
+        let value = value_net.init(device).set_requires_grad(true);
+        let mut actor = QPolicy::new(spec.obs_dim(), &cfg.hidden, n_actions, seed ^ 0xa2c0);
+        actor.sample = true;
+        A2c {
+            policy_adam: super::Adam::new(&policy, cfg.lr),
+            value_adam: super::Adam::new(&value, cfg.lr),
+            cfg: cfg.clone(),
+            policy_net,
+            value_net,
+            obs_dim: spec.obs_dim(),
+            device,
+            policy,
+            value,
+            open: HashMap::new(),
+            ready: VecDeque::new(),
+            train_steps: 0,
+            last_loss: None,
+            actor,
+            actor_fresh: false,
+        }
+    }
+
+    /// One gradient step of both networks on one finished trajectory.
+    fn gradient_step(&mut self, t: &Trajectory) {
+        let n = t.rewards.len() as i64;
+        let od = self.obs_dim as i64;
+        let obs = Tensor::from_slice(&t.obs)
+            .view([n, od])
+            .to_device(self.device);
+        let values = self.value_net.forward(&self.value, &obs).squeeze_dim(1);
+        let bootstrap = if t.terminated {
+            0.0
+        } else {
+            tch::no_grad(|| {
+                let last = Tensor::from_slice(&t.last_next)
+                    .view([1, od])
+                    .to_device(self.device);
+                self.value_net
+                    .forward(&self.value, &last)
+                    .double_value(&[0, 0])
+            })
+        };
+        let mut returns = vec![0f32; t.rewards.len()];
+        let mut g = bootstrap;
+        for i in (0..t.rewards.len()).rev() {
+            g = f64::from(t.rewards[i]) + self.cfg.gamma * g;
+            returns[i] = g as f32;
+        }
+        let returns = Tensor::from_slice(&returns).to_device(self.device);
+        let mut adv = (&returns - values.detach()).detach();
+        if self.cfg.normalize_advantage && n > 1 {
+            adv = (&adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
+        }
+        let actions = Tensor::from_slice(&t.actions)
+            .to_device(self.device)
+            .unsqueeze(1);
+        let logp_all = self
+            .policy_net
+            .forward(&self.policy, &obs)
+            .log_softmax(1, Kind::Float);
+        let logp = logp_all.gather(1, &actions, false).squeeze_dim(1);
+        let entropy = -(logp_all.exp() * &logp_all)
+            .sum_dim_intlist(1, false, Kind::Float)
+            .mean(Kind::Float);
+        let policy_loss = -(logp * adv).mean(Kind::Float) - entropy * self.cfg.ent_coef;
+        let value_loss = (returns - &values).square().mean(Kind::Float) * self.cfg.vf_coef;
+        let loss = &policy_loss + &value_loss;
+        self.policy.zero_grad();
+        self.value.zero_grad();
+        loss.backward();
+        for (params, adam) in [
+            (&mut self.policy, &mut self.policy_adam),
+            (&mut self.value, &mut self.value_adam),
+        ] {
+            let mut grad = params.grad();
+            super::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
+            adam.step(params, &grad);
+        }
+        self.train_steps += 1;
+        self.actor_fresh = false;
+        self.last_loss = Some(loss.detach());
+    }
+}
+
+impl Agent for A2c {
+    fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
+        if !self.actor_fresh {
+            let w = to_vec(&self.policy);
+            self.actor
+                .load(self.train_steps, &w)
+                .expect("the policy's own shape");
+            self.actor_fresh = true;
+        }
+        let mut a = Vec::with_capacity(1);
+        self.actor.act(obs, 1, &mut a);
+        action[0] = a[0];
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        let traj = self.open.entry(t.episode).or_default();
+        traj.obs.extend_from_slice(t.obs);
+        traj.actions.push(t.action[0] as i64);
+        traj.rewards.push(t.reward);
+        traj.last_next.clear();
+        traj.last_next.extend_from_slice(t.next_obs);
+        traj.terminated = t.terminated;
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        if let Some(t) = self.open.remove(&episode)
+            && !t.rewards.is_empty()
+        {
+            self.ready.push_back(t);
+        }
+    }
+
+    fn train(&mut self, _env_steps: u64) -> u32 {
+        let mut steps = 0;
+        while let Some(t) = self.ready.pop_front() {
+            self.gradient_step(&t);
+            steps += 1;
+        }
+        steps
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.train_steps
+    }
+
+    /// Steps of unfinished episodes held.
+    fn replay_len(&self) -> usize {
+        self.open.values().map(|t| t.rewards.len()).sum()
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.train_steps,
+            data: to_vec(&self.policy),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(&w.data, self.policy_net.numel() as usize)?;
+        copy_into(&mut self.policy, &w.data);
+        self.actor_fresh = false;
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        let named = |name: &str, t: &Tensor| NamedTensor {
+            name: name.into(),
+            shape: vec![t.numel()],
+            data: to_vec(t),
+        };
+        AgentState {
+            tensors: vec![
+                named("online", &self.policy),
+                named("value", &self.value),
+                named("adam.m", &self.policy_adam.m),
+                named("adam.v", &self.policy_adam.v),
+                named("value_adam.m", &self.value_adam.m),
+                named("value_adam.v", &self.value_adam.v),
+            ],
+            train_steps: self.train_steps,
+            version: self.train_steps,
+            optimizer_steps: self.policy_adam.steps,
+        }
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        let (np, nv) = (
+            self.policy_net.numel() as usize,
+            self.value_net.numel() as usize,
+        );
+        for (name, n) in [
+            ("online", np),
+            ("adam.m", np),
+            ("adam.v", np),
+            ("value", nv),
+            ("value_adam.m", nv),
+            ("value_adam.v", nv),
+        ] {
+            check_weights(&s.tensor(name)?.data, n)?;
+        }
+        copy_into(&mut self.policy, &s.tensor("online")?.data);
+        copy_into(&mut self.policy_adam.m, &s.tensor("adam.m")?.data);
+        copy_into(&mut self.policy_adam.v, &s.tensor("adam.v")?.data);
+        copy_into(&mut self.value, &s.tensor("value")?.data);
+        copy_into(&mut self.value_adam.m, &s.tensor("value_adam.m")?.data);
+        copy_into(&mut self.value_adam.v, &s.tensor("value_adam.v")?.data);
+        self.policy_adam.steps = s.optimizer_steps;
+        self.value_adam.steps = s.optimizer_steps;
+        self.train_steps = s.train_steps;
+        self.actor_fresh = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(a2c: &mut A2c, episode: u64, t: usize, terminated: bool) {
+        let obs = [0.01 * t as f32, 0.0, 0.02, -0.01];
+        a2c.observe(&Transition {
+            obs: &obs,
+            action: &[(t % 2) as f32],
+            reward: 1.0,
+            next_obs: &obs,
+            terminated,
+            episode,
+        });
+    }
+
+    /// Trajectories of interleaved episodes are kept apart; one gradient
+    /// step per finished episode, none before it ends; a state round trip
+    /// restores the networks exactly.
+    #[test]
+    fn trains_once_per_finished_episode() {
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let mut a2c = A2c::new(&A2cConfig::default(), &spec, 3, Device::Cpu);
+        let before = a2c.weights();
+        for t in 0..10 {
+            step(&mut a2c, 7, t, false);
+            step(&mut a2c, 8, t, t == 9);
+        }
+        assert_eq!(a2c.train(20), 0);
+        assert_eq!(a2c.replay_len(), 20);
+        a2c.end_episode(8);
+        assert_eq!(a2c.train(20), 1);
+        assert_eq!(a2c.replay_len(), 10);
+        a2c.end_episode(7);
+        a2c.end_episode(99);
+        assert_eq!(a2c.train(20), 1);
+        assert_eq!(a2c.train_steps(), 2);
+        let after = a2c.weights();
+        assert_eq!(after.version, 2);
+        assert_ne!(before.data, after.data);
+        assert!(a2c.last_loss().unwrap().is_finite());
+
+        let saved = a2c.state();
+        let mut other = A2c::new(&A2cConfig::default(), &spec, 4, Device::Cpu);
+        other.load_state(&saved).unwrap();
+        assert_eq!(other.state(), saved);
+        let mut action = [0.0];
+        other.act(&[0.0; 4], 0, &mut action);
+        assert!(action[0] == 0.0 || action[0] == 1.0);
+    }
+}
