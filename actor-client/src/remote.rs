@@ -323,7 +323,9 @@ async fn session<L: Link>(
         let end = match welcome.workflow.as_str() {
             "seed" | "seed-a2c" => play_seed(fs, &welcome, carry).await?,
             "async" | "sync" | "nb-async" | "async-window" | "rma" | "rma-queue-pop-all"
-            | "random" => play_experience(opts, fs, &welcome, session_id, carry).await?,
+            | "random" | "orchestrated" => {
+                play_experience(opts, fs, &welcome, session_id, carry).await?
+            }
             other => anyhow::bail!("this actor does not know workflow `{other}`"),
         };
         match end {

@@ -83,7 +83,7 @@ enum What {
         #[arg(
             long,
             value_delimiter = ',',
-            default_value = "async,nb-async,async-window,sync,rma,rma-queue-pop-all,seed"
+            default_value = "async,nb-async,async-window,sync,rma,rma-queue-pop-all,seed,orchestrated"
         )]
         workflows: Vec<String>,
         #[arg(long, default_value = "quic")]

@@ -123,6 +123,16 @@ fn cases() -> Vec<Case> {
             pool: None,
         },
         Case {
+            workflow: "orchestrated",
+            allowed: &[],
+            tweak: |c| {
+                c.distributed.samples_per_insert = 0.5;
+                c.distributed.min_size_to_sample = 4;
+                c.distributed.error_buffer = 2.0;
+            },
+            pool: None,
+        },
+        Case {
             workflow: "seed-a2c",
             allowed: &[],
             tweak: |_| {},

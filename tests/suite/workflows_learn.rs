@@ -1,8 +1,9 @@
 //! The embedded distributed runs: `learner-server run CONFIG --local-actors
 //! 4` starts the daemon on loopback and 4 real `actor-client` processes
 //! over QUIC; DQN on CartPole-v1 reaches an evaluation mean >= 475 with
-//! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue) and
-//! `rma-queue-pop-all`; A2C (`train_on = "episode"`) with `sync` and
+//! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue),
+//! `rma-queue-pop-all` and `orchestrated` (prioritized replay, rate
+//! limiter); A2C (`train_on = "episode"`) with `sync` and
 //! `seed-a2c`. Then `random` plays the trained weights (`fixed_policy`) and
 //! random actions, and reports exactly its episodes.
 //!
@@ -94,7 +95,7 @@ fn the_new_experience_workflows_reach_475_and_random_replays_the_result() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     let mut trained = None;
-    for wf in ["nb-async", "rma", "rma-queue-pop-all"] {
+    for wf in ["nb-async", "rma", "rma-queue-pop-all", "orchestrated"] {
         trained = Some(learn(&format!("dqn-{wf}"), dir.path()));
     }
     let checkpoint = trained.unwrap().output_dir.join("checkpoint.safetensors");

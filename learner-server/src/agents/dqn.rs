@@ -5,7 +5,7 @@ use super::{
     Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
 };
 use crate::nets::FlatMlp;
-use crate::replay::{SampledBatch, Transition, UniformReplay};
+use crate::replay::{Prioritized, SampledBatch, Transition, UniformReplay};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
@@ -25,6 +25,10 @@ pub struct Dqn {
     target: Tensor,
     adam: crate::agents::Adam,
     replay: UniformReplay,
+    /// Prioritized sampling over `replay`'s slots, when configured.
+    per: Option<Prioritized>,
+    /// Importance weights of the last prioritized sample.
+    is_weights: Vec<f32>,
     /// Exploration and replay sampling.
     rng: Pcg64,
     batch: SampledBatch,
@@ -57,6 +61,10 @@ impl Dqn {
             target,
             adam,
             replay: UniformReplay::new(cfg.buffer_size as usize, spec.obs_dim(), 1),
+            per: cfg
+                .prioritized
+                .then(|| Prioritized::new(cfg.buffer_size as usize, cfg.per_alpha)),
+            is_weights: Vec::new(),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d0a1),
             batch: SampledBatch::default(),
             params,
@@ -106,7 +114,19 @@ impl Dqn {
     /// One gradient step on a sampled batch.
     fn gradient_step(&mut self) {
         let b = self.cfg.batch_size as usize;
-        self.replay.sample_into(b, &mut self.rng, &mut self.batch);
+        if let Some(per) = &self.per {
+            per.sample(
+                b,
+                self.replay.len(),
+                self.cfg.per_beta,
+                &mut self.rng,
+                &mut self.batch.indices,
+                &mut self.is_weights,
+            );
+            self.replay.gather_into(&mut self.batch);
+        } else {
+            self.replay.sample_into(b, &mut self.rng, &mut self.batch);
+        }
         let od = self.batch.obs_dim as i64;
         let bi = b as i64;
         let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
@@ -133,7 +153,17 @@ impl Dqn {
             };
             rewards + (1.0 - terminated) * next_q * self.cfg.gamma
         });
-        let loss = q_sa.huber_loss(&target, Reduction::Mean, self.cfg.huber_delta);
+        let loss = if self.per.is_some() {
+            let w = Tensor::from_slice(&self.is_weights).to_device(self.device);
+            (q_sa.huber_loss(&target, Reduction::None, self.cfg.huber_delta) * w).mean(Kind::Float)
+        } else {
+            q_sa.huber_loss(&target, Reduction::Mean, self.cfg.huber_delta)
+        };
+        if let Some(per) = &mut self.per {
+            // The priorities go back to the replay (a host sync per step).
+            let td = to_vec(&(q_sa.detach() - &target).abs());
+            per.update(&self.batch.indices, &td, self.cfg.per_eps);
+        }
         self.params.zero_grad();
         loss.backward();
         let mut grad = self.params.grad();
@@ -188,7 +218,10 @@ impl Agent for Dqn {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        self.replay.push(t);
+        let slot = self.replay.push(t);
+        if let Some(per) = &mut self.per {
+            per.pushed(slot);
+        }
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
@@ -202,6 +235,14 @@ impl Agent for Dqn {
             self.gradient_step();
         }
         self.cfg.gradient_steps
+    }
+
+    fn sample_step(&mut self) -> u32 {
+        if self.replay.len() < self.cfg.batch_size as usize {
+            return 0;
+        }
+        self.gradient_step();
+        self.cfg.batch_size
     }
 
     fn last_loss(&self) -> Option<f64> {

@@ -95,6 +95,12 @@ pub trait Agent: Send {
     /// Trains as the schedule calls for after `env_steps` environment steps;
     /// returns the number of gradient steps taken.
     fn train(&mut self, env_steps: u64) -> u32;
+    /// One gradient step now, outside the agent's own schedule (for a
+    /// workflow that paces training itself, as `orchestrated`'s rate
+    /// limiter does). Returns the items it sampled; 0 when it cannot train.
+    fn sample_step(&mut self) -> u32 {
+        0
+    }
     /// Loss of the latest gradient step (reads it from the device).
     fn last_loss(&self) -> Option<f64>;
     fn train_steps(&self) -> u64;

@@ -25,6 +25,8 @@ pub struct Probe {
     train_every: u64,
     epsilon: f64,
     observed: u64,
+    /// Versions taken on the `train_every` schedule.
+    scheduled: u64,
     version: u64,
     rng: Pcg64,
     log: Option<BufWriter<File>>,
@@ -46,6 +48,7 @@ impl Probe {
             train_every: u64::from(cfg.probe.train_every),
             epsilon: cfg.probe.epsilon,
             observed: 0,
+            scheduled: 0,
             version: 0,
             rng: Pcg64::seed_from_u64(cfg.seed ^ 0x9b0b_e000),
             log,
@@ -95,9 +98,16 @@ impl Agent for Probe {
 
     fn train(&mut self, _env_steps: u64) -> u32 {
         let due = self.observed / self.train_every;
-        let steps = due.saturating_sub(self.version);
-        self.version = self.version.max(due);
+        let steps = due.saturating_sub(self.scheduled);
+        self.scheduled = self.scheduled.max(due);
+        self.version += steps;
         steps as u32
+    }
+
+    /// A new version, one item "sampled".
+    fn sample_step(&mut self) -> u32 {
+        self.version += 1;
+        1
     }
 
     fn last_loss(&self) -> Option<f64> {
@@ -145,6 +155,7 @@ impl Agent for Probe {
         self.params.copy_from_slice(&t.data);
         self.version = s.train_steps;
         self.observed = s.optimizer_steps;
+        self.scheduled = self.observed / self.train_every;
         Ok(())
     }
 }

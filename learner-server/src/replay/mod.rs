@@ -1,7 +1,11 @@
 //! Experience storage on the learner. The buffers are plain structs with no
 //! tensors, no clock and no IO (sans-IO): workflows push transitions, agents
-//! sample batches into reusable buffers.
+//! sample batches into reusable buffers; a rate limiter paces the two.
 
+mod prioritized;
+mod rate_limiter;
 mod uniform;
 
+pub use prioritized::{Prioritized, SumTree};
+pub use rate_limiter::RateLimiter;
 pub use uniform::{SampledBatch, Transition, UniformReplay};

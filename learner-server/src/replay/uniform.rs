@@ -41,6 +41,8 @@ pub struct UniformReplay {
 #[derive(Debug, Default)]
 pub struct SampledBatch {
     pub data: Vec<f32>,
+    /// The replay slots the rows came from.
+    pub indices: Vec<usize>,
     pub batch: usize,
     pub obs_dim: usize,
     pub act_dim: usize,
@@ -96,8 +98,9 @@ impl UniformReplay {
         self.pushed
     }
 
-    /// Stores a transition, overwriting the oldest when full.
-    pub fn push(&mut self, t: &Transition<'_>) {
+    /// Stores a transition, overwriting the oldest when full; returns the
+    /// slot it went to.
+    pub fn push(&mut self, t: &Transition<'_>) -> usize {
         debug_assert_eq!(t.obs.len(), self.obs_dim);
         debug_assert_eq!(t.next_obs.len(), self.obs_dim);
         debug_assert_eq!(t.action.len(), self.act_dim);
@@ -111,19 +114,30 @@ impl UniformReplay {
         self.head = (self.head + 1) % self.capacity;
         self.len = (self.len + 1).min(self.capacity);
         self.pushed += 1;
+        i
     }
 
     /// Samples `batch` transitions uniformly with replacement into `out`.
     pub fn sample_into<R: Rng>(&self, batch: usize, rng: &mut R, out: &mut SampledBatch) {
         assert!(self.len > 0, "cannot sample from an empty replay");
+        out.indices.clear();
+        out.indices
+            .extend((0..batch).map(|_| rng.random_range(0..self.len)));
+        self.gather_into(out);
+    }
+
+    /// Copies the transitions at `out.indices` (slots below `len()`) into
+    /// `out`.
+    pub fn gather_into(&self, out: &mut SampledBatch) {
         let (od, ad) = (self.obs_dim, self.act_dim);
+        let batch = out.indices.len();
         out.batch = batch;
         out.obs_dim = od;
         out.act_dim = ad;
         out.data.resize(batch * (2 * od + ad + 2), 0.0);
         let [o_obs, o_next, o_act, o_rew, o_term] = out.offsets();
         for k in 0..batch {
-            let i = rng.random_range(0..self.len);
+            let i = out.indices[k];
             out.data[o_obs + k * od..o_obs + (k + 1) * od]
                 .copy_from_slice(&self.obs[i * od..(i + 1) * od]);
             out.data[o_next + k * od..o_next + (k + 1) * od]

@@ -68,6 +68,15 @@ pub struct DistributedConfig {
     /// `random`: act greedily with the weights of this checkpoint instead
     /// of uniformly random actions.
     pub fixed_policy: Option<PathBuf>,
+    /// `orchestrated`: items sampled for training per transition inserted
+    /// (a gradient step on a batch of 64 samples 64)...
+    pub samples_per_insert: f64,
+    /// ...once this many transitions were inserted...
+    pub min_size_to_sample: u64,
+    /// ...kept within this many items of the ratio: inserts wait while
+    /// training is behind, training waits while it is ahead. Below one
+    /// sample step (half the batch size) it could stall, and is refused.
+    pub error_buffer: f64,
     /// Write `batches.csv` in the output directory: one line per batch
     /// received, with its key, policy version, the learner's version and
     /// what became of it (an audit log; the conformance suite reads it).
@@ -89,6 +98,9 @@ impl Default for DistributedConfig {
             data_structure_length: 32,
             overflow: Overflow::DropOldest,
             fixed_policy: None,
+            samples_per_insert: 32.0,
+            min_size_to_sample: 1_000,
+            error_buffer: 640.0,
             batch_log: false,
         }
     }

@@ -46,6 +46,14 @@ pub struct DqnConfig {
     pub eps_end: f64,
     /// Env steps over which epsilon decays linearly.
     pub eps_decay_steps: u64,
+    /// Prioritized replay (sum tree; priorities from TD errors).
+    pub prioritized: bool,
+    /// How strongly priorities shape sampling (0: uniform).
+    pub per_alpha: f64,
+    /// Importance-sampling correction exponent (1: full correction).
+    pub per_beta: f64,
+    /// Added to |TD error| so that no transition gets priority 0.
+    pub per_eps: f64,
 }
 
 impl Default for DqnConfig {
@@ -68,6 +76,10 @@ impl Default for DqnConfig {
             eps_start: 1.0,
             eps_end: 0.05,
             eps_decay_steps: 10_000,
+            prioritized: false,
+            per_alpha: 0.6,
+            per_beta: 0.4,
+            per_eps: 1e-6,
         }
     }
 }

@@ -50,6 +50,7 @@ impl WorkflowKind {
         WorkflowKind::RmaQueuePopAll,
         WorkflowKind::Random,
         WorkflowKind::SeedA2c,
+        WorkflowKind::Orchestrated,
     ];
 
     /// Workflows that end when every episode id has been handed out and

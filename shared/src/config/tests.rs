@@ -77,12 +77,25 @@ fn unknown_enum_values_list_the_choices() {
 
 #[test]
 fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
-    let e = err(&MINIMAL.replace("\"single\"", "\"orchestrated\""));
+    let e = err(&MINIMAL.replace("\"single\"", "\"ml-async\""));
     assert_eq!(
         e,
-        "`workflow` = \"orchestrated\" is not supported: this build runs single, async, sync, \
-         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c"
+        "`workflow` = \"ml-async\" is not supported: this build runs single, async, sync, \
+         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c, orchestrated"
     );
+    let orchestrated = |distributed: &str| {
+        MINIMAL.replace("\"single\"", "\"orchestrated\"\ntransport = \"quic\"")
+            + "[distributed]\n"
+            + distributed
+    };
+    let e = err(&orchestrated("error_buffer = 31.5"));
+    assert!(
+        e.starts_with("`distributed.error_buffer` = 31.5 is out of range: a number >= 32"),
+        "{e}"
+    );
+    let e = err(&orchestrated("min_size_to_sample = 10"));
+    assert!(e.contains("an integer >= 64 (dqn.batch_size"), "{e}");
+    RunConfig::from_toml(&orchestrated("error_buffer = 32.0"), "t").unwrap();
     let e = err(&MINIMAL.replace("\"single\"", "\"seed-a2c\"\ntransport = \"quic\""));
     assert!(e.contains("use agent `a2c`, not `dqn`"), "{e}");
     let e = err(&MINIMAL

@@ -206,6 +206,38 @@ impl RunConfig {
             (1..=65_536).contains(&d.data_structure_length),
             "an integer in 1..=65536",
         )?;
+        if self.workflow == WorkflowKind::Orchestrated {
+            positive_finite("distributed.samples_per_insert", d.samples_per_insert)?;
+            let (batch, what) = match self.agent {
+                AgentKind::Dqn => (u64::from(self.dqn.batch_size), "dqn.batch_size"),
+                AgentKind::Probe => (1, "the probe's 1"),
+                AgentKind::A2c => {
+                    return Err(ConfigError::Conflict(
+                        "workflow `orchestrated` trains from replay: use agent `dqn`, not `a2c`"
+                            .into(),
+                    ));
+                }
+            };
+            require(
+                "distributed.min_size_to_sample",
+                d.min_size_to_sample,
+                d.min_size_to_sample >= batch,
+                &format!("an integer >= {batch} ({what}: a sample needs a full batch)"),
+            )?;
+            // Insert admitted while spi*I - S <= centre + eb, sample while
+            // spi*I - S - batch >= centre - eb: with 2*eb < batch both can
+            // be refused at once, and the run would stall.
+            require(
+                "distributed.error_buffer",
+                d.error_buffer,
+                d.error_buffer.is_finite() && 2.0 * d.error_buffer >= batch as f64,
+                &format!(
+                    "a number >= {} (half of {what}): a narrower window can stall inserts and \
+                     training both",
+                    batch as f64 / 2.0
+                ),
+            )?;
+        }
         Ok(())
     }
 
@@ -310,6 +342,9 @@ impl RunConfig {
         positive_finite("dqn.huber_delta", d.huber_delta)?;
         unit_interval("dqn.eps_start", d.eps_start)?;
         unit_interval("dqn.eps_end", d.eps_end)?;
+        unit_interval("dqn.per_alpha", d.per_alpha)?;
+        unit_interval("dqn.per_beta", d.per_beta)?;
+        positive_finite("dqn.per_eps", d.per_eps)?;
         require(
             "dqn.eps_decay_steps",
             d.eps_decay_steps,

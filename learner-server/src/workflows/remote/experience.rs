@@ -5,13 +5,37 @@
 //! ingests what it pops from them here.)
 
 use super::{Mode, Parked, RemoteRun};
+use crate::replay::RateLimiter;
 use crate::replay::Transition;
 use crate::transport::{ConnId, Reply};
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::env::Space;
 use rlfleet_shared::wire::{ErrorCode, Experience};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
+
+/// `orchestrated`: the rate limiter between inserts and training, and the
+/// inserts it holds back (their actors wait for the reply).
+#[derive(Debug)]
+pub(super) struct Orchestra {
+    limiter: RateLimiter,
+    pub waiting: VecDeque<(ConnId, Experience, Reply)>,
+    /// Items one gradient step samples.
+    items: f64,
+}
+
+impl Orchestra {
+    pub fn new(limiter: RateLimiter, items_per_sample: f64) -> Orchestra {
+        Orchestra {
+            limiter,
+            waiting: VecDeque::new(),
+            items: items_per_sample,
+        }
+    }
+}
+
+/// Gradient steps taken in one go before the loop looks at events again.
+const MAX_STEPS_PER_TURN: u32 = 32;
 
 /// The `async-window` batches collected since the window opened.
 #[derive(Debug, Default)]
@@ -208,9 +232,45 @@ impl RemoteRun {
                 w.push(conn, e, reply);
                 return Ok(());
             }
+            Mode::Orchestrated(o) if !o.waiting.is_empty() || !o.limiter.can_insert() => {
+                o.waiting.push_back((conn, e, reply));
+                return Ok(());
+            }
             _ => {}
         }
         self.answer(conn, e, reply)
+    }
+
+    /// `orchestrated`: gradient steps while the rate limiter allows, then
+    /// the inserts it now admits. True if it did anything.
+    pub(super) fn orchestrate(&mut self) -> anyhow::Result<bool> {
+        let before = self.agent.train_steps();
+        let started = Instant::now();
+        let mut steps = 0;
+        while let Mode::Orchestrated(o) = &mut self.mode
+            && steps < MAX_STEPS_PER_TURN
+            && o.limiter.can_sample(o.items)
+        {
+            let items = self.agent.sample_step();
+            if items == 0 {
+                break;
+            }
+            if let Mode::Orchestrated(o) = &mut self.mode {
+                o.limiter.sampled(f64::from(items));
+            }
+            steps += 1;
+        }
+        self.time.train += started.elapsed();
+        self.count_train_steps(before);
+        let mut inserted = false;
+        while let Mode::Orchestrated(o) = &mut self.mode
+            && o.limiter.can_insert()
+            && let Some((conn, e, reply)) = o.waiting.pop_front()
+        {
+            self.answer(conn, e, reply)?;
+            inserted = true;
+        }
+        Ok(steps > 0 || inserted)
     }
 
     /// Ingests a batch and answers it: the next episodes and newer
@@ -303,7 +363,13 @@ impl RemoteRun {
                 self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
             }
         }
-        self.train_pending();
+        if let Mode::Orchestrated(o) = &mut self.mode {
+            // The rate limiter paces training, not the agent's schedule.
+            o.limiter.inserted(self.book.counters.env_steps - before);
+            self.trained_upto = self.book.counters.env_steps;
+        } else {
+            self.train_pending();
+        }
         self.book.after_steps(before, self.agent.as_ref())?;
         Ok(true)
     }

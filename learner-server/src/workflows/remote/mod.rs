@@ -146,6 +146,7 @@ enum Mode {
         pools: Arc<Pools>,
         pop_all: bool,
     },
+    Orchestrated(experience::Orchestra),
 }
 
 /// Where the learner's time goes: training (ingest and gradient steps)
@@ -223,6 +224,20 @@ impl RemoteRun {
         let mode = match cfg.workflow {
             WorkflowKind::Async | WorkflowKind::NbAsync | WorkflowKind::Random => Mode::Async,
             WorkflowKind::AsyncWindow => Mode::Window(experience::Window::default()),
+            WorkflowKind::Orchestrated => {
+                let d = &cfg.distributed;
+                Mode::Orchestrated(experience::Orchestra::new(
+                    crate::replay::RateLimiter::new(
+                        d.samples_per_insert,
+                        d.min_size_to_sample,
+                        d.error_buffer,
+                    ),
+                    match cfg.agent {
+                        rlfleet_shared::config::AgentKind::Dqn => f64::from(cfg.dqn.batch_size),
+                        _ => 1.0,
+                    },
+                ))
+            }
             WorkflowKind::Sync => Mode::Sync(experience::Round::default()),
             WorkflowKind::Rma | WorkflowKind::RmaQueuePopAll => {
                 let d = &cfg.distributed;
@@ -330,7 +345,8 @@ impl RemoteRun {
             WorkflowKind::NbAsync
             | WorkflowKind::AsyncWindow
             | WorkflowKind::Rma
-            | WorkflowKind::RmaQueuePopAll => self.cfg().distributed.in_flight,
+            | WorkflowKind::RmaQueuePopAll
+            | WorkflowKind::Orchestrated => self.cfg().distributed.in_flight,
             _ => 1,
         }
     }
@@ -453,6 +469,7 @@ impl RemoteRun {
                 self.flush_window()?;
                 Ok(true)
             }
+            Mode::Orchestrated(_) => self.orchestrate(),
             Mode::Pools { pools, pop_all } => {
                 let (pools, pop_all) = (pools.clone(), *pop_all);
                 for f in pools.take_finished() {
@@ -504,9 +521,10 @@ impl RemoteRun {
                     return Ok(());
                 }
                 match (msg, &self.mode) {
-                    (Message::Experience(e), Mode::Async | Mode::Sync(_) | Mode::Window(_)) => {
-                        self.on_experience(conn, e, reply)?
-                    }
+                    (
+                        Message::Experience(e),
+                        Mode::Async | Mode::Sync(_) | Mode::Window(_) | Mode::Orchestrated(_),
+                    ) => self.on_experience(conn, e, reply)?,
                     (other, _) => {
                         self.protocol_error(
                             reply,
@@ -572,7 +590,7 @@ impl RemoteRun {
                 let version = slot.sent_version.unwrap_or(0);
                 pools.admit(conn, slot.index, &slot.actor_id, n_envs, version);
             }
-            Mode::Async | Mode::Window(_) => {}
+            Mode::Async | Mode::Window(_) | Mode::Orchestrated(_) => {}
         }
         let _ = reply.send(welcome);
     }
@@ -651,7 +669,7 @@ impl RemoteRun {
             }
             Mode::Seed(link) => link.forget(conn),
             Mode::Pools { pools, .. } => pools.forget(conn),
-            Mode::Async | Mode::Window(_) => {}
+            Mode::Async | Mode::Window(_) | Mode::Orchestrated(_) => {}
         }
         if requeued > 0 {
             self.serve_parked();
@@ -791,6 +809,12 @@ impl RemoteRun {
             self.agent.train(self.trained_upto);
         }
         self.time.train += started.elapsed();
+        self.count_train_steps(before);
+    }
+
+    /// Metrics for the gradient steps taken since the agent was at
+    /// version `before`.
+    fn count_train_steps(&mut self, before: u64) {
         let steps = self.agent.train_steps() - before;
         if steps > 0 {
             self.metrics.train_steps.inc_by(steps);
@@ -830,6 +854,13 @@ impl RemoteRun {
             Mode::Seed(link) => link.end(reason),
             Mode::Window(w) => {
                 for (conn, e, reply) in w.take() {
+                    self.ingest(conn, &e, false)?;
+                    let _ = reply.send(stop());
+                }
+            }
+            Mode::Orchestrated(o) => {
+                // Inserts held back by the rate limiter go into replay.
+                for (conn, e, reply) in std::mem::take(&mut o.waiting) {
                     self.ingest(conn, &e, false)?;
                     let _ = reply.send(stop());
                 }
