@@ -235,6 +235,7 @@ mod tests {
         m.bytes_received.with_label_values(&["quic"]).inc();
         m.bytes_sent.with_label_values(&["quic"]).inc();
         m.protocol_errors.with_label_values(&["bad_frame"]).inc();
+        m.loop_seconds.with_label_values(&["train"]).inc_by(0.5);
         let text = m.render();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

@@ -30,6 +30,31 @@ fn unit_interval(key: &'static str, v: f64) -> Result<(), ConfigError> {
     require(key, v, (0.0..=1.0).contains(&v), "a number in [0, 1]")
 }
 
+/// The hidden widths, learning rate and discount every agent table has;
+/// `keys` names them in errors.
+fn network(
+    keys: [&'static str; 3],
+    hidden: &[u32],
+    lr: f64,
+    gamma: f64,
+) -> Result<(), ConfigError> {
+    require(
+        keys[0],
+        format!("{hidden:?}"),
+        !hidden.is_empty()
+            && hidden.len() <= 8
+            && hidden.iter().all(|&h| (1..=65_536).contains(&h)),
+        "1 to 8 layer widths, each in 1..=65536",
+    )?;
+    positive_finite(keys[1], lr)?;
+    require(
+        keys[2],
+        gamma,
+        gamma > 0.0 && gamma <= 1.0,
+        "a number in (0, 1]",
+    )
+}
+
 impl RunConfig {
     /// Checks ranges and cross-field rules; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
@@ -261,20 +286,11 @@ impl RunConfig {
             ));
         }
         let a = &self.a2c;
-        require(
-            "a2c.hidden",
-            format!("{:?}", a.hidden),
-            !a.hidden.is_empty()
-                && a.hidden.len() <= 8
-                && a.hidden.iter().all(|&h| (1..=65_536).contains(&h)),
-            "1 to 8 layer widths, each in 1..=65536",
-        )?;
-        positive_finite("a2c.lr", a.lr)?;
-        require(
-            "a2c.gamma",
+        network(
+            ["a2c.hidden", "a2c.lr", "a2c.gamma"],
+            &a.hidden,
+            a.lr,
             a.gamma,
-            a.gamma > 0.0 && a.gamma <= 1.0,
-            "a number in (0, 1]",
         )?;
         for (key, v) in [("a2c.ent_coef", a.ent_coef), ("a2c.vf_coef", a.vf_coef)] {
             require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
@@ -284,20 +300,11 @@ impl RunConfig {
 
     fn validate_dqn(&self) -> Result<(), ConfigError> {
         let d = &self.dqn;
-        require(
-            "dqn.hidden",
-            format!("{:?}", d.hidden),
-            !d.hidden.is_empty()
-                && d.hidden.len() <= 8
-                && d.hidden.iter().all(|&h| (1..=65_536).contains(&h)),
-            "1 to 8 layer widths, each in 1..=65536",
-        )?;
-        positive_finite("dqn.lr", d.lr)?;
-        require(
-            "dqn.gamma",
+        network(
+            ["dqn.hidden", "dqn.lr", "dqn.gamma"],
+            &d.hidden,
+            d.lr,
             d.gamma,
-            d.gamma > 0.0 && d.gamma <= 1.0,
-            "a number in (0, 1]",
         )?;
         require(
             "dqn.batch_size",
