@@ -9,7 +9,7 @@ pub mod quic;
 pub mod session;
 
 use crate::workflows::remote::Pools;
-use rlfleet_shared::wire::{Hello, Message, Observations};
+use rlfleet_shared::wire::{Experience, Hello, Message, Observations};
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -48,6 +48,9 @@ pub enum Event {
     Acted(Vec<Acted>),
     /// Not from a transport: an `rma` deposit landed in a pool.
     Wake,
+    /// Not from a transport: `rma-queue-pop-all`'s fetcher took these
+    /// pending batches of one actor out of its pool.
+    Fetched(Vec<(ConnId, Arc<Experience>)>),
 }
 
 /// One `Observations` request answered by the inference front.

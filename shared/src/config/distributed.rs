@@ -65,8 +65,9 @@ pub struct DistributedConfig {
     /// `rma` with `queue`/`stack`: what a deposit into a full pool does
     /// (`rma-queue-pop-all` always rejects: it is lossless).
     pub overflow: Overflow,
-    /// `random`: act greedily with the weights of this checkpoint instead
-    /// of uniformly random actions.
+    /// `random`: act greedily with the best evaluated weights of this
+    /// checkpoint (its latest when it has none) instead of uniformly random
+    /// actions.
     pub fixed_policy: Option<PathBuf>,
     /// `orchestrated`: items sampled for training per transition inserted
     /// (a gradient step on a batch of 64 samples 64)...

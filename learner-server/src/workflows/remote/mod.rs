@@ -184,6 +184,8 @@ pub struct RemoteRun {
     published_version: u64,
     /// `random`: weights that never change, and the actors' exploration.
     fixed: Option<f32>,
+    /// `rma-queue-pop-all`'s fetcher thread.
+    fetcher: Option<std::thread::JoinHandle<()>>,
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -304,6 +306,7 @@ impl RemoteRun {
             time_published: LearnerTime::default(),
             published_version: 0,
             fixed,
+            fetcher: None,
         })
     }
 
@@ -322,6 +325,19 @@ impl RemoteRun {
             }
             _ => None,
         };
+        if let Mode::Pools {
+            pools,
+            pop_all: true,
+        } = &self.mode
+        {
+            let (pools, run) = (pools.clone(), events.clone());
+            self.fetcher = Some(
+                std::thread::Builder::new()
+                    .name(format!("fetch {}", self.id))
+                    .spawn(move || pools.fetch_loop(run))
+                    .expect("spawn the fetcher thread"),
+            );
+        }
         RunInbox {
             observations: self.start_front(events.clone(), rt),
             events,
@@ -452,6 +468,38 @@ impl RemoteRun {
         Ok(r)
     }
 
+    /// Trains on batches taken from the pools and publishes the weights
+    /// deposits will read.
+    fn train_popped(&mut self, popped: pools::Popped) -> anyhow::Result<()> {
+        let Mode::Pools { pools, .. } = &self.mode else {
+            return Ok(());
+        };
+        let pools = pools.clone();
+        if popped.is_empty() {
+            return Ok(());
+        }
+        for (conn, e) in popped {
+            self.ingest(conn, &e, true)?;
+        }
+        let w = self.weights_msg();
+        if w.version != self.published_version {
+            self.published_version = w.version;
+            pools.publish(w, self.actor_epsilon());
+        } else {
+            pools.epsilon(self.actor_epsilon());
+        }
+        Ok(())
+    }
+
+    /// `rma-queue-pop-all`: a set the fetcher took. It may take the next
+    /// one now, while this one trains.
+    fn on_fetched(&mut self, set: pools::Popped) -> anyhow::Result<()> {
+        if let Mode::Pools { pools, .. } = &self.mode {
+            pools.fetched_taken();
+        }
+        self.train_popped(set)
+    }
+
     /// How long the loop may wait for an event.
     fn idle_timeout(&self) -> Duration {
         match &self.mode {
@@ -475,24 +523,13 @@ impl RemoteRun {
                 for f in pools.take_finished() {
                     self.record_episode(f.actor, f.episode, f.ret, f.length)?;
                 }
-                let popped = if pop_all {
-                    pools.pop_all_next()
-                } else {
-                    pools.pop_round()
-                };
+                if pop_all {
+                    // Its fetcher hands sets over as `Event::Fetched`.
+                    return Ok(false);
+                }
+                let popped = pools.pop_round();
                 let busy = !popped.is_empty();
-                for (conn, e) in popped {
-                    self.ingest(conn, &e, true)?;
-                }
-                if busy {
-                    let w = self.weights_msg();
-                    if w.version != self.published_version {
-                        self.published_version = w.version;
-                        pools.publish(w, self.actor_epsilon());
-                    } else {
-                        pools.epsilon(self.actor_epsilon());
-                    }
-                }
+                self.train_popped(popped)?;
                 Ok(busy)
             }
             _ => Ok(false),
@@ -509,6 +546,7 @@ impl RemoteRun {
                     pools.woken();
                 }
             }
+            Event::Fetched(set) => self.on_fetched(set)?,
             Event::Request {
                 conn, msg, reply, ..
             } => {
@@ -868,6 +906,11 @@ impl RemoteRun {
             Mode::Pools { pools, .. } => {
                 let pools = pools.clone();
                 pools.close(reason);
+                // A set it took before the close is in the channel once it
+                // has ended (trained by `refuse_late`).
+                if let Some(f) = self.fetcher.take() {
+                    let _ = f.join();
+                }
                 for f in pools.take_finished() {
                     self.record_episode(f.actor, f.episode, f.ret, f.length)?;
                 }
@@ -927,6 +970,14 @@ impl RemoteRun {
     }
 
     fn refuse_late(&mut self, ev: Event, reason: &StopReason) {
+        if let Event::Fetched(set) = ev {
+            // Taken out of the pools before they closed: trained like the
+            // rest of what they held.
+            if let Err(e) = self.train_popped(set) {
+                tracing::error!("training the last fetched batches: {e:#}");
+            }
+            return;
+        }
         if let Event::Request { msg, reply, .. } = ev {
             if let Message::Experience(e) = &msg
                 && !e.transitions.is_empty()
@@ -945,22 +996,26 @@ impl RemoteRun {
 
 /// `random`: the exploration rate its actors use — uniformly random actions,
 /// or (with `distributed.fixed_policy`) greedy ones from a checkpoint's
-/// weights, loaded into `agent` here.
+/// best evaluated weights (its latest when it has no evaluation), loaded
+/// into `agent` here.
 fn fixed_policy(cfg: &RunConfig, agent: &mut dyn Agent) -> anyhow::Result<f32> {
     let Some(path) = &cfg.distributed.fixed_policy else {
         return Ok(1.0);
     };
     let ck = crate::checkpoint::Checkpoint::load(path)?;
     ck.check_matches(path, &cfg.env, &cfg.agent.to_string())?;
-    let online = ck.agent_state.tensor("online")?;
-    agent
-        .load_weights(&Weights {
+    let weights = match ck.best {
+        Some(best) => best.weights,
+        None => Weights {
             version: ck.agent_state.version,
-            data: online.data.clone(),
-        })
+            data: ck.agent_state.tensor("online")?.data.clone(),
+        },
+    };
+    agent
+        .load_weights(&weights)
         .map_err(|e| anyhow::anyhow!("`{}`: {e}", path.display()))?;
     tracing::info!(
-        version = ck.agent_state.version,
+        version = weights.version,
         "random: acting greedily with the weights of {}",
         path.display()
     );

@@ -18,7 +18,8 @@ use rlfleet_shared::env::Space;
 use rlfleet_shared::wire::{self, ErrorCode, Experience, Message, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Condvar, Mutex, mpsc};
+use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// The fixed facts a deposit is checked against.
@@ -93,6 +94,13 @@ pub struct Pools {
     /// Wakes the run thread (at most one wake-up queued).
     wake: Mutex<Option<mpsc::Sender<Event>>>,
     wake_queued: AtomicBool,
+    /// Signalled on every deposit and at close (the `rma-queue-pop-all`
+    /// fetcher waits on it with `inner`).
+    deposited: Condvar,
+    /// `rma-queue-pop-all`: a fetched set waits for the run thread (the
+    /// fetcher takes the next one only once the run thread has taken it).
+    fetched_waiting: Mutex<bool>,
+    fetched_taken: Condvar,
 }
 
 /// What the run thread popped.
@@ -113,6 +121,9 @@ impl Pools {
             metrics,
             wake: Mutex::new(None),
             wake_queued: AtomicBool::new(false),
+            deposited: Condvar::new(),
+            fetched_waiting: Mutex::new(false),
+            fetched_taken: Condvar::new(),
         }
     }
 
@@ -188,6 +199,7 @@ impl Pools {
         if let Some((tx, m)) = answer {
             let _ = tx.send(m);
         }
+        self.deposited.notify_all();
         self.wake();
         rx
     }
@@ -408,11 +420,63 @@ impl Pools {
         out
     }
 
-    /// `rma-queue-pop-all`: every pending batch of the next actor (after
-    /// the one served last) that has any, oldest first.
-    pub(super) fn pop_all_next(&self) -> Popped {
-        let mut g = self.inner.lock().expect("pools lock");
-        let g = &mut *g;
+    /// `rma-queue-pop-all`'s fetcher, on its own thread: takes every
+    /// pending batch of the next actor and hands them to the run thread as
+    /// `Event::Fetched`, then — while the run thread trains on them — the
+    /// next actor's, which waits in the channel until the run thread has
+    /// taken the previous set. Ends when the pools close.
+    pub(super) fn fetch_loop(&self, run: mpsc::Sender<Event>) {
+        loop {
+            {
+                let mut waiting = self.fetched_waiting.lock().expect("fetch lock");
+                while *waiting {
+                    if self.is_closed() {
+                        return;
+                    }
+                    waiting = self
+                        .fetched_taken
+                        .wait_timeout(waiting, Duration::from_millis(50))
+                        .expect("fetch lock")
+                        .0;
+                }
+            }
+            let set = {
+                let mut g = self.inner.lock().expect("pools lock");
+                loop {
+                    if g.closed.is_some() {
+                        return;
+                    }
+                    let set = Self::pop_all_next(&mut g);
+                    if !set.is_empty() {
+                        break set;
+                    }
+                    g = self
+                        .deposited
+                        .wait_timeout(g, Duration::from_millis(50))
+                        .expect("pools lock")
+                        .0;
+                }
+            };
+            *self.fetched_waiting.lock().expect("fetch lock") = true;
+            if run.send(Event::Fetched(set)).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The run thread took a fetched set: the fetcher may take the next.
+    pub(super) fn fetched_taken(&self) {
+        *self.fetched_waiting.lock().expect("fetch lock") = false;
+        self.fetched_taken.notify_all();
+    }
+
+    fn is_closed(&self) -> bool {
+        self.inner.lock().expect("pools lock").closed.is_some()
+    }
+
+    /// Every pending batch of the next actor (after the one served last)
+    /// that has any, oldest first.
+    fn pop_all_next(g: &mut Inner) -> Popped {
         let after = g.cursor;
         let next = g
             .pools
@@ -428,6 +492,12 @@ impl Pools {
         }
         g.pools.retain(|_, p| !(p.gone && p.batches.is_empty()));
         out
+    }
+
+    /// Pools empty (what `rma-queue-pop-all` fetched may still be on its
+    /// way to, or in, training).
+    fn all_empty(g: &Inner) -> bool {
+        g.pools.values().all(|p| p.batches.is_empty())
     }
 
     /// Everything still in the pools (the run is ending); unread
@@ -453,7 +523,8 @@ impl Pools {
         let live: Vec<&Pool> = g.pools.values().filter(|p| !p.gone).collect();
         !live.is_empty()
             && live.iter().all(|p| p.sentinel && p.parked.is_some())
-            && g.pools.values().all(|p| p.batches.is_empty())
+            && Self::all_empty(&g)
+            && !*self.fetched_waiting.lock().expect("fetch lock")
     }
 
     /// Hands episodes that came back (an actor left) to waiting actors.
@@ -486,6 +557,8 @@ impl Pools {
     pub(super) fn close(&self, reason: &str) {
         let mut g = self.inner.lock().expect("pools lock");
         g.closed = Some(reason.to_string());
+        self.deposited.notify_all();
+        self.fetched_taken.notify_all();
         for pool in g.pools.values_mut() {
             if let Some((_, _, reply)) = pool.parked.take() {
                 let _ = reply.send(Message::Stop(wire::Stop {
