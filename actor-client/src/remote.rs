@@ -8,6 +8,7 @@
 
 use crate::envs::EnvSlots;
 use rand::Rng;
+use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::policy::QPolicy;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
@@ -320,13 +321,14 @@ async fn session<L: Link>(
         };
         *backoff = Duration::from_millis(100);
         tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
-        let end = match welcome.workflow.as_str() {
-            "seed" | "seed-a2c" => play_seed(fs, &welcome, carry).await?,
-            "async" | "sync" | "nb-async" | "async-window" | "rma" | "rma-queue-pop-all"
-            | "random" | "orchestrated" => {
+        let end = match WorkflowKind::from_name(&welcome.workflow) {
+            Some(WorkflowKind::Seed | WorkflowKind::SeedA2c) => {
+                play_seed(fs, &welcome, carry).await?
+            }
+            Some(k) if k.sends_experience() => {
                 play_experience(opts, fs, &welcome, session_id, carry).await?
             }
-            other => anyhow::bail!("this actor does not know workflow `{other}`"),
+            _ => anyhow::bail!("this actor does not know workflow `{}`", welcome.workflow),
         };
         match end {
             SessionEnd::Stopped { shutdown: false } if !opts.once => continue,
@@ -437,7 +439,7 @@ async fn experience_loop<L: Link>(
     policy: &mut QPolicy,
     flight: &mut Flight,
 ) -> anyhow::Result<SessionEnd> {
-    let sync = w.workflow == "sync";
+    let sync = WorkflowKind::from_name(&w.workflow) == Some(WorkflowKind::Sync);
     let every = if sync {
         w.steps_per_round
     } else {
@@ -477,9 +479,6 @@ async fn experience_loop<L: Link>(
                     return Ok(end);
                 }
             }
-            continue;
-        }
-        if flight.sent.len() >= flight.window {
             continue;
         }
         pause = Duration::from_millis(1);

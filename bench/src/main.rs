@@ -270,6 +270,14 @@ fn bench_envs(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
     write_json(out, "env_steps", &rows)
 }
 
+/// The runtime the QUIC benchmarks run on (2 workers: this machine's cores).
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+}
+
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.what {
@@ -282,10 +290,7 @@ fn main() -> anyhow::Result<()> {
             max_wait_us,
             max_batch,
         } => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
+            let rt = runtime()?;
             let mut cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-seed.toml"))?;
             if let Some(w) = max_wait_us {
                 cfg.distributed.inference_max_wait_us = w;
@@ -301,10 +306,7 @@ fn main() -> anyhow::Result<()> {
             actors,
             transitions,
         } => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()?;
+            let rt = runtime()?;
             let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
             let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
             write_json(&cli.out, "ingest", &rows)

@@ -48,6 +48,8 @@ pub struct A2c {
     /// refreshed after each gradient step.
     actor: QPolicy,
     actor_fresh: bool,
+    /// The action `actor` picked (reused).
+    picked: Vec<f32>,
 }
 
 impl A2c {
@@ -79,6 +81,7 @@ impl A2c {
             last_loss: None,
             actor,
             actor_fresh: false,
+            picked: Vec::with_capacity(1),
         }
     }
 
@@ -153,9 +156,8 @@ impl Agent for A2c {
                 .expect("the policy's own shape");
             self.actor_fresh = true;
         }
-        let mut a = Vec::with_capacity(1);
-        self.actor.act(obs, 1, &mut a);
-        action[0] = a[0];
+        self.actor.act(obs, 1, &mut self.picked);
+        action[0] = self.picked[0];
     }
 
     fn observe(&mut self, t: &Transition<'_>) {

@@ -72,6 +72,11 @@ impl WorkflowKind {
         self.is_distributed() && !matches!(self, WorkflowKind::Seed | WorkflowKind::SeedA2c)
     }
 
+    /// The workflow a config name (as `Welcome` carries it) stands for.
+    pub fn from_name(name: &str) -> Option<WorkflowKind> {
+        toml::Value::String(name.to_string()).try_into().ok()
+    }
+
     /// Actors feed the learner over a transport.
     pub fn is_distributed(self) -> bool {
         self != WorkflowKind::Single

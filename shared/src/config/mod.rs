@@ -98,6 +98,16 @@ impl RunConfig {
         }
     }
 
+    /// Items one gradient step samples, as `orchestrated`'s rate limiter
+    /// counts them (`None`: the agent does not train from replay).
+    pub fn items_per_sample(&self) -> Option<u64> {
+        match self.agent {
+            AgentKind::Dqn => Some(u64::from(self.dqn.batch_size)),
+            AgentKind::Probe => Some(1),
+            AgentKind::A2c => None,
+        }
+    }
+
     /// The run's output directory.
     pub fn output_dir(&self) -> PathBuf {
         self.output_dir.clone()

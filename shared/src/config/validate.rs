@@ -233,15 +233,15 @@ impl RunConfig {
         )?;
         if self.workflow == WorkflowKind::Orchestrated {
             positive_finite("distributed.samples_per_insert", d.samples_per_insert)?;
-            let (batch, what) = match self.agent {
-                AgentKind::Dqn => (u64::from(self.dqn.batch_size), "dqn.batch_size"),
-                AgentKind::Probe => (1, "the probe's 1"),
-                AgentKind::A2c => {
-                    return Err(ConfigError::Conflict(
-                        "workflow `orchestrated` trains from replay: use agent `dqn`, not `a2c`"
-                            .into(),
-                    ));
-                }
+            let Some(batch) = self.items_per_sample() else {
+                return Err(ConfigError::Conflict(format!(
+                    "workflow `orchestrated` trains from replay: use agent `dqn`, not `{}`",
+                    self.agent
+                )));
+            };
+            let what = match self.agent {
+                AgentKind::Dqn => "dqn.batch_size",
+                _ => "the probe's 1",
             };
             require(
                 "distributed.min_size_to_sample",

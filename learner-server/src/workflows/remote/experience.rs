@@ -338,15 +338,17 @@ impl RemoteRun {
                 let learns = self.cfg().workflow != WorkflowKind::Random;
                 let (od, ad) = (self.obs_dim(), self.act_dim());
                 let t = &e.transitions;
-                for i in (0..t.len()).filter(|_| learns) {
-                    self.agent.observe(&Transition {
-                        episode: t.episode[i],
-                        obs: &t.obs[i * od..(i + 1) * od],
-                        action: &t.actions[i * ad..(i + 1) * ad],
-                        reward: t.rewards[i],
-                        next_obs: &t.next_obs[i * od..(i + 1) * od],
-                        terminated: t.terminated[i] != 0,
-                    });
+                if learns {
+                    for i in 0..t.len() {
+                        self.agent.observe(&Transition {
+                            episode: t.episode[i],
+                            obs: &t.obs[i * od..(i + 1) * od],
+                            action: &t.actions[i * ad..(i + 1) * ad],
+                            reward: t.rewards[i],
+                            next_obs: &t.next_obs[i * od..(i + 1) * od],
+                            terminated: t.terminated[i] != 0,
+                        });
+                    }
                 }
                 self.time.train += started.elapsed();
                 self.book.counters.env_steps += t.len() as u64;

@@ -37,15 +37,15 @@ const IDLE_TICK: Duration = Duration::from_millis(20);
 /// Most events handled between two looks at the stop rules.
 const MAX_DRAIN: usize = 64;
 
-/// Answers a request with an error (the transport then closes the
-/// connection) and counts it.
-fn refuse(metrics: &Metrics, reply: Reply, code: ErrorCode, text: String) {
+/// The `Error` a refused request is answered with (the transport then
+/// closes the connection), counted and logged.
+fn refusal(metrics: &Metrics, code: ErrorCode, text: String) -> Message {
     tracing::warn!(code = code.label(), "refused: {text}");
     metrics
         .protocol_errors
         .with_label_values(&[code.label()])
         .inc();
-    let _ = reply.send(code.message(text));
+    code.message(text)
 }
 
 /// Hands out episodes to the given envs of `conn`, as far as the ledger
@@ -234,10 +234,7 @@ impl RemoteRun {
                         d.min_size_to_sample,
                         d.error_buffer,
                     ),
-                    match cfg.agent {
-                        rlfleet_shared::config::AgentKind::Dqn => f64::from(cfg.dqn.batch_size),
-                        _ => 1.0,
-                    },
+                    cfg.items_per_sample().unwrap_or(1) as f64,
                 ))
             }
             WorkflowKind::Sync => Mode::Sync(experience::Round::default()),
@@ -474,10 +471,10 @@ impl RemoteRun {
         let Mode::Pools { pools, .. } = &self.mode else {
             return Ok(());
         };
-        let pools = pools.clone();
         if popped.is_empty() {
             return Ok(());
         }
+        let pools = pools.clone();
         for (conn, e) in popped {
             self.ingest(conn, &e, true)?;
         }
@@ -581,7 +578,7 @@ impl RemoteRun {
     }
 
     fn protocol_error(&self, reply: Reply, code: ErrorCode, text: String) {
-        refuse(&self.metrics, reply, code, text);
+        let _ = reply.send(refusal(&self.metrics, code, text));
     }
 
     fn on_join(&mut self, conn: ConnId, hello: Hello, reply: Reply) {

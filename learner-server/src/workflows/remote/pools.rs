@@ -209,12 +209,7 @@ impl Pools {
             self.accounts.received(e);
             self.accounts.dropped(e, version, "invalid");
         }
-        tracing::warn!(code = code.label(), "refused: {text}");
-        self.metrics
-            .protocol_errors
-            .with_label_values(&[code.label()])
-            .inc();
-        code.message(text)
+        super::refusal(&self.metrics, code, text)
     }
 
     /// The deposit itself; `Some` with the answer, `None` when parked.

@@ -207,7 +207,7 @@ impl Front {
     }
 
     fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
-        super::super::refuse(&self.metrics, reply, code, text);
+        let _ = reply.send(super::super::refusal(&self.metrics, code, text));
     }
 
     fn forward(&mut self, items: Vec<Acted>) {
