@@ -8,7 +8,7 @@
 
 use crate::envs::EnvSlots;
 use rand::Rng;
-use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::config::{AgentKind, WorkflowKind};
 use rlfleet_shared::policy::QPolicy;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
@@ -358,10 +358,10 @@ async fn play_experience<L: Link>(
             w.agent
         )
     })?;
-    let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed);
-    // A policy network's logits (A2C) are sampled; Q-values are
+    let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed).dueling(w.dueling);
+    // A policy network's logits (A2C, PPO) are sampled; Q-values are
     // epsilon-greedy.
-    policy.sample = w.agent == "a2c";
+    policy.sample = AgentKind::from_name(&w.agent).is_some_and(AgentKind::samples_softmax);
     if let Some(weights) = &w.weights {
         policy
             .load(weights.version, &weights.data)

@@ -10,7 +10,10 @@
 //! - `ingest`: experience ingest over QUIC vs memcpy (see `ingest.rs`).
 //! - `workflows`: one DQN run under every workflow vs `single` (see
 //!   `workflows.rs`).
+//! - `agents`: gradient steps/s of every agent vs one plain MLP step (see
+//!   `agents.rs`).
 
+mod agents;
 mod ingest;
 mod loopback;
 mod seed;
@@ -74,6 +77,11 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+    },
+    /// Gradient steps per second of every agent vs. one plain MLP step.
+    Agents {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
     },
     /// The same DQN run under every workflow, vs. `single`.
     Workflows {
@@ -283,6 +291,7 @@ fn main() -> anyhow::Result<()> {
     match cli.what {
         What::Dqn { secs } => bench_dqn(secs, &cli.out),
         What::Envs { secs } => bench_envs(secs, &cli.out),
+        What::Agents { secs } => agents::bench(secs, &cli.out),
         What::Seed {
             secs,
             actors,

@@ -23,6 +23,11 @@ impl CpuMlp {
         self.sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
     }
 
+    /// Layer sizes, input first, output last.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
     pub fn output_dim(&self) -> usize {
         *self.sizes.last().expect("at least two sizes")
     }

@@ -2,6 +2,7 @@
 //! area. Helpers are in the `rlfleet_tests` library (`tests/support/`).
 
 mod actor_faults;
+mod agents_learn;
 mod bad_config;
 mod bad_input;
 mod conformance;

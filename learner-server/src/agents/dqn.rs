@@ -1,11 +1,12 @@
 //! [`Dqn`]: deep Q-learning with a target network, double-DQN targets,
-//! Huber loss, gradient-norm clipping, Adam and an epsilon-greedy schedule.
+//! Huber loss, gradient-norm clipping, Adam and an epsilon-greedy schedule;
+//! optionally a dueling head, n-step returns and prioritized replay.
 
 use super::{
     Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
 };
 use crate::nets::FlatMlp;
-use crate::replay::{Prioritized, SampledBatch, Transition, UniformReplay};
+use crate::replay::{NStep, Prioritized, SampledBatch, Transition, UniformReplay};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
@@ -25,6 +26,8 @@ pub struct Dqn {
     target: Tensor,
     adam: crate::agents::Adam,
     replay: UniformReplay,
+    /// Assembles n-step transitions on their way into `replay`.
+    n_step: NStep,
     /// Prioritized sampling over `replay`'s slots, when configured.
     per: Option<Prioritized>,
     /// Importance weights of the last prioritized sample.
@@ -48,7 +51,9 @@ impl Dqn {
             .action_space
             .n()
             .expect("DQN needs a discrete action space (validated)");
-        let net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, n_actions);
+        // A dueling head has one more output: the state value, first.
+        let outputs = n_actions + usize::from(cfg.dueling);
+        let net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, outputs);
         tch::manual_seed(seed as i64);
         let params = net.init(device).set_requires_grad(true);
         let target = params.detach().copy();
@@ -61,6 +66,7 @@ impl Dqn {
             target,
             adam,
             replay: UniformReplay::new(cfg.buffer_size as usize, spec.obs_dim(), 1),
+            n_step: NStep::new(cfg.n_step, cfg.gamma),
             per: cfg
                 .prioritized
                 .then(|| Prioritized::new(cfg.buffer_size as usize, cfg.per_alpha)),
@@ -71,7 +77,7 @@ impl Dqn {
             train_steps: 0,
             last_loss: None,
             cpu_copy: (device == Device::Cpu)
-                .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, n_actions))),
+                .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, outputs))),
             copy_fresh: false,
         }
     }
@@ -87,7 +93,20 @@ impl Dqn {
         let x = Tensor::from_slice(obs)
             .view([batch as i64, -1])
             .to_device(self.device);
-        tch::no_grad(|| self.net.forward(&self.params, &x))
+        tch::no_grad(|| self.q(&self.params, &x))
+    }
+
+    /// Q-values `[batch, n_actions]` of `x` under `params`: the network's
+    /// outputs, or for a dueling head `V + A - mean(A)`.
+    fn q(&self, params: &Tensor, x: &Tensor) -> Tensor {
+        let out = self.net.forward(params, x);
+        if !self.cfg.dueling {
+            return out;
+        }
+        let k = self.n_actions as i64;
+        let value = out.narrow(1, 0, 1);
+        let adv = out.narrow(1, 1, k);
+        value + &adv - adv.mean_dim(1, true, Kind::Float)
     }
 
     /// Greedy actions for `n` observations under the online network.
@@ -102,8 +121,13 @@ impl Dqn {
                 .expect("sized from the same network");
             self.copy_fresh = true;
         }
-        let k = self.n_actions;
-        copy.forward(obs, n).chunks_exact(k).map(argmax).collect()
+        // Under a dueling head the best action is the best advantage.
+        let skip = usize::from(self.cfg.dueling);
+        let width = self.n_actions + skip;
+        copy.forward(obs, n)
+            .chunks_exact(width)
+            .map(|row| argmax(&row[skip..]))
+            .collect()
     }
 
     /// The online parameters (for tests and benchmarks).
@@ -130,28 +154,28 @@ impl Dqn {
         let od = self.batch.obs_dim as i64;
         let bi = b as i64;
         let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
-        let [o_obs, _, o_act, o_rew, o_term] = self.batch.offsets().map(|o| o as i64);
+        let [o_obs, _, o_act, o_rew, o_disc] = self.batch.offsets().map(|o| o as i64);
         // obs and next_obs are adjacent: one forward pass over both.
         let both = data.narrow(0, o_obs, 2 * bi * od).view([2 * bi, od]);
         let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
         let rewards = data.narrow(0, o_rew, bi);
-        let terminated = data.narrow(0, o_term, bi);
+        let discounts = data.narrow(0, o_disc, bi);
 
-        let q_all = self.net.forward(&self.params, &both);
+        let q_all = self.q(&self.params, &both);
         let q_sa = q_all
             .narrow(0, 0, bi)
             .gather(1, &actions, false)
             .squeeze_dim(1);
         let target = tch::no_grad(|| {
             let next = both.narrow(0, bi, bi);
-            let q_next_target = self.net.forward(&self.target, &next);
+            let q_next_target = self.q(&self.target, &next);
             let next_q = if self.cfg.double {
                 let best = q_all.narrow(0, bi, bi).argmax(1, true);
                 q_next_target.gather(1, &best, false).squeeze_dim(1)
             } else {
                 q_next_target.amax(1, false)
             };
-            rewards + (1.0 - terminated) * next_q * self.cfg.gamma
+            rewards + discounts * next_q
         });
         let loss = if self.per.is_some() {
             let w = Tensor::from_slice(&self.is_weights).to_device(self.device);
@@ -218,10 +242,12 @@ impl Agent for Dqn {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        let slot = self.replay.push(t);
-        if let Some(per) = &mut self.per {
-            per.pushed(slot);
-        }
+        self.n_step.push(t, store(&mut self.replay, &mut self.per));
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        self.n_step
+            .end_episode(episode, store(&mut self.replay, &mut self.per));
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
@@ -307,6 +333,19 @@ impl Agent for Dqn {
     }
 }
 
+/// Puts a transition into the replay (and its slot into the priorities).
+fn store<'a>(
+    replay: &'a mut UniformReplay,
+    per: &'a mut Option<Prioritized>,
+) -> impl FnMut(&Transition<'_>, f32) + 'a {
+    move |t, discount| {
+        let slot = replay.push(t, discount);
+        if let Some(per) = per {
+            per.pushed(slot);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -356,5 +395,62 @@ mod tests {
         check(&mut dqn);
         dqn.load_weights(&before).unwrap();
         check(&mut dqn);
+    }
+}
+
+#[cfg(test)]
+mod dueling_tests {
+    use super::*;
+    use rlfleet_shared::policy::QPolicy;
+
+    /// Under a dueling head, Q = V + A - mean(A) in the tensor network; the
+    /// learner's greedy actions, and an actor's `QPolicy` loaded with the
+    /// published weights, both pick argmax Q.
+    #[test]
+    fn dueling_q_values_and_actor_side_greedy_actions_agree() {
+        let spec = rlfleet_shared::env::spec("Acrobot-v1").unwrap();
+        let cfg = DqnConfig {
+            dueling: true,
+            n_step: 3,
+            hidden: vec![16],
+            ..DqnConfig::default()
+        };
+        let mut dqn = Dqn::new(&cfg, &spec, 5, Device::Cpu);
+        let n = 200;
+        let obs: Vec<f32> = (0..n * 6)
+            .map(|i| ((i * 53) % 29) as f32 * 0.2 - 2.8)
+            .collect();
+        let q: Vec<f32> = Vec::try_from(dqn.q_values(&obs, n).view([-1])).unwrap();
+        // By hand from the raw outputs.
+        let raw = tch::no_grad(|| {
+            dqn.net
+                .forward(&dqn.params, &Tensor::from_slice(&obs).view([n as i64, 6]))
+        });
+        let raw: Vec<f32> = Vec::try_from(raw.view([-1])).unwrap();
+        for (row, out) in raw.chunks(4).enumerate() {
+            let mean_a = (out[1] + out[2] + out[3]) / 3.0;
+            for a in 0..3 {
+                let want = out[0] + out[1 + a] - mean_a;
+                assert!((q[row * 3 + a] - want).abs() < 1e-5);
+            }
+        }
+        let mut actor = QPolicy::new(6, &cfg.hidden, 3, 1).dueling(true);
+        assert_eq!(actor.numel(), dqn.weights().data.len());
+        actor.load(1, &dqn.weights().data).unwrap();
+        actor.epsilon = 0.0;
+        let mut picked = Vec::new();
+        actor.act(&obs, n, &mut picked);
+        let greedy = dqn.greedy(&obs, n);
+        let mut distinct = std::collections::BTreeSet::new();
+        for row in 0..n {
+            let best = argmax(&q[row * 3..row * 3 + 3]);
+            assert_eq!(greedy[row], best, "row {row}");
+            assert_eq!(picked[row] as usize, best, "row {row}");
+            distinct.insert(best);
+        }
+        assert!(
+            distinct.len() > 1,
+            "the inputs should not all pick one action"
+        );
     }
 }

@@ -4,15 +4,22 @@
 
 mod a2c;
 mod adam;
+mod critic;
 mod dqn;
+mod greedy;
+mod ppo;
 mod probe;
-mod q_policy;
+mod sac;
+mod td3;
 
 pub use a2c::A2c;
 pub use adam::Adam;
 pub use dqn::Dqn;
+pub use greedy::{GreedyPolicy, continuous_head};
+pub use ppo::Ppo;
 pub use probe::{PROBE_HEADER, Probe};
-pub use q_policy::GreedyQPolicy;
+pub use sac::Sac;
+pub use td3::Td3;
 
 use crate::replay::Transition;
 use rlfleet_shared::config::{AgentKind, RunConfig};
@@ -126,16 +133,16 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
         AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, cfg.seed, device)),
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
         AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, cfg.seed, device)),
+        AgentKind::Ppo => Box::new(Ppo::new(&cfg.ppo, spec, cfg.seed, device)),
+        AgentKind::Td3 => Box::new(Td3::new(&cfg.td3, true, spec, cfg.seed, device)),
+        AgentKind::Ddpg => Box::new(Td3::new(&cfg.ddpg.as_td3(), false, spec, cfg.seed, device)),
+        AgentKind::Sac => Box::new(Sac::new(&cfg.sac, spec, cfg.seed, device)),
     }
 }
 
 /// Builds a CPU policy that acts greedily with the agent's published weights.
 pub fn build_policy(cfg: &RunConfig, spec: &EnvSpec) -> Box<dyn Policy> {
-    match cfg.agent {
-        AgentKind::Dqn | AgentKind::Probe | AgentKind::A2c => {
-            Box::new(GreedyQPolicy::new(cfg.policy_hidden(), spec))
-        }
-    }
+    Box::new(GreedyPolicy::new(cfg, spec))
 }
 
 /// Checks that flat weights fit and are finite.
@@ -165,4 +172,28 @@ pub(crate) fn to_vec(t: &tch::Tensor) -> Vec<f32> {
 pub(crate) fn copy_into(dst: &mut tch::Tensor, data: &[f32]) {
     let src = tch::Tensor::from_slice(data).to_device(dst.device());
     tch::no_grad(|| dst.copy_(&src));
+}
+
+/// A tensor of an agent's state, flattened, under `name`.
+pub(crate) fn named(name: &str, t: &tch::Tensor) -> NamedTensor {
+    NamedTensor {
+        name: name.into(),
+        shape: vec![t.numel()],
+        data: to_vec(t),
+    }
+}
+
+/// Restores tensors from a state by name: checks every one's length first,
+/// so a bad state changes nothing.
+pub(crate) fn restore(
+    s: &AgentState,
+    tensors: &mut [(&str, &mut tch::Tensor)],
+) -> Result<(), AgentError> {
+    for (name, t) in tensors.iter() {
+        check_weights(&s.tensor(name)?.data, t.numel())?;
+    }
+    for (name, t) in tensors.iter_mut() {
+        copy_into(t, &s.tensor(name)?.data);
+    }
+    Ok(())
 }

@@ -2,10 +2,12 @@
 //! tensors, no clock and no IO (sans-IO): workflows push transitions, agents
 //! sample batches into reusable buffers; a rate limiter paces the two.
 
+mod n_step;
 mod prioritized;
 mod rate_limiter;
 mod uniform;
 
+pub use n_step::NStep;
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
 pub use uniform::{SampledBatch, Transition, UniformReplay};

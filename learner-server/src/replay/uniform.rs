@@ -27,7 +27,9 @@ pub struct UniformReplay {
     next_obs: Vec<f32>,
     actions: Vec<f32>,
     rewards: Vec<f32>,
-    terminated: Vec<f32>,
+    /// Per transition, what multiplies the value of `next_obs` in its
+    /// target: `gamma^k` for a k-step return, 0 at a terminal state.
+    discounts: Vec<f32>,
     /// Next slot to write.
     head: usize,
     len: usize,
@@ -36,7 +38,7 @@ pub struct UniformReplay {
 }
 
 /// A sampled batch laid out as one contiguous buffer
-/// `[obs | next_obs | actions | rewards | terminated]`, so that it becomes a
+/// `[obs | next_obs | actions | rewards | discounts]`, so that it becomes a
 /// tensor with a single copy.
 #[derive(Debug, Default)]
 pub struct SampledBatch {
@@ -74,7 +76,7 @@ impl UniformReplay {
             next_obs: vec![0.0; capacity * obs_dim],
             actions: vec![0.0; capacity * act_dim],
             rewards: vec![0.0; capacity],
-            terminated: vec![0.0; capacity],
+            discounts: vec![0.0; capacity],
             head: 0,
             len: 0,
             pushed: 0,
@@ -98,9 +100,11 @@ impl UniformReplay {
         self.pushed
     }
 
-    /// Stores a transition, overwriting the oldest when full; returns the
-    /// slot it went to.
-    pub fn push(&mut self, t: &Transition<'_>) -> usize {
+    /// Stores a transition whose target bootstraps from `next_obs` with
+    /// weight `discount` (`gamma` for a one-step transition, 0 when it
+    /// ends in a terminal state), overwriting the oldest when full; returns
+    /// the slot it went to.
+    pub fn push(&mut self, t: &Transition<'_>, discount: f32) -> usize {
         debug_assert_eq!(t.obs.len(), self.obs_dim);
         debug_assert_eq!(t.next_obs.len(), self.obs_dim);
         debug_assert_eq!(t.action.len(), self.act_dim);
@@ -110,7 +114,7 @@ impl UniformReplay {
         self.next_obs[i * od..(i + 1) * od].copy_from_slice(t.next_obs);
         self.actions[i * ad..(i + 1) * ad].copy_from_slice(t.action);
         self.rewards[i] = t.reward;
-        self.terminated[i] = if t.terminated { 1.0 } else { 0.0 };
+        self.discounts[i] = if t.terminated { 0.0 } else { discount };
         self.head = (self.head + 1) % self.capacity;
         self.len = (self.len + 1).min(self.capacity);
         self.pushed += 1;
@@ -135,7 +139,7 @@ impl UniformReplay {
         out.obs_dim = od;
         out.act_dim = ad;
         out.data.resize(batch * (2 * od + ad + 2), 0.0);
-        let [o_obs, o_next, o_act, o_rew, o_term] = out.offsets();
+        let [o_obs, o_next, o_act, o_rew, o_disc] = out.offsets();
         for k in 0..batch {
             let i = out.indices[k];
             out.data[o_obs + k * od..o_obs + (k + 1) * od]
@@ -145,7 +149,7 @@ impl UniformReplay {
             out.data[o_act + k * ad..o_act + (k + 1) * ad]
                 .copy_from_slice(&self.actions[i * ad..(i + 1) * ad]);
             out.data[o_rew + k] = self.rewards[i];
-            out.data[o_term + k] = self.terminated[i];
+            out.data[o_disc + k] = self.discounts[i];
         }
     }
 }
@@ -156,14 +160,17 @@ mod tests {
     use rand::SeedableRng;
 
     fn push(r: &mut UniformReplay, v: f32) {
-        r.push(&Transition {
-            episode: 0,
-            obs: &[v, v],
-            action: &[v],
-            reward: v,
-            next_obs: &[v + 0.5, v + 0.5],
-            terminated: v >= 3.0,
-        });
+        r.push(
+            &Transition {
+                episode: 0,
+                obs: &[v, v],
+                action: &[v],
+                reward: v,
+                next_obs: &[v + 0.5, v + 0.5],
+                terminated: v >= 3.0,
+            },
+            0.5,
+        );
     }
 
     #[test]
@@ -187,7 +194,7 @@ mod tests {
             assert_eq!(b.data[o_obs + 2 * k], v);
             assert_eq!(b.data[o_next + 2 * k + 1], v + 0.5);
             assert_eq!(b.data[o_act + k], v);
-            assert_eq!(b.data[o_term + k], if v >= 3.0 { 1.0 } else { 0.0 });
+            assert_eq!(b.data[o_term + k], if v >= 3.0 { 0.0 } else { 0.5 });
             seen.insert(v as i32);
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![2, 3, 4]);

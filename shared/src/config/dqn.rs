@@ -38,6 +38,12 @@ pub struct DqnConfig {
     pub tau: f64,
     /// Double-DQN targets (online argmax, target evaluation).
     pub double: bool,
+    /// Dueling head (Wang et al.): the last layer gives a state value and
+    /// one advantage per action, Q = V + A - mean(A).
+    pub dueling: bool,
+    /// Returns over this many steps before bootstrapping (1: one-step
+    /// targets).
+    pub n_step: u32,
     /// Gradient L2-norm clip.
     pub max_grad_norm: f64,
     /// Huber loss threshold.
@@ -71,6 +77,8 @@ impl Default for DqnConfig {
             target_update_interval: 500,
             tau: 1.0,
             double: true,
+            dueling: false,
+            n_step: 1,
             max_grad_norm: 10.0,
             huber_delta: 1.0,
             eps_start: 1.0,

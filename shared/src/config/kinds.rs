@@ -10,10 +10,41 @@ pub enum AgentKind {
     Dqn,
     /// Advantage actor-critic (on-policy; trains on finished episodes).
     A2c,
+    /// Proximal policy optimisation (on-policy; discrete or continuous).
+    Ppo,
+    /// Deterministic policy gradient (off-policy; continuous actions).
+    Ddpg,
+    /// Twin delayed DDPG (off-policy; continuous actions).
+    Td3,
+    /// Soft actor-critic (off-policy; continuous actions).
+    Sac,
     /// Trains nothing: records every transition it is given to `probe.csv`
     /// and bumps its policy version on a schedule (workflow conformance
     /// tests).
     Probe,
+}
+
+impl AgentKind {
+    /// The agent's published network gives logits that actors sample from
+    /// (rather than Q-values they act epsilon-greedily on).
+    pub fn samples_softmax(self) -> bool {
+        matches!(self, AgentKind::A2c | AgentKind::Ppo)
+    }
+
+    /// The agent only acts in continuous action spaces.
+    pub fn needs_continuous(self) -> bool {
+        matches!(self, AgentKind::Ddpg | AgentKind::Td3 | AgentKind::Sac)
+    }
+
+    /// The agent can act in continuous action spaces.
+    pub fn handles_continuous(self) -> bool {
+        self.needs_continuous() || self == AgentKind::Ppo
+    }
+
+    /// The agent a config name (as `Welcome` carries it) stands for.
+    pub fn from_name(name: &str) -> Option<AgentKind> {
+        toml::Value::String(name.to_string()).try_into().ok()
+    }
 }
 
 /// How actors and learners cooperate (DESIGN.md's workflow table).

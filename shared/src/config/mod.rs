@@ -11,15 +11,20 @@ mod distributed;
 mod dqn;
 mod error;
 mod kinds;
+mod ppo;
 mod sections;
+mod td3;
 mod validate;
+mod validate_agents;
 
 pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use kinds::{AgentKind, TransportKind, WorkflowKind};
+pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
+pub use td3::{DdpgConfig, SacConfig, Td3Config};
 
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -61,6 +66,18 @@ pub struct RunConfig {
     /// Hyperparameters of the `a2c` agent.
     #[serde(default)]
     pub a2c: A2cConfig,
+    /// Hyperparameters of the `ppo` agent.
+    #[serde(default)]
+    pub ppo: PpoConfig,
+    /// Hyperparameters of the `ddpg` agent.
+    #[serde(default)]
+    pub ddpg: DdpgConfig,
+    /// Hyperparameters of the `td3` agent.
+    #[serde(default)]
+    pub td3: Td3Config,
+    /// Hyperparameters of the `sac` agent.
+    #[serde(default)]
+    pub sac: SacConfig,
 }
 
 impl RunConfig {
@@ -94,8 +111,17 @@ impl RunConfig {
     pub fn policy_hidden(&self) -> &[u32] {
         match self.agent {
             AgentKind::A2c => &self.a2c.hidden,
+            AgentKind::Ppo => &self.ppo.hidden,
+            AgentKind::Ddpg => &self.ddpg.hidden,
+            AgentKind::Td3 => &self.td3.hidden,
+            AgentKind::Sac => &self.sac.hidden,
             AgentKind::Dqn | AgentKind::Probe => &self.dqn.hidden,
         }
+    }
+
+    /// The published Q-network has a dueling head.
+    pub fn dueling(&self) -> bool {
+        self.agent == AgentKind::Dqn && self.dqn.dueling
     }
 
     /// Items one gradient step samples, as `orchestrated`'s rate limiter
@@ -104,7 +130,10 @@ impl RunConfig {
         match self.agent {
             AgentKind::Dqn => Some(u64::from(self.dqn.batch_size)),
             AgentKind::Probe => Some(1),
-            AgentKind::A2c => None,
+            AgentKind::Ddpg => Some(u64::from(self.ddpg.batch_size)),
+            AgentKind::Td3 => Some(u64::from(self.td3.batch_size)),
+            AgentKind::Sac => Some(u64::from(self.sac.batch_size)),
+            AgentKind::A2c | AgentKind::Ppo => None,
         }
     }
 

@@ -97,7 +97,7 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
     assert!(e.contains("an integer >= 64 (dqn.batch_size"), "{e}");
     RunConfig::from_toml(&orchestrated("error_buffer = 32.0"), "t").unwrap();
     let e = err(&MINIMAL.replace("\"single\"", "\"seed-a2c\"\ntransport = \"quic\""));
-    assert!(e.contains("use agent `a2c`, not `dqn`"), "{e}");
+    assert!(e.contains("use agent `a2c` or `ppo`, not `dqn`"), "{e}");
     let e = err(&MINIMAL
         .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
         .replace("agent = \"dqn\"", "agent = \"a2c\"")
@@ -139,4 +139,68 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
     );
     let e = err(&MINIMAL.replace("[stop]\nmax_env_steps = 100", ""));
     assert!(e.contains("[stop] sets no condition"), "{e}");
+}
+
+/// Which agent fits which action space and workflow, and the new tables'
+/// ranges.
+#[test]
+fn continuous_agents_and_ppo_rules() {
+    let with_agent = |agent: &str, env: &str| {
+        MINIMAL
+            .replace("agent = \"dqn\"", &format!("agent = \"{agent}\""))
+            .replace("CartPole-v1", env)
+    };
+    for agent in ["td3", "ddpg", "sac", "ppo"] {
+        RunConfig::from_toml(&with_agent(agent, "Pendulum-v1"), "t").unwrap();
+    }
+    RunConfig::from_toml(&with_agent("ppo", "CartPole-v1"), "t").unwrap();
+    assert_eq!(
+        err(&with_agent("sac", "CartPole-v1")),
+        "agent `sac` needs a continuous action space, and `CartPole-v1` has a discrete one"
+    );
+    let e =
+        err(&with_agent("td3", "Pendulum-v1")
+            .replace("\"single\"", "\"sync\"\ntransport = \"quic\""));
+    assert!(
+        e.contains("agent `td3` on continuous actions runs in workflow `single`"),
+        "{e}"
+    );
+    let e = err(&with_agent("ppo", "CartPole-v1")
+        .replace("\"single\"", "\"nb-async\"\ntransport = \"quic\"")
+        .replace("[stop]", "[stop]\nmax_episodes = 3"));
+    assert!(
+        e.contains("use workflow `single`, `sync` or `seed-a2c`"),
+        "{e}"
+    );
+    RunConfig::from_toml(
+        &with_agent("ppo", "CartPole-v1")
+            .replace("\"single\"", "\"seed-a2c\"\ntransport = \"quic\""),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(
+        err(&format!(
+            "{}[ppo]\nbatch_size = 512\n",
+            with_agent("ppo", "CartPole-v1")
+        )),
+        "`ppo.batch_size` = 512 is out of range: an integer in 1..=256 (at most ppo.n_steps)"
+    );
+    assert_eq!(
+        err(&format!(
+            "{}[sac]\ntau = 0.0\n",
+            with_agent("sac", "Pendulum-v1")
+        )),
+        "`sac.tau` = 0 is out of range: a number in (0, 1]"
+    );
+    assert_eq!(
+        err(&format!(
+            "{}[ddpg]\nbuffer_size = 10\n",
+            with_agent("ddpg", "Pendulum-v1")
+        )),
+        "`ddpg.buffer_size` = 10 is out of range: an integer in 256..=100000000 (at least the batch size)"
+    );
+    assert_eq!(
+        err(&format!("{MINIMAL}[dqn]\nn_step = 0\n")),
+        "`dqn.n_step` = 0 is out of range: an integer in 1..=100"
+    );
 }

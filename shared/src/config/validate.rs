@@ -5,7 +5,7 @@ use crate::env;
 use std::fmt::Display;
 
 /// `Err(OutOfRange)` unless `ok`.
-fn require<T: Display>(
+pub(super) fn require<T: Display>(
     key: &'static str,
     value: T,
     ok: bool,
@@ -22,17 +22,17 @@ fn require<T: Display>(
     }
 }
 
-fn positive_finite(key: &'static str, v: f64) -> Result<(), ConfigError> {
+pub(super) fn positive_finite(key: &'static str, v: f64) -> Result<(), ConfigError> {
     require(key, v, v.is_finite() && v > 0.0, "a finite number > 0")
 }
 
-fn unit_interval(key: &'static str, v: f64) -> Result<(), ConfigError> {
+pub(super) fn unit_interval(key: &'static str, v: f64) -> Result<(), ConfigError> {
     require(key, v, (0.0..=1.0).contains(&v), "a number in [0, 1]")
 }
 
 /// The hidden widths, learning rate and discount every agent table has;
 /// `keys` names them in errors.
-fn network(
+pub(super) fn network(
     keys: [&'static str; 3],
     hidden: &[u32],
     lr: f64,
@@ -115,14 +115,11 @@ impl RunConfig {
             )));
         }
         self.validate_distributed()?;
-        if !spec.action_space.is_discrete() {
-            return Err(ConfigError::Conflict(format!(
-                "agent `{}` needs a discrete action space, and `{}` has a continuous one",
-                self.agent, self.env
-            )));
-        }
+        self.validate_action_space(&spec.action_space)?;
         self.validate_dqn()?;
         self.validate_a2c()?;
+        self.validate_ppo()?;
+        self.validate_continuous_agents()?;
         if self.agent == AgentKind::Probe {
             require(
                 "probe.train_every",
@@ -280,10 +277,11 @@ impl RunConfig {
                 self.workflow
             )));
         }
-        if self.workflow == WorkflowKind::SeedA2c && self.agent == AgentKind::Dqn {
-            return Err(ConfigError::Conflict(
-                "workflow `seed-a2c` trains an on-policy agent: use agent `a2c`, not `dqn`".into(),
-            ));
+        if self.workflow == WorkflowKind::SeedA2c && !self.agent.samples_softmax() {
+            return Err(ConfigError::Conflict(format!(
+                "workflow `seed-a2c` trains an on-policy agent: use agent `a2c` or `ppo`, not `{}`",
+                self.agent
+            )));
         }
         let a = &self.a2c;
         network(
@@ -352,6 +350,12 @@ impl RunConfig {
         unit_interval("dqn.per_alpha", d.per_alpha)?;
         unit_interval("dqn.per_beta", d.per_beta)?;
         positive_finite("dqn.per_eps", d.per_eps)?;
+        require(
+            "dqn.n_step",
+            d.n_step,
+            (1..=100).contains(&d.n_step),
+            "an integer in 1..=100",
+        )?;
         require(
             "dqn.eps_decay_steps",
             d.eps_decay_steps,

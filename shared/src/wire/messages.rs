@@ -75,6 +75,9 @@ pub struct Welcome {
     /// The agent's config name and its network's hidden layer widths.
     pub agent: String,
     pub hidden: Vec<u32>,
+    /// The Q-network has a dueling head (one more output, the state value,
+    /// first).
+    pub dueling: bool,
     /// Environments the actor runs (at most its capacity).
     pub n_envs: u32,
     /// Seeds the actor's exploration.

@@ -650,6 +650,7 @@ impl RemoteRun {
             action_dim: self.spec.action_space.flat_dim() as u32,
             agent: cfg.agent.to_string(),
             hidden: cfg.policy_hidden().to_vec(),
+            dueling: cfg.dueling(),
             n_envs: slot.n_envs,
             seed: cfg.seed ^ (u64::from(slot.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             batch_step_frequency: cfg.distributed.batch_step_frequency,

@@ -35,8 +35,9 @@ impl RemoteRun {
             self.cfg().policy_hidden(),
             n_actions,
             self.cfg().seed ^ 0x5eed_f407,
-        );
-        policy.sample = self.cfg().agent == rlfleet_shared::config::AgentKind::A2c;
+        )
+        .dueling(self.cfg().dueling());
+        policy.sample = self.cfg().agent.samples_softmax();
         let front = front::Front::new(
             link,
             rx,

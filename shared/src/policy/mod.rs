@@ -1,7 +1,12 @@
 //! [`QPolicy`]: epsilon-greedy actions from the learner's Q-network weights
 //! — or, for a policy network (`sample`), actions drawn from the softmax of
 //! its logits — computed in plain Rust: what actors act with (no libtorch there), and
-//! what the learner's SEED inference front answers with.
+//! what the learner's SEED inference front answers with. [`ContinuousPolicy`]
+//! does the same for actions in a box.
+
+mod continuous;
+
+pub use continuous::{ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, standard_normal};
 
 use crate::nets::{CpuMlp, MlpCopy, argmax};
 use rand::{Rng, SeedableRng};
@@ -15,6 +20,10 @@ pub struct QPolicy {
     /// The network gives logits: sample from their softmax (`epsilon` is
     /// not used).
     pub sample: bool,
+    /// The network's first output is a state value and the rest are
+    /// advantages (a dueling head): the greedy action is the best
+    /// advantage.
+    dueling: bool,
     rng: Pcg64,
 }
 
@@ -25,8 +34,39 @@ impl QPolicy {
             version: 0,
             epsilon: 1.0,
             sample: false,
+            dueling: false,
             rng: Pcg64::seed_from_u64(seed),
         }
+    }
+
+    /// The same policy over a dueling Q-network (one more output: the
+    /// state value first).
+    pub fn dueling(self, dueling: bool) -> QPolicy {
+        if !dueling || self.dueling {
+            return self;
+        }
+        let net = self.net.net();
+        let sizes = net.sizes();
+        let (obs_dim, k) = (sizes[0], net.output_dim());
+        let hidden: Vec<u32> = sizes[1..sizes.len() - 1]
+            .iter()
+            .map(|&h| h as u32)
+            .collect();
+        QPolicy {
+            net: MlpCopy::new(CpuMlp::new(obs_dim, &hidden, k + 1)),
+            dueling: true,
+            ..self
+        }
+    }
+
+    /// Number of actions.
+    pub fn n_actions(&self) -> usize {
+        self.net.net().output_dim() - usize::from(self.dueling)
+    }
+
+    /// Parameters the network takes.
+    pub fn numel(&self) -> usize {
+        self.net.net().numel()
     }
 
     /// Takes weights of `version`; refuses a wrong parameter count.
@@ -44,7 +84,9 @@ impl QPolicy {
     /// each).
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
         actions.clear();
-        let k = self.net.net().output_dim();
+        let width = self.net.net().output_dim();
+        let skip = usize::from(self.dueling);
+        let k = width - skip;
         let q: &[f32] = if self.net.loaded() {
             self.net.forward(obs, n)
         } else {
@@ -54,11 +96,12 @@ impl QPolicy {
             let a = if q.is_empty() {
                 self.rng.random_range(0..k)
             } else if self.sample {
-                sample_softmax(&q[i * k..(i + 1) * k], self.rng.random::<f32>())
+                sample_softmax(&q[i * width..(i + 1) * width], self.rng.random::<f32>())
             } else if self.rng.random::<f32>() < self.epsilon {
                 self.rng.random_range(0..k)
             } else {
-                argmax(&q[i * k..(i + 1) * k])
+                // Q = V + A - mean(A): the best action has the best A.
+                argmax(&q[i * width + skip..(i + 1) * width])
             };
             actions.push(a as f32);
         }

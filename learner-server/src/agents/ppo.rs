@@ -1,0 +1,449 @@
+//! [`Ppo`]: proximal policy optimisation (Schulman et al. 2017) with the
+//! clipped surrogate objective, GAE, optional value clipping, an entropy
+//! bonus, minibatch epochs and per-minibatch advantage normalisation. The
+//! policy MLP gives logits over discrete actions, or the mean of a Gaussian
+//! whose state-independent log stds follow the MLP's parameters in the
+//! same flat tensor (so they are published with it); the value MLP is
+//! separate. Steps are kept per episode (episodes from many actors
+//! interleave); every `n_steps` transitions the held segments are trained
+//! on, an unfinished one bootstrapping from the value of its last state.
+//! The old log probabilities are those of the policy at update time: the
+//! data came from it in `single` and `sync`, and from at most one round
+//! earlier over `seed-a2c`.
+
+use super::{
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
+};
+use crate::nets::FlatMlp;
+use crate::replay::Transition;
+use rand::{Rng, SeedableRng};
+use rand_pcg::Pcg64;
+use rlfleet_shared::config::PpoConfig;
+use rlfleet_shared::env::{EnvSpec, Space};
+use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, QPolicy};
+use std::collections::HashMap;
+use tch::{Device, Kind, Tensor};
+
+/// Consecutive steps of one episode.
+#[derive(Debug, Default)]
+struct Segment {
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+    rewards: Vec<f32>,
+    /// The observation after the last step, and whether it is terminal.
+    last_next: Vec<f32>,
+    terminated: bool,
+}
+
+/// Acting in this process (`single`): a plain-Rust copy of the policy.
+#[derive(Debug)]
+enum Actor {
+    Discrete(QPolicy),
+    Continuous(ContinuousPolicy),
+}
+
+#[derive(Debug)]
+pub struct Ppo {
+    cfg: PpoConfig,
+    policy_net: FlatMlp,
+    value_net: FlatMlp,
+    obs_dim: usize,
+    /// Scalars per action (1 for a discrete index).
+    act_dim: usize,
+    discrete: bool,
+    device: Device,
+    /// The policy MLP's parameters, then (continuous) the log stds.
+    policy: Tensor,
+    value: Tensor,
+    policy_adam: super::Adam,
+    value_adam: super::Adam,
+    open: HashMap<u64, Segment>,
+    ready: Vec<Segment>,
+    /// Steps held in `open` and `ready`.
+    held: usize,
+    rng: Pcg64,
+    actor: Actor,
+    actor_fresh: bool,
+    picked: Vec<f32>,
+    train_steps: u64,
+    last_loss: Option<Tensor>,
+}
+
+const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
+
+impl Ppo {
+    pub fn new(cfg: &PpoConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+        let obs_dim = spec.obs_dim();
+        let (outputs, act_dim, actor) = match &spec.action_space {
+            Space::Discrete { n } => {
+                let mut q = QPolicy::new(obs_dim, &cfg.hidden, *n, seed ^ 0x990);
+                q.sample = true;
+                (*n, 1, Actor::Discrete(q))
+            }
+            Space::Box { low, high } => (
+                low.len(),
+                low.len(),
+                Actor::Continuous(ContinuousPolicy::new(
+                    obs_dim,
+                    &cfg.hidden,
+                    ContinuousHead::Gaussian,
+                    low,
+                    high,
+                    seed ^ 0x990,
+                )),
+            ),
+        };
+        let discrete = spec.action_space.is_discrete();
+        let policy_net = FlatMlp::new(obs_dim, &cfg.hidden, outputs);
+        let value_net = FlatMlp::new(obs_dim, &cfg.hidden, 1);
+        tch::manual_seed(seed as i64);
+        let mut policy = policy_net.init(device);
+        if !discrete {
+            let log_std = Tensor::full([act_dim as i64], cfg.log_std_init, (Kind::Float, device));
+            policy = Tensor::cat(&[policy, log_std], 0);
+        }
+        let policy = policy.set_requires_grad(true);
+        let value = value_net.init(device).set_requires_grad(true);
+        Ppo {
+            policy_adam: super::Adam::new(&policy, cfg.lr),
+            value_adam: super::Adam::new(&value, cfg.lr),
+            cfg: cfg.clone(),
+            policy_net,
+            value_net,
+            obs_dim,
+            act_dim,
+            discrete,
+            device,
+            policy,
+            value,
+            open: HashMap::new(),
+            ready: Vec::new(),
+            held: 0,
+            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_0990),
+            actor,
+            actor_fresh: false,
+            picked: Vec::with_capacity(act_dim),
+            train_steps: 0,
+            last_loss: None,
+        }
+    }
+
+    /// Log probabilities of `actions` (`[n, act_dim]`) at `obs` under the
+    /// current policy, and the policy's entropy there, each `[n]`.
+    fn log_prob_entropy(&self, obs: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
+        let n_mlp = self.policy_net.numel();
+        let out = self
+            .policy_net
+            .forward(&self.policy.narrow(0, 0, n_mlp), obs);
+        if self.discrete {
+            let logp_all = out.log_softmax(1, Kind::Float);
+            let idx = actions.to_kind(Kind::Int64);
+            let logp = logp_all.gather(1, &idx, false).squeeze_dim(1);
+            let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
+            return (logp, entropy);
+        }
+        let log_std = self.policy.narrow(0, n_mlp, self.act_dim as i64);
+        let z = (actions - &out) / log_std.exp();
+        let logp =
+            (z.square() * -0.5 - &log_std - HALF_LOG_2PI).sum_dim_intlist(1, false, Kind::Float);
+        let entropy = (&log_std + 0.5 + HALF_LOG_2PI)
+            .sum(Kind::Float)
+            .expand([out.size()[0]], false);
+        (logp, entropy)
+    }
+
+    /// Trains on every held segment; returns the gradient steps taken.
+    fn update(&mut self) -> u32 {
+        let mut segments = std::mem::take(&mut self.ready);
+        segments.extend(self.open.drain().map(|(_, s)| s));
+        self.held = 0;
+        let n: usize = segments.iter().map(|s| s.rewards.len()).sum();
+        if n == 0 {
+            return 0;
+        }
+        let (od, ad) = (self.obs_dim as i64, self.act_dim as i64);
+        let cat = |f: &dyn Fn(&Segment) -> &[f32]| -> Vec<f32> {
+            segments.iter().flat_map(|s| f(s).iter().copied()).collect()
+        };
+        let obs = Tensor::from_slice(&cat(&|s| &s.obs))
+            .view([n as i64, od])
+            .to_device(self.device);
+        let actions = Tensor::from_slice(&cat(&|s| &s.actions))
+            .view([n as i64, ad])
+            .to_device(self.device);
+        let lasts = Tensor::from_slice(&cat(&|s| &s.last_next))
+            .view([segments.len() as i64, od])
+            .to_device(self.device);
+        let (old_values, boot, old_logp) = tch::no_grad(|| {
+            let v = self.value_net.forward(&self.value, &obs).squeeze_dim(1);
+            let b = self.value_net.forward(&self.value, &lasts).squeeze_dim(1);
+            (v, b, self.log_prob_entropy(&obs, &actions).0)
+        });
+        let values: Vec<f32> = Vec::try_from(&old_values).expect("f32 values");
+        let boot: Vec<f32> = Vec::try_from(&boot).expect("f32 values");
+
+        // GAE per segment, on the host.
+        let (gamma, lambda) = (self.cfg.gamma as f32, self.cfg.gae_lambda as f32);
+        let mut adv = vec![0f32; n];
+        let mut start = 0;
+        for (s, &b) in segments.iter().zip(&boot) {
+            let len = s.rewards.len();
+            let mut gae = 0.0;
+            for t in (0..len).rev() {
+                let next_v = if t + 1 < len {
+                    values[start + t + 1]
+                } else if s.terminated {
+                    0.0
+                } else {
+                    b
+                };
+                let delta = s.rewards[t] + gamma * next_v - values[start + t];
+                gae = delta + gamma * lambda * gae;
+                adv[start + t] = gae;
+            }
+            start += len;
+        }
+        let adv = Tensor::from_slice(&adv).to_device(self.device);
+        let returns = &adv + &old_values;
+
+        let mut order: Vec<i64> = (0..n as i64).collect();
+        let mb = self.cfg.batch_size as usize;
+        let mut steps = 0;
+        for _ in 0..self.cfg.n_epochs {
+            for i in (1..n).rev() {
+                order.swap(i, self.rng.random_range(0..=i));
+            }
+            for chunk in order.chunks(mb) {
+                let idx = Tensor::from_slice(chunk).to_device(self.device);
+                self.minibatch_step(
+                    &obs.index_select(0, &idx),
+                    &actions.index_select(0, &idx),
+                    &old_logp.index_select(0, &idx),
+                    &old_values.index_select(0, &idx),
+                    &adv.index_select(0, &idx),
+                    &returns.index_select(0, &idx),
+                );
+                steps += 1;
+            }
+        }
+        self.actor_fresh = false;
+        steps
+    }
+
+    fn minibatch_step(
+        &mut self,
+        obs: &Tensor,
+        actions: &Tensor,
+        old_logp: &Tensor,
+        old_values: &Tensor,
+        adv: &Tensor,
+        returns: &Tensor,
+    ) {
+        let mut adv = adv.shallow_clone();
+        if self.cfg.normalize_advantage && adv.size()[0] > 1 {
+            adv = (&adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
+        }
+        let (logp, entropy) = self.log_prob_entropy(obs, actions);
+        let ratio = (logp - old_logp).exp();
+        let c = self.cfg.clip_range;
+        let surrogate = (&ratio * &adv).minimum(&(ratio.clamp(1.0 - c, 1.0 + c) * &adv));
+        let policy_loss = -surrogate.mean(Kind::Float);
+        let mut v = self.value_net.forward(&self.value, obs).squeeze_dim(1);
+        if self.cfg.clip_range_vf > 0.0 {
+            let cv = self.cfg.clip_range_vf;
+            v = old_values + (&v - old_values).clamp(-cv, cv);
+        }
+        let value_loss = (returns - v).square().mean(Kind::Float);
+        let loss = &policy_loss - entropy.mean(Kind::Float) * self.cfg.ent_coef
+            + value_loss * self.cfg.vf_coef;
+        self.policy.zero_grad();
+        self.value.zero_grad();
+        loss.backward();
+        for (params, adam) in [
+            (&mut self.policy, &mut self.policy_adam),
+            (&mut self.value, &mut self.value_adam),
+        ] {
+            let mut grad = params.grad();
+            super::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
+            adam.step(params, &grad);
+        }
+        self.train_steps += 1;
+        self.last_loss = Some(loss.detach());
+    }
+}
+
+impl Agent for Ppo {
+    fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
+        if !self.actor_fresh {
+            let w = to_vec(&self.policy);
+            match &mut self.actor {
+                Actor::Discrete(q) => q.load(self.train_steps, &w),
+                Actor::Continuous(c) => c.load(self.train_steps, &w),
+            }
+            .expect("the policy's own shape");
+            self.actor_fresh = true;
+        }
+        match &mut self.actor {
+            Actor::Discrete(q) => q.act(obs, 1, &mut self.picked),
+            Actor::Continuous(c) => c.act(obs, 1, true, &mut self.picked),
+        }
+        action.copy_from_slice(&self.picked);
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        let s = self.open.entry(t.episode).or_default();
+        s.obs.extend_from_slice(t.obs);
+        s.actions.extend_from_slice(t.action);
+        s.rewards.push(t.reward);
+        s.last_next.clear();
+        s.last_next.extend_from_slice(t.next_obs);
+        s.terminated = t.terminated;
+        self.held += 1;
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        if let Some(s) = self.open.remove(&episode) {
+            self.ready.push(s);
+        }
+    }
+
+    fn train(&mut self, _env_steps: u64) -> u32 {
+        if self.held < self.cfg.n_steps as usize {
+            return 0;
+        }
+        self.update()
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.train_steps
+    }
+
+    /// Steps held for the next update.
+    fn replay_len(&self) -> usize {
+        self.held
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.train_steps,
+            data: to_vec(&self.policy),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(&w.data, self.policy.numel())?;
+        copy_into(&mut self.policy, &w.data);
+        self.actor_fresh = false;
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        AgentState {
+            tensors: vec![
+                named("online", &self.policy),
+                named("value", &self.value),
+                named("adam.m", &self.policy_adam.m),
+                named("adam.v", &self.policy_adam.v),
+                named("value_adam.m", &self.value_adam.m),
+                named("value_adam.v", &self.value_adam.v),
+            ],
+            train_steps: self.train_steps,
+            version: self.train_steps,
+            optimizer_steps: self.policy_adam.steps,
+        }
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        restore(
+            s,
+            &mut [
+                ("online", &mut self.policy),
+                ("value", &mut self.value),
+                ("adam.m", &mut self.policy_adam.m),
+                ("adam.v", &mut self.policy_adam.v),
+                ("value_adam.m", &mut self.value_adam.m),
+                ("value_adam.v", &mut self.value_adam.v),
+            ],
+        )?;
+        self.policy_adam.steps = s.optimizer_steps;
+        self.value_adam.steps = s.optimizer_steps;
+        self.train_steps = s.train_steps;
+        self.actor_fresh = false;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed(ppo: &mut Ppo, episode: u64, steps: usize, obs_dim: usize, action: f32) {
+        for t in 0..steps {
+            let o = vec![0.01 * t as f32; obs_dim];
+            ppo.observe(&Transition {
+                obs: &o,
+                action: &[action],
+                reward: 1.0,
+                next_obs: &o,
+                terminated: t + 1 == steps,
+                episode,
+            });
+        }
+    }
+
+    /// An update happens once `n_steps` are held (finished and unfinished
+    /// episodes alike), with `n_epochs * ceil(n_steps / batch_size)`
+    /// gradient steps; continuous log stds are part of the published
+    /// weights; a state round trip restores everything.
+    #[test]
+    fn updates_every_n_steps_with_epochs_of_minibatches() {
+        for env in ["CartPole-v1", "Pendulum-v1"] {
+            let spec = rlfleet_shared::env::spec(env).unwrap();
+            let cfg = PpoConfig {
+                n_steps: 20,
+                batch_size: 8,
+                n_epochs: 2,
+                ..PpoConfig::default()
+            };
+            let mut ppo = Ppo::new(&cfg, &spec, 1, Device::Cpu);
+            let n_mlp = ppo.policy_net.numel() as usize;
+            let extra = if spec.action_space.is_discrete() {
+                0
+            } else {
+                1
+            };
+            assert_eq!(ppo.weights().data.len(), n_mlp + extra);
+            let before = ppo.weights().data;
+            feed(&mut ppo, 4, 12, spec.obs_dim(), 1.0);
+            ppo.end_episode(4);
+            feed(&mut ppo, 5, 7, spec.obs_dim(), 0.0);
+            assert_eq!(ppo.train(19), 0);
+            assert_eq!(ppo.replay_len(), 19);
+            // The 20th step of an episode still open.
+            let o = vec![0.5; spec.obs_dim()];
+            ppo.observe(&Transition {
+                obs: &o,
+                action: &[0.0],
+                reward: 0.0,
+                next_obs: &o,
+                terminated: false,
+                episode: 6,
+            });
+            assert_eq!(ppo.train(20), 2 * 3, "{env}");
+            assert_eq!((ppo.replay_len(), ppo.train_steps()), (0, 6));
+            assert_ne!(ppo.weights().data, before);
+            assert!(ppo.last_loss().unwrap().is_finite());
+            let saved = ppo.state();
+            let mut other = Ppo::new(&cfg, &spec, 2, Device::Cpu);
+            other.load_state(&saved).unwrap();
+            assert_eq!(other.state(), saved);
+            let mut a = vec![0.0; ppo.act_dim];
+            other.act(&o, 0, &mut a);
+            assert!(a[0].is_finite());
+        }
+    }
+}

@@ -1,0 +1,61 @@
+//! The `[ppo]` table: hyperparameters of the PPO agent (clipped objective,
+//! GAE), with defaults close to rl-baselines3-zoo's CartPole-v1 settings
+//! for one environment.
+
+use serde::{Deserialize, Serialize};
+
+/// PPO hyperparameters: a policy MLP (logits for discrete actions; the mean
+/// of a Gaussian with a learned state-independent log std for continuous
+/// ones) and a separate value MLP of the same hidden widths.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PpoConfig {
+    pub hidden: Vec<u32>,
+    /// Adam learning rate of both networks.
+    pub lr: f64,
+    pub gamma: f64,
+    /// GAE lambda.
+    pub gae_lambda: f64,
+    /// Transitions collected (over all actors) before each update.
+    pub n_steps: u32,
+    /// Minibatch size of each gradient step.
+    pub batch_size: u32,
+    /// Passes over the collected transitions per update.
+    pub n_epochs: u32,
+    /// Clip range of the probability ratio.
+    pub clip_range: f64,
+    /// Clip range of the value change around the old value (0: no value
+    /// clipping).
+    pub clip_range_vf: f64,
+    /// Weight of the entropy bonus.
+    pub ent_coef: f64,
+    /// Weight of the value loss.
+    pub vf_coef: f64,
+    /// Gradient L2-norm clip (each network).
+    pub max_grad_norm: f64,
+    /// Scale each minibatch's advantages to zero mean, unit variance.
+    pub normalize_advantage: bool,
+    /// Initial log standard deviation of continuous actions.
+    pub log_std_init: f64,
+}
+
+impl Default for PpoConfig {
+    fn default() -> Self {
+        PpoConfig {
+            hidden: vec![64, 64],
+            lr: 1e-3,
+            gamma: 0.98,
+            gae_lambda: 0.8,
+            n_steps: 256,
+            batch_size: 64,
+            n_epochs: 10,
+            clip_range: 0.2,
+            clip_range_vf: 0.0,
+            ent_coef: 0.0,
+            vf_coef: 0.5,
+            max_grad_norm: 0.5,
+            normalize_advantage: true,
+            log_std_init: 0.0,
+        }
+    }
+}

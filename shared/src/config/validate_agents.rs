@@ -1,0 +1,187 @@
+//! Validation of the `[ppo]`, `[ddpg]`, `[td3]` and `[sac]` tables, and of
+//! which agent fits which action space and workflow.
+
+use super::validate::{network, positive_finite, require, unit_interval};
+use super::{AgentKind, ConfigError, RunConfig, WorkflowKind};
+use crate::env::Space;
+
+impl RunConfig {
+    /// The agent acts in the env's action space; agents on continuous
+    /// actions run in the workflows this build gives them.
+    pub(super) fn validate_action_space(&self, space: &Space) -> Result<(), ConfigError> {
+        if space.is_discrete() && self.agent.needs_continuous() {
+            return Err(ConfigError::Conflict(format!(
+                "agent `{}` needs a continuous action space, and `{}` has a discrete one",
+                self.agent, self.env
+            )));
+        }
+        if space.is_discrete() {
+            return Ok(());
+        }
+        if !self.agent.handles_continuous() {
+            return Err(ConfigError::Conflict(format!(
+                "agent `{}` needs a discrete action space, and `{}` has a continuous one",
+                self.agent, self.env
+            )));
+        }
+        if self.workflow != WorkflowKind::Single {
+            return Err(ConfigError::Conflict(format!(
+                "agent `{}` on continuous actions runs in workflow `single` in this build \
+                 (actors act on discrete action spaces only), not `{}`",
+                self.agent, self.workflow
+            )));
+        }
+        Ok(())
+    }
+
+    pub(super) fn validate_ppo(&self) -> Result<(), ConfigError> {
+        let on_policy = [
+            WorkflowKind::Single,
+            WorkflowKind::Sync,
+            WorkflowKind::SeedA2c,
+        ];
+        if self.agent == AgentKind::Ppo && !on_policy.contains(&self.workflow) {
+            return Err(ConfigError::Conflict(format!(
+                "agent `ppo` trains on rollouts of its current policy: use workflow `single`, \
+                 `sync` or `seed-a2c`, not `{}`",
+                self.workflow
+            )));
+        }
+        let p = &self.ppo;
+        network(
+            ["ppo.hidden", "ppo.lr", "ppo.gamma"],
+            &p.hidden,
+            p.lr,
+            p.gamma,
+        )?;
+        unit_interval("ppo.gae_lambda", p.gae_lambda)?;
+        require(
+            "ppo.n_steps",
+            p.n_steps,
+            (1..=1_000_000).contains(&p.n_steps),
+            "an integer in 1..=1000000",
+        )?;
+        require(
+            "ppo.batch_size",
+            p.batch_size,
+            p.batch_size >= 1 && p.batch_size <= p.n_steps,
+            &format!("an integer in 1..={} (at most ppo.n_steps)", p.n_steps),
+        )?;
+        require(
+            "ppo.n_epochs",
+            p.n_epochs,
+            (1..=1_000).contains(&p.n_epochs),
+            "an integer in 1..=1000",
+        )?;
+        positive_finite("ppo.clip_range", p.clip_range)?;
+        for (key, v) in [
+            ("ppo.clip_range_vf", p.clip_range_vf),
+            ("ppo.ent_coef", p.ent_coef),
+            ("ppo.vf_coef", p.vf_coef),
+        ] {
+            require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
+        }
+        positive_finite("ppo.max_grad_norm", p.max_grad_norm)?;
+        require(
+            "ppo.log_std_init",
+            p.log_std_init,
+            (-20.0..=2.0).contains(&p.log_std_init),
+            "a number in [-20, 2]",
+        )
+    }
+
+    pub(super) fn validate_continuous_agents(&self) -> Result<(), ConfigError> {
+        let t = &self.td3;
+        off_policy(
+            off_policy_keys!("td3"),
+            [t.actor_lr, t.critic_lr, t.gamma, t.tau],
+            &t.hidden,
+            t.batch_size,
+            t.buffer_size,
+        )?;
+        for (key, v) in [
+            ("td3.exploration_noise", t.exploration_noise),
+            ("td3.target_noise", t.target_noise),
+            ("td3.target_noise_clip", t.target_noise_clip),
+        ] {
+            require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
+        }
+        require(
+            "td3.policy_delay",
+            t.policy_delay,
+            (1..=1_000).contains(&t.policy_delay),
+            "an integer in 1..=1000",
+        )?;
+        let d = &self.ddpg;
+        off_policy(
+            off_policy_keys!("ddpg"),
+            [d.actor_lr, d.critic_lr, d.gamma, d.tau],
+            &d.hidden,
+            d.batch_size,
+            d.buffer_size,
+        )?;
+        require(
+            "ddpg.exploration_noise",
+            d.exploration_noise,
+            d.exploration_noise.is_finite() && d.exploration_noise >= 0.0,
+            "a finite number >= 0",
+        )?;
+        let s = &self.sac;
+        off_policy(
+            off_policy_keys!("sac"),
+            [s.actor_lr, s.critic_lr, s.gamma, s.tau],
+            &s.hidden,
+            s.batch_size,
+            s.buffer_size,
+        )?;
+        positive_finite("sac.alpha_lr", s.alpha_lr)?;
+        positive_finite("sac.alpha_init", s.alpha_init)?;
+        if let Some(h) = s.target_entropy {
+            require("sac.target_entropy", h, h.is_finite(), "a finite number")?;
+        }
+        Ok(())
+    }
+}
+
+/// The keys of the fields every off-policy actor-critic table shares, in
+/// the order [`off_policy`] takes them.
+macro_rules! off_policy_keys {
+    ($table:literal) => {
+        [
+            concat!($table, ".hidden"),
+            concat!($table, ".actor_lr"),
+            concat!($table, ".gamma"),
+            concat!($table, ".critic_lr"),
+            concat!($table, ".tau"),
+            concat!($table, ".batch_size"),
+            concat!($table, ".buffer_size"),
+        ]
+    };
+}
+use off_policy_keys;
+
+/// Checks the fields every off-policy actor-critic table shares: `[actor_lr,
+/// critic_lr, gamma, tau]`, hidden widths, batch and buffer sizes.
+fn off_policy(
+    keys: [&'static str; 7],
+    [actor_lr, critic_lr, gamma, tau]: [f64; 4],
+    hidden: &[u32],
+    batch_size: u32,
+    buffer_size: u32,
+) -> Result<(), ConfigError> {
+    network([keys[0], keys[1], keys[2]], hidden, actor_lr, gamma)?;
+    positive_finite(keys[3], critic_lr)?;
+    require(keys[4], tau, tau > 0.0 && tau <= 1.0, "a number in (0, 1]")?;
+    require(
+        keys[5],
+        batch_size,
+        (1..=65_536).contains(&batch_size),
+        "an integer in 1..=65536",
+    )?;
+    require(
+        keys[6],
+        buffer_size,
+        buffer_size >= batch_size && buffer_size <= 100_000_000,
+        &format!("an integer in {batch_size}..=100000000 (at least the batch size)"),
+    )
+}

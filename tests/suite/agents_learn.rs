@@ -1,0 +1,99 @@
+//! The agent library learns what the public baselines learn, each in the
+//! `single` workflow from its shipped config (seed 1), on a budget that
+//! keeps the suite short on 2 cores:
+//!
+//! | agent | env | asserted | budget (config cap) | measured here |
+//! |---|---|---|---|---|
+//! | PPO | CartPole-v1 | >= 475 | 200,000 steps, 600 s | 492.5 at 16,000 steps, 5.6 s |
+//! | PPO | Pendulum-v1 | >= -400 | 300,000 steps, 600 s | see BENCHMARKS.md |
+//! | DQN (dueling, 3-step, PER) | Acrobot-v1 | >= -100 | 100,000 steps, 600 s | see BENCHMARKS.md |
+//! | TD3 | Pendulum-v1 | >= -250 | 40,000 steps, 600 s | -173.0 at 7,000 steps, 18 s |
+//! | SAC | Pendulum-v1 | >= -250 | 40,000 steps, 600 s | -185.8 at 5,000 steps, 22 s |
+//! | DDPG | Pendulum-v1 | >= -300 | 40,000 steps, 600 s | -174.0 at 4,000 steps, 8 s |
+//!
+//! Each run must stop on its target (not a cap), its best evaluation must
+//! reach the asserted return, the checkpoint's best weights must have the
+//! published network's size, and the episodes must add up to the steps.
+
+use learner_server::checkpoint::Checkpoint;
+use learner_server::output::{read_episodes, read_evals};
+use rlfleet_shared::config::RunConfig;
+use rlfleet_tests::{binary, heavy, workspace_root};
+use std::process::Command;
+
+/// Parameters of a ReLU MLP with these layer sizes.
+fn mlp(sizes: &[usize]) -> usize {
+    sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+}
+
+/// Runs `config/{name}.toml` in `single` to its target; checks the best
+/// evaluation reached `at_least` and the published weights have `numel`
+/// values; returns the summary line.
+fn learn(name: &str, at_least: f64, numel: usize) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = workspace_root().join(format!("config/{name}.toml"));
+    let mut cfg = RunConfig::load(&shipped).unwrap();
+    cfg.output_dir = dir.path().join("out");
+    let cfg_path = dir.path().join("run.toml");
+    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
+    let out = Command::new(binary("learner-server"))
+        .args(["run", "--no-progress"])
+        .arg(&cfg_path)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{name}: exit {:?}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.starts_with("target reached (evaluation mean"),
+        "{name}: {stdout}"
+    );
+    let o = &cfg.output_dir;
+    let evals = read_evals(&o.join("evals.csv")).unwrap();
+    let best = evals.iter().map(|e| e.mean_return).fold(f64::MIN, f64::max);
+    assert!(best >= at_least, "{name}: best evaluation {best}");
+    let episodes = read_episodes(&o.join("episodes.csv")).unwrap();
+    let steps: u64 = episodes.iter().map(|e| u64::from(e.length)).sum();
+    let ck = Checkpoint::load(&o.join("checkpoint.safetensors")).unwrap();
+    assert_eq!(ck.counters.episodes, episodes.len() as u64, "{name}");
+    assert!(ck.counters.env_steps >= steps, "{name}");
+    let best_ck = ck.best.expect("best evaluation saved");
+    assert!(best_ck.mean_return >= at_least, "{name}");
+    assert_eq!(best_ck.weights.data.len(), numel, "{name}: weights");
+    eprintln!("{name}: {}", stdout.trim());
+    stdout
+}
+
+#[test]
+fn ppo_reaches_475_on_cartpole() {
+    let _heavy = heavy();
+    learn("cartpole-ppo-single", 475.0, mlp(&[4, 64, 64, 2]));
+}
+
+#[test]
+fn ppo_reaches_minus_400_on_pendulum() {
+    let _heavy = heavy();
+    // The Gaussian head's one log std follows the MLP's parameters.
+    learn("pendulum-ppo-single", -400.0, mlp(&[3, 64, 64, 1]) + 1);
+}
+
+#[test]
+fn dueling_n_step_prioritized_dqn_reaches_minus_100_on_acrobot() {
+    let _heavy = heavy();
+    // A dueling head: one output more than the 3 actions.
+    learn("acrobot-dqn-single", -100.0, mlp(&[6, 128, 128, 4]));
+}
+
+#[test]
+fn td3_sac_and_ddpg_learn_pendulum() {
+    let _heavy = heavy();
+    learn("pendulum-td3-single", -250.0, mlp(&[3, 64, 64, 1]));
+    // SAC's actor gives a mean and a log std per action dimension.
+    learn("pendulum-sac-single", -250.0, mlp(&[3, 64, 64, 2]));
+    learn("pendulum-ddpg-single", -300.0, mlp(&[3, 64, 64, 1]));
+}
