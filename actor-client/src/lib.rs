@@ -8,6 +8,7 @@
 //! - [`random_rollout`]: local episodes with a random policy.
 
 pub mod envs;
+pub mod ort_net;
 pub mod remote;
 
 use rand::{Rng, SeedableRng};

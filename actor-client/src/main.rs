@@ -65,6 +65,15 @@ struct ConnectArgs {
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// What runs the policy network: plain Rust, or ONNX Runtime (loaded
+    /// from ORT_DYLIB_PATH) on the model the learner ships.
+    #[arg(
+        long,
+        value_enum,
+        env = "RLFLEET_ACTOR_INFERENCE",
+        default_value = "rust"
+    )]
+    inference: actor_client::remote::Inference,
 }
 
 #[derive(Subcommand, Debug)]
@@ -146,6 +155,7 @@ fn main() -> ExitCode {
             envs: c.envs.max(1),
             actor_id: c.actor_id.unwrap_or_else(default_actor_id),
             once: c.once,
+            inference: c.inference,
         },
         liveness: Liveness {
             keep_alive: Duration::from_millis(c.keep_alive_ms),

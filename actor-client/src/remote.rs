@@ -28,6 +28,18 @@ pub struct Player {
     pub envs: u32,
     /// Exit when the first run ends instead of waiting for the next.
     pub once: bool,
+    /// What runs the policy network.
+    pub inference: Inference,
+}
+
+/// The backend that runs an actor's policy network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Inference {
+    /// Plain Rust (`rlfleet_shared::nets::MlpCopy`).
+    #[default]
+    Rust,
+    /// ONNX Runtime, from the model in `Welcome.onnx`.
+    Ort,
 }
 
 /// How an actor reaches its learner over QUIC.
@@ -359,6 +371,13 @@ async fn play_experience<L: Link>(
         )
     })?;
     let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed).dueling(w.dueling);
+    if opts.inference == Inference::Ort {
+        let net = policy.net().clone();
+        let forward = crate::ort_net::OrtForward::new(&w.onnx, net)?;
+        policy = policy
+            .with_forward(Box::new(forward))
+            .map_err(anyhow::Error::msg)?;
+    }
     // A policy network's logits (A2C, PPO) are sampled; Q-values are
     // epsilon-greedy.
     policy.sample = AgentKind::from_name(&w.agent).is_some_and(AgentKind::samples_softmax);

@@ -12,8 +12,11 @@
 //!   `workflows.rs`).
 //! - `agents`: gradient steps/s of every agent vs one plain MLP step (see
 //!   `agents.rs`).
+//! - `inference`: actor-side inference latency, ONNX Runtime and plain
+//!   Rust vs tch (see `inference.rs`).
 
 mod agents;
+mod inference;
 mod ingest;
 mod loopback;
 mod seed;
@@ -77,6 +80,11 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+    },
+    /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
+    Inference {
+        #[arg(long, default_value_t = 2.0)]
+        secs: f64,
     },
     /// Gradient steps per second of every agent vs. one plain MLP step.
     Agents {
@@ -292,6 +300,7 @@ fn main() -> anyhow::Result<()> {
         What::Dqn { secs } => bench_dqn(secs, &cli.out),
         What::Envs { secs } => bench_envs(secs, &cli.out),
         What::Agents { secs } => agents::bench(secs, &cli.out),
+        What::Inference { secs } => inference::bench(secs, &cli.out),
         What::Seed {
             secs,
             actors,

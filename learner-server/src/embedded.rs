@@ -78,6 +78,7 @@ pub async fn run(
                 token: String::new(),
                 envs: actors.envs_per_actor,
                 once: true,
+                inference: actor_client::remote::Inference::Rust,
             };
             let stop = stop_tasks.clone();
             tasks.push(tokio::spawn(async move {

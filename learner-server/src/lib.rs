@@ -27,6 +27,7 @@ pub mod checkpoint;
 pub mod daemon;
 pub mod device;
 pub mod embedded;
+pub mod export;
 pub mod hub;
 pub mod metrics;
 pub mod nets;

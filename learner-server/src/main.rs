@@ -62,6 +62,19 @@ enum Command {
     },
     /// Check a run config and print it with every default filled in.
     Check { config: PathBuf },
+    /// Write a finished run's policy as a standalone ONNX model.
+    Export {
+        /// The run's output directory (config.resolved.toml and
+        /// checkpoint.safetensors).
+        run_dir: PathBuf,
+        /// The ONNX file to write.
+        #[arg(long)]
+        onnx: PathBuf,
+        /// Export the weights of the last checkpoint instead of the best
+        /// evaluated ones.
+        #[arg(long)]
+        latest: bool,
+    },
 }
 
 fn init_logging(format: LogFormat) {
@@ -105,6 +118,31 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(code) => code,
+        },
+        Command::Export {
+            run_dir,
+            onnx,
+            latest,
+        } => match learner_server::export::export_onnx(&run_dir, &onnx, latest) {
+            Ok(e) => {
+                let eval = e
+                    .eval_mean
+                    .map(|m| format!(", evaluation mean {m:.1}"))
+                    .unwrap_or_default();
+                println!(
+                    "wrote {}: output `{}`, {} parameters of policy version {}{eval}, {} bytes",
+                    onnx.display(),
+                    e.output,
+                    e.parameters,
+                    e.version,
+                    e.bytes
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::FAILURE
+            }
         },
         Command::Serve { config, ready_file } => {
             let cfg = match ServerConfig::load(&config) {

@@ -18,6 +18,7 @@
 pub mod config;
 pub mod env;
 pub mod nets;
+pub mod onnx;
 pub mod policy;
 pub mod quic;
 pub mod wire;

@@ -33,6 +33,34 @@ impl CpuMlp {
     }
 }
 
+/// Something that runs a [`CpuMlp`]'s forward pass from flat parameters in
+/// the learner's layout: [`MlpCopy`] in plain Rust, or an ONNX Runtime
+/// session on the actor (`actor-client`'s `ort` backend).
+pub trait Forward: Send + std::fmt::Debug {
+    /// The layer sizes it runs.
+    fn net(&self) -> &CpuMlp;
+    /// Takes new parameters; refuses a wrong count.
+    fn load(&mut self, params: &[f32]) -> Result<(), String>;
+    fn loaded(&self) -> bool;
+    /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
+    fn forward(&mut self, x: &[f32], batch: usize) -> &[f32];
+}
+
+impl Forward for MlpCopy {
+    fn net(&self) -> &CpuMlp {
+        MlpCopy::net(self)
+    }
+    fn load(&mut self, params: &[f32]) -> Result<(), String> {
+        MlpCopy::load(self, params)
+    }
+    fn loaded(&self) -> bool {
+        MlpCopy::loaded(self)
+    }
+    fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+        MlpCopy::forward(self, x, batch)
+    }
+}
+
 /// A [`CpuMlp`] with its own copy of the parameters and reusable buffers.
 ///
 /// The copy keeps each weight transposed (`[fan_in, fan_out]`), so a layer

@@ -10,6 +10,8 @@ mod control_api;
 mod daemon_accounting;
 mod env_parity;
 mod inproc;
+mod onnx_parity;
+mod ort_actors;
 mod resume;
 mod single_dqn;
 mod workflows_learn;

@@ -8,13 +8,13 @@ mod continuous;
 
 pub use continuous::{ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, standard_normal};
 
-use crate::nets::{CpuMlp, MlpCopy, argmax};
+use crate::nets::{CpuMlp, Forward, MlpCopy, argmax};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
 #[derive(Debug)]
 pub struct QPolicy {
-    net: MlpCopy,
+    net: Box<dyn Forward>,
     pub version: u64,
     pub epsilon: f32,
     /// The network gives logits: sample from their softmax (`epsilon` is
@@ -30,7 +30,7 @@ pub struct QPolicy {
 impl QPolicy {
     pub fn new(obs_dim: usize, hidden: &[u32], n_actions: usize, seed: u64) -> QPolicy {
         QPolicy {
-            net: MlpCopy::new(CpuMlp::new(obs_dim, hidden, n_actions)),
+            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, hidden, n_actions))),
             version: 0,
             epsilon: 1.0,
             sample: false,
@@ -53,10 +53,31 @@ impl QPolicy {
             .map(|&h| h as u32)
             .collect();
         QPolicy {
-            net: MlpCopy::new(CpuMlp::new(obs_dim, &hidden, k + 1)),
+            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, &hidden, k + 1))),
             dueling: true,
             ..self
         }
+    }
+
+    /// The network this policy runs (to build another backend for it).
+    pub fn net(&self) -> &CpuMlp {
+        self.net.net()
+    }
+
+    /// Runs the network with `forward` instead (for example ONNX Runtime);
+    /// refuses one for another network. Weights must be loaded again.
+    pub fn with_forward(self, forward: Box<dyn Forward>) -> Result<QPolicy, String> {
+        if forward.net() != self.net.net() {
+            return Err(format!(
+                "the backend runs layers {:?}, the policy has {:?}",
+                forward.net().sizes(),
+                self.net.net().sizes()
+            ));
+        }
+        Ok(QPolicy {
+            net: forward,
+            ..self
+        })
     }
 
     /// Number of actions.

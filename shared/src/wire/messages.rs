@@ -78,6 +78,10 @@ pub struct Welcome {
     /// The Q-network has a dueling head (one more output, the state value,
     /// first).
     pub dueling: bool,
+    /// The policy network as an ONNX model whose weights are its `params`
+    /// input (`rlfleet_shared::onnx`), for actors that infer with ONNX
+    /// Runtime.
+    pub onnx: Vec<u8>,
     /// Environments the actor runs (at most its capacity).
     pub n_envs: u32,
     /// Seeds the actor's exploration.

@@ -186,6 +186,9 @@ pub struct RemoteRun {
     fixed: Option<f32>,
     /// `rma-queue-pop-all`'s fetcher thread.
     fetcher: Option<std::thread::JoinHandle<()>>,
+    /// The policy as an ONNX model with its weights as an input (every
+    /// `Welcome` carries it).
+    onnx: Vec<u8>,
 }
 
 impl std::fmt::Debug for RemoteRun {
@@ -284,6 +287,7 @@ impl RemoteRun {
             other => anyhow::bail!("workflow `{other}` does not run with remote actors"),
         };
         Ok(RemoteRun {
+            onnx: rlfleet_shared::onnx::PolicyGraph::for_run(&book.cfg, &spec).model(None),
             id: id.to_string(),
             trained_upto: book.counters.env_steps,
             agent,
@@ -651,6 +655,7 @@ impl RemoteRun {
             agent: cfg.agent.to_string(),
             hidden: cfg.policy_hidden().to_vec(),
             dueling: cfg.dueling(),
+            onnx: self.onnx.clone(),
             n_envs: slot.n_envs,
             seed: cfg.seed ^ (u64::from(slot.index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             batch_step_frequency: cfg.distributed.batch_step_frequency,

@@ -1,0 +1,157 @@
+//! [`OrtForward`]: the policy network run by ONNX Runtime (`ort`, loaded at
+//! run time from `ORT_DYLIB_PATH`) from the model the learner ships in
+//! `Welcome.onnx`, with the flat weights fed as the graph's `params` input:
+//! a weight update never rebuilds the session. An actor using it does not
+//! load libtorch (nor does any actor: the other backend is plain Rust).
+
+use anyhow::Context;
+use ort::session::Session;
+use ort::value::TensorRef;
+use rlfleet_shared::nets::{CpuMlp, Forward};
+use std::sync::OnceLock;
+
+/// The process's ONNX Runtime environment (loaded once).
+fn environment() -> anyhow::Result<&'static ort::environment::Environment> {
+    static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let path = std::env::var_os("ORT_DYLIB_PATH").ok_or_else(|| {
+            "ORT_DYLIB_PATH is not set: point it at libonnxruntime.so 1.31 or newer \
+             (`. scripts/setup.sh` exports it)"
+                .to_string()
+        })?;
+        let builder = ort::init_from(&path)
+            .map_err(|e| format!("cannot load ONNX Runtime from {path:?}: {e}"))?;
+        builder
+            .build()
+            .map_err(|e| format!("cannot start ONNX Runtime from {path:?}: {e}"))
+    })
+    .as_ref()
+    .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// A session over a policy model whose weights are the `params` input.
+pub struct OrtForward {
+    net: CpuMlp,
+    session: Session,
+    params: Vec<f32>,
+    out: Vec<f32>,
+}
+
+impl std::fmt::Debug for OrtForward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OrtForward")
+            .field("sizes", &self.net.sizes())
+            .finish()
+    }
+}
+
+impl OrtForward {
+    /// A session over `model` (as `rlfleet_shared::onnx` writes it, with
+    /// `params` an input) for the network `net`; one intra-op thread.
+    pub fn new(model: &[u8], net: CpuMlp) -> anyhow::Result<OrtForward> {
+        let env = environment()?;
+        let session = Session::builder(env)
+            .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))
+            .and_then(|mut b| b.commit_from_memory(model))
+            .context("ONNX Runtime refused the policy model")?;
+        let names: Vec<&str> = session.inputs().iter().map(|i| i.name()).collect();
+        anyhow::ensure!(
+            names.contains(&"obs") && names.contains(&"params"),
+            "the policy model's inputs are {names:?}, not obs and params"
+        );
+        Ok(OrtForward {
+            net,
+            session,
+            params: Vec::new(),
+            out: Vec::new(),
+        })
+    }
+}
+
+impl Forward for OrtForward {
+    fn net(&self) -> &CpuMlp {
+        &self.net
+    }
+
+    fn load(&mut self, params: &[f32]) -> Result<(), String> {
+        if params.len() != self.net.numel() {
+            return Err(format!(
+                "weights have {} values, the network has {}",
+                params.len(),
+                self.net.numel()
+            ));
+        }
+        self.params.clear();
+        self.params.extend_from_slice(params);
+        Ok(())
+    }
+
+    fn loaded(&self) -> bool {
+        !self.params.is_empty()
+    }
+
+    /// Panics if ONNX Runtime fails on inputs of the shapes the model
+    /// declares (it does not, short of a broken runtime).
+    fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+        assert!(self.loaded(), "forward before any weights were loaded");
+        let obs_dim = self.net.sizes()[0];
+        assert_eq!(x.len(), batch * obs_dim, "input size");
+        let obs = TensorRef::from_array_view(([batch, obs_dim], x)).expect("obs tensor");
+        let params = TensorRef::from_array_view(([self.params.len()], &self.params[..]))
+            .expect("params tensor");
+        let outputs = self
+            .session
+            .run(ort::inputs!["obs" => obs, "params" => params])
+            .expect("ONNX Runtime run");
+        let (_, data) = outputs["out"]
+            .try_extract_tensor::<f32>()
+            .expect("f32 output");
+        self.out.clear();
+        self.out.extend_from_slice(data);
+        &self.out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::nets::MlpCopy;
+    use rlfleet_shared::onnx::{Head, PolicyGraph};
+
+    /// The ort backend computes what the plain-Rust one does, takes new
+    /// weights without a new session, and refuses a broken model and a
+    /// wrong weight count by name.
+    #[test]
+    fn agrees_with_the_plain_rust_network_and_refuses_bad_input() {
+        let net = CpuMlp::new(4, &[16, 16], 3);
+        let graph = PolicyGraph {
+            net: net.clone(),
+            head: Head::Q,
+        };
+        let mut ort = OrtForward::new(&graph.model(None), net.clone()).unwrap();
+        let mut rust = MlpCopy::new(net.clone());
+        let x: Vec<f32> = (0..8 * 4).map(|i| (i % 7) as f32 * 0.3 - 1.0).collect();
+        for k in 0..2 {
+            let w: Vec<f32> = (0..net.numel())
+                .map(|i| ((i * 31 + k * 7) % 17) as f32 * 0.02 - 0.16)
+                .collect();
+            Forward::load(&mut ort, &w).unwrap();
+            Forward::load(&mut rust, &w).unwrap();
+            let a = Forward::forward(&mut ort, &x, 8).to_vec();
+            let b = Forward::forward(&mut rust, &x, 8).to_vec();
+            assert_eq!(a.len(), 24);
+            for (p, q) in a.iter().zip(&b) {
+                assert!((p - q).abs() < 1e-5, "{p} vs {q}");
+            }
+        }
+        assert_eq!(
+            Forward::load(&mut ort, &[0.0; 3]).unwrap_err(),
+            format!("weights have 3 values, the network has {}", net.numel())
+        );
+        let err = OrtForward::new(b"not a model", net).unwrap_err();
+        assert!(
+            format!("{err:#}").starts_with("ONNX Runtime refused the policy model"),
+            "{err:#}"
+        );
+    }
+}

@@ -1,0 +1,73 @@
+//! `rlfleet-bench inference`: actor-side inference latency of the
+//! CartPole policy network (4→64→64→2) at batch 1, 8 and 64 — ONNX Runtime
+//! (the model the learner ships, weights as an input, one thread) and the
+//! plain-Rust network against tch's forward pass (no grad, one thread) in
+//! the same run.
+
+use crate::{rate, write_json};
+use actor_client::ort_net::OrtForward;
+use learner_server::nets::FlatMlp;
+use rlfleet_shared::nets::{CpuMlp, Forward, MlpCopy};
+use rlfleet_shared::onnx::{Head, PolicyGraph};
+use serde::Serialize;
+use std::path::Path;
+use tch::{Device, Tensor};
+
+#[derive(Debug, Serialize)]
+pub struct InferenceRow {
+    batch: usize,
+    tch_us: f64,
+    ort_us: f64,
+    rust_us: f64,
+    /// tch latency over ort latency (> 1: ort is faster).
+    ort_speedup_vs_tch: f64,
+    rust_speedup_vs_tch: f64,
+}
+
+pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
+    tch::set_num_threads(1);
+    let net = CpuMlp::new(4, &[64, 64], 2);
+    let flat = FlatMlp::new(4, &[64, 64], 2);
+    tch::manual_seed(0);
+    let params_t = flat.init(Device::Cpu);
+    let params: Vec<f32> = Vec::try_from(&params_t)?;
+    let graph = PolicyGraph {
+        net: net.clone(),
+        head: Head::Q,
+    };
+    let mut ort = OrtForward::new(&graph.model(None), net.clone())?;
+    Forward::load(&mut ort, &params).map_err(anyhow::Error::msg)?;
+    let mut rust = MlpCopy::new(net);
+    rust.load(&params).map_err(anyhow::Error::msg)?;
+    let mut rows = Vec::new();
+    for batch in [1usize, 8, 64] {
+        let x: Vec<f32> = (0..batch * 4).map(|i| (i % 9) as f32 * 0.1 - 0.4).collect();
+        // tch as an actor would use it: host rows in, host values out.
+        let tch_rate = rate(secs, || {
+            let t = Tensor::from_slice(&x).view([batch as i64, 4]);
+            let y = tch::no_grad(|| flat.forward(&params_t, &t));
+            let v: Vec<f32> = Vec::try_from(y.view([-1])).expect("f32");
+            std::hint::black_box(v);
+        });
+        let ort_rate = rate(secs, || {
+            std::hint::black_box(Forward::forward(&mut ort, &x, batch));
+        });
+        let rust_rate = rate(secs, || {
+            std::hint::black_box(rust.forward(&x, batch));
+        });
+        let row = InferenceRow {
+            batch,
+            tch_us: 1e6 / tch_rate,
+            ort_us: 1e6 / ort_rate,
+            rust_us: 1e6 / rust_rate,
+            ort_speedup_vs_tch: ort_rate / tch_rate,
+            rust_speedup_vs_tch: rust_rate / tch_rate,
+        };
+        println!(
+            "batch {batch:>2}: tch {:>6.1} us, ort {:>6.1} us ({:.2}x tch), plain Rust {:>6.1} us ({:.2}x tch)",
+            row.tch_us, row.ort_us, row.ort_speedup_vs_tch, row.rust_us, row.rust_speedup_vs_tch
+        );
+        rows.push(row);
+    }
+    write_json(out, "inference_latency", &rows)
+}
