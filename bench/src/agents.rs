@@ -33,7 +33,8 @@ pub struct AgentRow {
     agent: String,
     env: String,
     hidden: Vec<u32>,
-    /// Transitions per gradient step.
+    /// Transitions per gradient step (for A2C, the mean episode length of
+    /// the random play it trains on).
     batch: u32,
     steps_per_sec: f64,
     us_per_step: f64,
@@ -82,8 +83,9 @@ fn feed(agent: &mut dyn Agent, env_id: &str, n: usize, seed: u64) {
     }
 }
 
-/// Gradient steps per second of the agent `cfg` builds.
-fn agent_rate(cfg: &RunConfig, secs: f64) -> f64 {
+/// Gradient steps per second of the agent `cfg` builds, and the mean
+/// transitions per gradient step.
+fn agent_rate(cfg: &RunConfig, secs: f64) -> (f64, f64) {
     let spec = env::spec(&cfg.env).expect("validated");
     let mut agent = build_agent(cfg, &spec, Device::Cpu);
     match cfg.agent {
@@ -98,16 +100,23 @@ fn agent_rate(cfg: &RunConfig, secs: f64) -> f64 {
                 round += 1;
                 feed(agent.as_mut(), &cfg.env, chunk, round);
                 let start = std::time::Instant::now();
-                steps += u64::from(agent.train(u64::MAX));
+                steps += u64::from(agent.train(0));
                 busy += start.elapsed().as_secs_f64();
             }
-            steps as f64 / busy
+            let per_step = match cfg.agent {
+                AgentKind::Ppo => f64::from(cfg.ppo.batch_size),
+                // One step per episode of random play.
+                _ => (chunk as u64 * round) as f64 / steps.max(1) as f64,
+            };
+            (steps as f64 / busy, per_step)
         }
         _ => {
             feed(agent.as_mut(), &cfg.env, 20_000, 1);
-            rate(secs, || {
+            let batch = cfg.items_per_sample().unwrap_or(1) as f64;
+            let r = rate(secs, || {
                 agent.sample_step();
-            })
+            });
+            (r, batch)
         }
     }
 }
@@ -149,12 +158,8 @@ pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
     for name in CONFIGS {
         let cfg = RunConfig::load(Path::new(&format!("config/{name}.toml")))?;
         let spec = env::spec(&cfg.env)?;
-        let batch = match cfg.agent {
-            AgentKind::Ppo => cfg.ppo.batch_size,
-            AgentKind::A2c => 500,
-            _ => cfg.items_per_sample().unwrap_or(1) as u32,
-        };
-        let ours = agent_rate(&cfg, secs);
+        let (ours, per_step) = agent_rate(&cfg, secs);
+        let batch = per_step.round() as u32;
         let outputs = spec
             .action_space
             .n()

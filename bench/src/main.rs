@@ -14,10 +14,13 @@
 //!   `agents.rs`).
 //! - `inference`: actor-side inference latency, ONNX Runtime and plain
 //!   Rust vs tch (see `inference.rs`).
+//! - `learn`: every agent for rl-baselines3-zoo's budget vs the zoo's
+//!   published returns (see `learn.rs`).
 
 mod agents;
 mod inference;
 mod ingest;
+mod learn;
 mod loopback;
 mod seed;
 mod workflows;
@@ -80,6 +83,15 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+    },
+    /// Every agent for rl-baselines3-zoo's env-step budget vs. its
+    /// published returns.
+    Learn {
+        /// Run only the configs whose name contains one of these.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
+        #[arg(long, default_value_t = 20)]
+        eval_episodes: u32,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -301,6 +313,10 @@ fn main() -> anyhow::Result<()> {
         What::Envs { secs } => bench_envs(secs, &cli.out),
         What::Agents { secs } => agents::bench(secs, &cli.out),
         What::Inference { secs } => inference::bench(secs, &cli.out),
+        What::Learn {
+            only,
+            eval_episodes,
+        } => learn::bench(&only, eval_episodes, &cli.out),
         What::Seed {
             secs,
             actors,

@@ -181,19 +181,8 @@ fn exported_file_loads_in_python_onnxruntime_with_the_same_numbers() {
         cfg.stop.target_eval_return = None;
         cfg.stop.max_env_steps = Some(1_500);
         cfg.eval.period_steps = 500;
-        let cfg_path = dir.path().join(format!("{name}.toml"));
-        std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
-        let run = Command::new(binary("learner-server"))
-            .args(["run", "--no-progress"])
-            .arg(&cfg_path)
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
-        assert!(
-            run.status.success(),
-            "{}",
-            String::from_utf8_lossy(&run.stderr)
-        );
+        let run = rlfleet_tests::run_single(&cfg, dir.path());
+        assert!(run.success, "{}\n{}", run.stdout, run.stderr);
         let onnx = dir.path().join(format!("{name}.onnx"));
         let export = Command::new(binary("learner-server"))
             .arg("export")

@@ -8,8 +8,7 @@
 use learner_server::checkpoint::Checkpoint;
 use learner_server::output::{EPISODES_HEADER, read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
-use rlfleet_tests::{binary, workspace_root};
-use std::process::Command;
+use rlfleet_tests::workspace_root;
 
 #[test]
 fn dqn_single_reaches_475_and_writes_its_outputs() {
@@ -18,21 +17,9 @@ fn dqn_single_reaches_475_and_writes_its_outputs() {
     let shipped = workspace_root().join("config/cartpole-dqn-single.toml");
     let mut cfg = RunConfig::load(&shipped).unwrap();
     cfg.output_dir = dir.path().join("out");
-    let cfg_path = dir.path().join("run.toml");
-    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
-
-    let out = Command::new(binary("learner-server"))
-        .args(["run", "--no-progress"])
-        .arg(&cfg_path)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "exit {:?}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = rlfleet_tests::run_single(&cfg, dir.path());
+    let stdout = out.stdout;
+    assert!(out.success, "failed\n{stdout}\n{}", out.stderr);
     assert!(
         stdout.starts_with("target reached (evaluation mean"),
         "summary line: {stdout}"

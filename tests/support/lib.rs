@@ -82,11 +82,23 @@ pub fn run_embedded(
     dir: &Path,
     extra: &[&str],
 ) -> Embedded {
-    let cfg_path = dir.join(format!("{}.toml", cfg.workflow));
+    let mut args = vec!["--local-actors", "4"];
+    args.extend_from_slice(extra);
+    run_learner(cfg, dir, &args)
+}
+
+/// Writes `cfg` resolved into `dir` and runs `learner-server run
+/// --no-progress CONFIG` (a `single` run) to completion.
+pub fn run_single(cfg: &rlfleet_shared::config::RunConfig, dir: &Path) -> Embedded {
+    run_learner(cfg, dir, &[])
+}
+
+fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str]) -> Embedded {
+    let cfg_path = dir.join(format!("{}-{}.toml", cfg.name, cfg.workflow));
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
     let out = Command::new(binary("learner-server"))
-        .args(["run", "--no-progress", "--local-actors", "4"])
-        .args(extra)
+        .args(["run", "--no-progress"])
+        .args(args)
         .arg(&cfg_path)
         .env("RUST_LOG", "warn")
         .output()

@@ -8,7 +8,7 @@
 //! network is published: that is what actors and the inference front run.
 
 use super::{
-    Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
 use crate::nets::FlatMlp;
 use crate::replay::Transition;
@@ -215,11 +215,6 @@ impl Agent for A2c {
     }
 
     fn state(&self) -> AgentState {
-        let named = |name: &str, t: &Tensor| NamedTensor {
-            name: name.into(),
-            shape: vec![t.numel()],
-            data: to_vec(t),
-        };
         AgentState {
             tensors: vec![
                 named("online", &self.policy),
@@ -236,26 +231,17 @@ impl Agent for A2c {
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        let (np, nv) = (
-            self.policy_net.numel() as usize,
-            self.value_net.numel() as usize,
-        );
-        for (name, n) in [
-            ("online", np),
-            ("adam.m", np),
-            ("adam.v", np),
-            ("value", nv),
-            ("value_adam.m", nv),
-            ("value_adam.v", nv),
-        ] {
-            check_weights(&s.tensor(name)?.data, n)?;
-        }
-        copy_into(&mut self.policy, &s.tensor("online")?.data);
-        copy_into(&mut self.policy_adam.m, &s.tensor("adam.m")?.data);
-        copy_into(&mut self.policy_adam.v, &s.tensor("adam.v")?.data);
-        copy_into(&mut self.value, &s.tensor("value")?.data);
-        copy_into(&mut self.value_adam.m, &s.tensor("value_adam.m")?.data);
-        copy_into(&mut self.value_adam.v, &s.tensor("value_adam.v")?.data);
+        restore(
+            s,
+            &mut [
+                ("online", &mut self.policy),
+                ("value", &mut self.value),
+                ("adam.m", &mut self.policy_adam.m),
+                ("adam.v", &mut self.policy_adam.v),
+                ("value_adam.m", &mut self.value_adam.m),
+                ("value_adam.v", &mut self.value_adam.v),
+            ],
+        )?;
         self.policy_adam.steps = s.optimizer_steps;
         self.value_adam.steps = s.optimizer_steps;
         self.train_steps = s.train_steps;

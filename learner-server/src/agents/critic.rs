@@ -1,7 +1,6 @@
-//! What the off-policy continuous agents (DDPG, TD3, SAC) share: Q(s, a)
-//! critics over one flat tensor ([`Critics`]: one, or twin), actions
-//! rescaled between the env's box and [-1, 1] ([`ActionScale`]), and the
-//! Polyak update of target networks.
+//! The critics of the off-policy continuous agents (DDPG, TD3, SAC): Q(s, a)
+//! networks over one flat tensor ([`Critics`]: one, or twin), the Polyak
+//! update of target networks, and an Adam step on a tensor's gradient.
 
 use crate::nets::FlatMlp;
 use tch::{Device, Tensor};
@@ -57,41 +56,6 @@ impl Critics {
         let x = Tensor::cat(&[obs, act], 1);
         let n = self.net.numel();
         self.net.forward(&params.narrow(0, 0, n), &x).squeeze_dim(1)
-    }
-}
-
-/// Maps actions between an env's box and [-1, 1] (where tanh heads and
-/// the replay work).
-#[derive(Debug, Clone)]
-pub struct ActionScale {
-    center: Vec<f32>,
-    half: Vec<f32>,
-}
-
-impl ActionScale {
-    pub fn new(low: &[f32], high: &[f32]) -> ActionScale {
-        ActionScale {
-            center: low.iter().zip(high).map(|(l, h)| (l + h) / 2.0).collect(),
-            half: low.iter().zip(high).map(|(l, h)| (h - l) / 2.0).collect(),
-        }
-    }
-
-    /// An env action in [-1, 1] units, clipped there.
-    pub fn normalize(&self, action: &[f32], out: &mut Vec<f32>) {
-        out.clear();
-        out.extend(
-            action
-                .iter()
-                .zip(self.center.iter().zip(&self.half))
-                .map(|(a, (c, h))| ((a - c) / h).clamp(-1.0, 1.0)),
-        );
-    }
-
-    /// A uniformly random env action.
-    pub fn random<R: rand::Rng>(&self, rng: &mut R, out: &mut [f32]) {
-        for (o, (c, h)) in out.iter_mut().zip(self.center.iter().zip(&self.half)) {
-            *o = c + h * (2.0 * rng.random::<f32>() - 1.0);
-        }
     }
 }
 

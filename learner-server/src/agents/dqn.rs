@@ -3,7 +3,7 @@
 //! optionally a dueling head, n-step returns and prioritized replay.
 
 use super::{
-    Agent, AgentError, AgentState, NamedTensor, Weights, check_weights, copy_into, to_vec,
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
 use crate::nets::FlatMlp;
 use crate::replay::{NStep, Prioritized, SampledBatch, Transition, UniformReplay};
@@ -298,12 +298,6 @@ impl Agent for Dqn {
     }
 
     fn state(&self) -> AgentState {
-        let shape = vec![self.net.numel() as usize];
-        let named = |name: &str, t: &Tensor| NamedTensor {
-            name: name.into(),
-            shape: shape.clone(),
-            data: to_vec(t),
-        };
         AgentState {
             tensors: vec![
                 named("online", &self.params),
@@ -318,15 +312,16 @@ impl Agent for Dqn {
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        let n = self.net.numel() as usize;
-        for name in ["online", "target", "adam.m", "adam.v"] {
-            check_weights(&s.tensor(name)?.data, n)?;
-        }
-        copy_into(&mut self.params, &s.tensor("online")?.data);
+        restore(
+            s,
+            &mut [
+                ("online", &mut self.params),
+                ("target", &mut self.target),
+                ("adam.m", &mut self.adam.m),
+                ("adam.v", &mut self.adam.v),
+            ],
+        )?;
         self.copy_fresh = false;
-        copy_into(&mut self.target, &s.tensor("target")?.data);
-        copy_into(&mut self.adam.m, &s.tensor("adam.m")?.data);
-        copy_into(&mut self.adam.v, &s.tensor("adam.v")?.data);
         self.adam.steps = s.optimizer_steps;
         self.train_steps = s.train_steps;
         Ok(())

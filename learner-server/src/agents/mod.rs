@@ -7,6 +7,7 @@ mod adam;
 mod critic;
 mod dqn;
 mod greedy;
+mod off_policy;
 mod ppo;
 mod probe;
 mod sac;

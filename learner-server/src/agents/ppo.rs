@@ -307,9 +307,15 @@ impl Agent for Ppo {
         }
     }
 
-    fn train(&mut self, _env_steps: u64) -> u32 {
+    fn train(&mut self, env_steps: u64) -> u32 {
         if self.held < self.cfg.n_steps as usize {
             return 0;
+        }
+        if self.cfg.lr_anneal_steps > 0 {
+            let left = 1.0 - env_steps as f64 / self.cfg.lr_anneal_steps as f64;
+            let lr = self.cfg.lr * left.clamp(0.0, 1.0);
+            self.policy_adam.lr = lr;
+            self.value_adam.lr = lr;
         }
         self.update()
     }

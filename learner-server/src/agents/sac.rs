@@ -4,17 +4,16 @@
 //! (scaled to the env's box when acting); twin critics with Polyak targets;
 //! the temperature's log is trained towards a target entropy.
 
-use super::critic::{ActionScale, Critics, adam_step, polyak};
+use super::critic::{Critics, adam_step, polyak};
+use super::off_policy::{OffPolicy, Settings};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
 use crate::nets::FlatMlp;
-use crate::replay::{SampledBatch, Transition, UniformReplay};
-use rand::SeedableRng;
-use rand_pcg::Pcg64;
+use crate::replay::Transition;
 use rlfleet_shared::config::SacConfig;
-use rlfleet_shared::env::{EnvSpec, Space};
-use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN};
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::policy::{ContinuousHead, LOG_STD_MAX, LOG_STD_MIN};
 use tch::{Device, Kind, Tensor};
 
 #[derive(Debug)]
@@ -22,9 +21,6 @@ pub struct Sac {
     cfg: SacConfig,
     actor_net: FlatMlp,
     critics: Critics,
-    obs_dim: usize,
-    act_dim: usize,
-    device: Device,
     actor: Tensor,
     critic: Tensor,
     critic_target: Tensor,
@@ -34,24 +30,28 @@ pub struct Sac {
     actor_adam: super::Adam,
     critic_adam: super::Adam,
     alpha_adam: super::Adam,
-    replay: UniformReplay,
-    rng: Pcg64,
-    batch: SampledBatch,
-    scale: ActionScale,
-    policy: ContinuousPolicy,
-    policy_fresh: bool,
-    normalized: Vec<f32>,
-    picked: Vec<f32>,
+    core: OffPolicy,
     train_steps: u64,
     last_loss: Option<Tensor>,
 }
 
 impl Sac {
     pub fn new(cfg: &SacConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
-        let Space::Box { low, high } = &spec.action_space else {
-            panic!("SAC needs a continuous action space (validated)");
-        };
-        let (obs_dim, act_dim) = (spec.obs_dim(), low.len());
+        let core = OffPolicy::new(
+            spec,
+            Settings {
+                hidden: &cfg.hidden,
+                head: ContinuousHead::SquashedGaussian,
+                noise: 0.0,
+                buffer_size: cfg.buffer_size,
+                batch_size: cfg.batch_size,
+                learning_starts: cfg.learning_starts,
+                gamma: cfg.gamma,
+            },
+            seed,
+            device,
+        );
+        let (obs_dim, act_dim) = (spec.obs_dim(), core.act_dim());
         let actor_net = FlatMlp::new(obs_dim, &cfg.hidden, 2 * act_dim);
         let critics = Critics::new(obs_dim, act_dim, &cfg.hidden, 2);
         tch::manual_seed(seed as i64);
@@ -66,29 +66,12 @@ impl Sac {
             critic_adam: super::Adam::new(&critic, cfg.critic_lr),
             alpha_adam: super::Adam::new(&log_alpha, cfg.alpha_lr),
             target_entropy: cfg.target_entropy.unwrap_or(-(act_dim as f64)),
-            replay: UniformReplay::new(cfg.buffer_size as usize, obs_dim, act_dim),
-            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_05ac),
-            batch: SampledBatch::default(),
-            scale: ActionScale::new(low, high),
-            policy: ContinuousPolicy::new(
-                obs_dim,
-                &cfg.hidden,
-                ContinuousHead::SquashedGaussian,
-                low,
-                high,
-                seed ^ 0x5ac,
-            ),
-            policy_fresh: false,
-            normalized: Vec::with_capacity(act_dim),
-            picked: Vec::with_capacity(act_dim),
+            core,
             train_steps: 0,
             last_loss: None,
             cfg: cfg.clone(),
             actor_net,
             critics,
-            obs_dim,
-            act_dim,
-            device,
             actor,
             critic,
             log_alpha,
@@ -103,7 +86,7 @@ impl Sac {
     /// A reparameterised sample of the policy at `obs`: the action in
     /// [-1, 1] and its log probability (with tanh's change of variables).
     fn sample(&self, params: &Tensor, obs: &Tensor) -> (Tensor, Tensor) {
-        let d = self.act_dim as i64;
+        let d = self.core.act_dim() as i64;
         let out = self.actor_net.forward(params, obs);
         let mean = out.narrow(1, 0, d);
         let log_std = out
@@ -123,26 +106,16 @@ impl Sac {
     }
 
     fn gradient_step(&mut self) {
-        let b = self.cfg.batch_size as usize;
-        self.replay.sample_into(b, &mut self.rng, &mut self.batch);
-        let (bi, od, ad) = (b as i64, self.obs_dim as i64, self.act_dim as i64);
-        let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
-        let [o_obs, o_next, o_act, o_rew, o_disc] = self.batch.offsets().map(|o| o as i64);
-        let obs = data.narrow(0, o_obs, bi * od).view([bi, od]);
-        let next = data.narrow(0, o_next, bi * od).view([bi, od]);
-        let act = data.narrow(0, o_act, bi * ad).view([bi, ad]);
-        let rewards = data.narrow(0, o_rew, bi);
-        let discounts = data.narrow(0, o_disc, bi);
+        let b = self.core.sample();
         let alpha = self.log_alpha.detach().exp();
-
         let y = tch::no_grad(|| {
-            let (next_a, next_logp) = self.sample(&self.actor, &next);
-            let q_next = self.critics.min(&self.critic_target, &next, &next_a);
-            rewards + discounts * (q_next - &alpha * next_logp)
+            let (next_a, next_logp) = self.sample(&self.actor, &b.next);
+            let q_next = self.critics.min(&self.critic_target, &b.next, &next_a);
+            &b.rewards + &b.discounts * (q_next - &alpha * next_logp)
         });
         let critic_loss = self
             .critics
-            .each(&self.critic, &obs, &act)
+            .each(&self.critic, &b.obs, &b.act)
             .into_iter()
             .map(|q| (q - &y).square().mean(Kind::Float))
             .reduce(|a, b| a + b)
@@ -151,8 +124,8 @@ impl Sac {
         critic_loss.backward();
         adam_step(&mut self.critic, &mut self.critic_adam);
 
-        let (a, logp) = self.sample(&self.actor, &obs);
-        let q = self.critics.min(&self.critic, &obs, &a);
+        let (a, logp) = self.sample(&self.actor, &b.obs);
+        let q = self.critics.min(&self.critic, &b.obs, &a);
         let actor_loss = (&alpha * &logp - q).mean(Kind::Float);
         self.actor.zero_grad();
         actor_loss.backward();
@@ -166,7 +139,7 @@ impl Sac {
             adam_step(&mut self.log_alpha, &mut self.alpha_adam);
         }
         polyak(&mut self.critic_target, &self.critic, self.cfg.tau);
-        self.policy_fresh = false;
+        self.core.actor_changed();
         self.train_steps += 1;
         self.last_loss = Some(critic_loss.detach());
     }
@@ -174,43 +147,28 @@ impl Sac {
 
 impl Agent for Sac {
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
-        if env_steps < self.cfg.learning_starts {
-            self.scale.random(&mut self.rng, action);
-            return;
-        }
-        if !self.policy_fresh {
-            let w = to_vec(&self.actor);
-            self.policy
-                .load(self.train_steps, &w)
-                .expect("the actor's own shape");
-            self.policy_fresh = true;
-        }
-        self.policy.act(obs, 1, true, &mut self.picked);
-        action.copy_from_slice(&self.picked);
+        self.core
+            .act(&self.actor, self.train_steps, obs, env_steps, action);
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        self.scale.normalize(t.action, &mut self.normalized);
-        let t = Transition {
-            action: &self.normalized,
-            ..*t
-        };
-        self.replay.push(&t, self.cfg.gamma as f32);
+        self.core.observe(t);
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
-        if env_steps < self.cfg.learning_starts || self.sample_step() == 0 {
+        if !self.core.due(env_steps) {
             return 0;
         }
+        self.gradient_step();
         1
     }
 
     fn sample_step(&mut self) -> u32 {
-        if self.replay.len() < self.cfg.batch_size as usize {
+        if !self.core.can_sample() {
             return 0;
         }
         self.gradient_step();
-        self.cfg.batch_size
+        self.core.batch_size()
     }
 
     fn last_loss(&self) -> Option<f64> {
@@ -222,7 +180,7 @@ impl Agent for Sac {
     }
 
     fn replay_len(&self) -> usize {
-        self.replay.len()
+        self.core.replay_len()
     }
 
     fn weights(&self) -> Weights {
@@ -235,7 +193,7 @@ impl Agent for Sac {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.actor_net.numel() as usize)?;
         copy_into(&mut self.actor, &w.data);
-        self.policy_fresh = false;
+        self.core.actor_changed();
         Ok(())
     }
 
@@ -283,7 +241,7 @@ impl Agent for Sac {
             0
         };
         self.train_steps = s.train_steps;
-        self.policy_fresh = false;
+        self.core.actor_changed();
         Ok(())
     }
 }

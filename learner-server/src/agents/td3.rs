@@ -4,17 +4,16 @@
 //! MLP in [-1, 1] units (scaled to the env's box when acting); the replay
 //! holds actions in those units.
 
-use super::critic::{ActionScale, Critics, adam_step, polyak};
+use super::critic::{Critics, adam_step, polyak};
+use super::off_policy::{OffPolicy, Settings};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
 use crate::nets::FlatMlp;
-use crate::replay::{SampledBatch, Transition, UniformReplay};
-use rand::SeedableRng;
-use rand_pcg::Pcg64;
+use crate::replay::Transition;
 use rlfleet_shared::config::Td3Config;
-use rlfleet_shared::env::{EnvSpec, Space};
-use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::policy::ContinuousHead;
 use tch::{Device, Kind, Tensor};
 
 #[derive(Debug)]
@@ -22,25 +21,13 @@ pub struct Td3 {
     cfg: Td3Config,
     actor_net: FlatMlp,
     critics: Critics,
-    obs_dim: usize,
-    act_dim: usize,
-    device: Device,
     actor: Tensor,
     actor_target: Tensor,
     critic: Tensor,
     critic_target: Tensor,
     actor_adam: super::Adam,
     critic_adam: super::Adam,
-    replay: UniformReplay,
-    rng: Pcg64,
-    batch: SampledBatch,
-    scale: ActionScale,
-    /// Acting in this process: a plain-Rust copy of the actor.
-    policy: ContinuousPolicy,
-    policy_fresh: bool,
-    /// A normalised action (reused).
-    normalized: Vec<f32>,
-    picked: Vec<f32>,
+    core: OffPolicy,
     /// Critic steps taken.
     train_steps: u64,
     last_loss: Option<Tensor>,
@@ -49,45 +36,37 @@ pub struct Td3 {
 impl Td3 {
     /// A TD3 agent; `twin = false` with DDPG's settings makes it DDPG.
     pub fn new(cfg: &Td3Config, twin: bool, spec: &EnvSpec, seed: u64, device: Device) -> Self {
-        let Space::Box { low, high } = &spec.action_space else {
-            panic!("TD3/DDPG need a continuous action space (validated)");
-        };
-        let (obs_dim, act_dim) = (spec.obs_dim(), low.len());
+        let core = OffPolicy::new(
+            spec,
+            Settings {
+                hidden: &cfg.hidden,
+                head: ContinuousHead::Tanh,
+                noise: cfg.exploration_noise,
+                buffer_size: cfg.buffer_size,
+                batch_size: cfg.batch_size,
+                learning_starts: cfg.learning_starts,
+                gamma: cfg.gamma,
+            },
+            seed,
+            device,
+        );
+        let (obs_dim, act_dim) = (spec.obs_dim(), core.act_dim());
         let actor_net = FlatMlp::new(obs_dim, &cfg.hidden, act_dim);
         let critics = Critics::new(obs_dim, act_dim, &cfg.hidden, if twin { 2 } else { 1 });
         tch::manual_seed(seed as i64);
         let actor = actor_net.init(device).set_requires_grad(true);
         let critic = critics.init(device).set_requires_grad(true);
-        let mut policy = ContinuousPolicy::new(
-            obs_dim,
-            &cfg.hidden,
-            ContinuousHead::Tanh,
-            low,
-            high,
-            seed ^ 0x7d3,
-        );
-        policy.noise = cfg.exploration_noise as f32;
         Td3 {
             actor_target: actor.detach().copy(),
             critic_target: critic.detach().copy(),
             actor_adam: super::Adam::new(&actor, cfg.actor_lr),
             critic_adam: super::Adam::new(&critic, cfg.critic_lr),
-            replay: UniformReplay::new(cfg.buffer_size as usize, obs_dim, act_dim),
-            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_07d3),
-            batch: SampledBatch::default(),
-            scale: ActionScale::new(low, high),
-            policy,
-            policy_fresh: false,
-            normalized: Vec::with_capacity(act_dim),
-            picked: Vec::with_capacity(act_dim),
+            core,
             train_steps: 0,
             last_loss: None,
             cfg: cfg.clone(),
             actor_net,
             critics,
-            obs_dim,
-            act_dim,
-            device,
             actor,
             critic,
         }
@@ -96,29 +75,19 @@ impl Td3 {
     /// One critic step, and on every `policy_delay`-th one an actor step
     /// and the target updates.
     fn gradient_step(&mut self) {
-        let b = self.cfg.batch_size as usize;
-        self.replay.sample_into(b, &mut self.rng, &mut self.batch);
-        let (bi, od, ad) = (b as i64, self.obs_dim as i64, self.act_dim as i64);
-        let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
-        let [o_obs, o_next, o_act, o_rew, o_disc] = self.batch.offsets().map(|o| o as i64);
-        let obs = data.narrow(0, o_obs, bi * od).view([bi, od]);
-        let next = data.narrow(0, o_next, bi * od).view([bi, od]);
-        let act = data.narrow(0, o_act, bi * ad).view([bi, ad]);
-        let rewards = data.narrow(0, o_rew, bi);
-        let discounts = data.narrow(0, o_disc, bi);
-
+        let b = self.core.sample();
         let y = tch::no_grad(|| {
-            let mut next_a = self.actor_net.forward(&self.actor_target, &next).tanh();
+            let mut next_a = self.actor_net.forward(&self.actor_target, &b.next).tanh();
             if self.cfg.target_noise > 0.0 {
                 let c = self.cfg.target_noise_clip;
                 let noise = (next_a.randn_like() * self.cfg.target_noise).clamp(-c, c);
                 next_a = (next_a + noise).clamp(-1.0, 1.0);
             }
-            rewards + discounts * self.critics.min(&self.critic_target, &next, &next_a)
+            &b.rewards + &b.discounts * self.critics.min(&self.critic_target, &b.next, &next_a)
         });
         let critic_loss = self
             .critics
-            .each(&self.critic, &obs, &act)
+            .each(&self.critic, &b.obs, &b.act)
             .into_iter()
             .map(|q| (q - &y).square().mean(Kind::Float))
             .reduce(|a, b| a + b)
@@ -133,57 +102,45 @@ impl Td3 {
             .train_steps
             .is_multiple_of(u64::from(self.cfg.policy_delay))
         {
-            let a = self.actor_net.forward(&self.actor, &obs).tanh();
-            let actor_loss = -self.critics.first(&self.critic, &obs, &a).mean(Kind::Float);
+            let a = self.actor_net.forward(&self.actor, &b.obs).tanh();
+            let actor_loss = -self
+                .critics
+                .first(&self.critic, &b.obs, &a)
+                .mean(Kind::Float);
             self.actor.zero_grad();
             actor_loss.backward();
             adam_step(&mut self.actor, &mut self.actor_adam);
             polyak(&mut self.actor_target, &self.actor, self.cfg.tau);
             polyak(&mut self.critic_target, &self.critic, self.cfg.tau);
-            self.policy_fresh = false;
+            self.core.actor_changed();
         }
     }
 }
 
 impl Agent for Td3 {
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
-        if env_steps < self.cfg.learning_starts {
-            self.scale.random(&mut self.rng, action);
-            return;
-        }
-        if !self.policy_fresh {
-            let w = to_vec(&self.actor);
-            self.policy
-                .load(self.train_steps, &w)
-                .expect("the actor's own shape");
-            self.policy_fresh = true;
-        }
-        self.policy.act(obs, 1, true, &mut self.picked);
-        action.copy_from_slice(&self.picked);
+        self.core
+            .act(&self.actor, self.train_steps, obs, env_steps, action);
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        self.scale.normalize(t.action, &mut self.normalized);
-        let t = Transition {
-            action: &self.normalized,
-            ..*t
-        };
-        self.replay.push(&t, self.cfg.gamma as f32);
+        self.core.observe(t);
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
-        if env_steps < self.cfg.learning_starts || self.sample_step() == 0 {
+        if !self.core.due(env_steps) {
             return 0;
         }
+        self.gradient_step();
         1
     }
 
     fn sample_step(&mut self) -> u32 {
-        if self.replay.len() < self.cfg.batch_size as usize {
+        if !self.core.can_sample() {
             return 0;
         }
         self.gradient_step();
-        self.cfg.batch_size
+        self.core.batch_size()
     }
 
     fn last_loss(&self) -> Option<f64> {
@@ -195,7 +152,7 @@ impl Agent for Td3 {
     }
 
     fn replay_len(&self) -> usize {
-        self.replay.len()
+        self.core.replay_len()
     }
 
     fn weights(&self) -> Weights {
@@ -208,7 +165,7 @@ impl Agent for Td3 {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.actor_net.numel() as usize)?;
         copy_into(&mut self.actor, &w.data);
-        self.policy_fresh = false;
+        self.core.actor_changed();
         Ok(())
     }
 
@@ -248,7 +205,7 @@ impl Agent for Td3 {
         // The actor steps once per policy_delay critic steps.
         self.actor_adam.steps = s.train_steps / u64::from(self.cfg.policy_delay);
         self.train_steps = s.train_steps;
-        self.policy_fresh = false;
+        self.core.actor_changed();
         Ok(())
     }
 }

@@ -60,19 +60,7 @@ impl NStep {
             let open = self.open.remove(&t.episode).expect("just inserted");
             drain(open, t.episode, self.gamma, true, &mut emit);
         } else if open.steps.len() == self.n {
-            let (reward, discount) = returns(&open.steps, self.gamma);
-            let first = open.steps.pop_front().expect("n >= 2 steps");
-            emit(
-                &Transition {
-                    obs: &first.obs,
-                    action: &first.action,
-                    reward,
-                    next_obs: &open.next_obs,
-                    terminated: false,
-                    episode: t.episode,
-                },
-                discount,
-            );
+            emit_first(open, t.episode, self.gamma, false, &mut emit);
         }
     }
 
@@ -111,20 +99,33 @@ fn drain(
     emit: &mut impl FnMut(&Transition<'_>, f32),
 ) {
     while !open.steps.is_empty() {
-        let (reward, discount) = returns(&open.steps, gamma);
-        let first = open.steps.pop_front().expect("not empty");
-        emit(
-            &Transition {
-                obs: &first.obs,
-                action: &first.action,
-                reward,
-                next_obs: &open.next_obs,
-                terminated,
-                episode,
-            },
-            if terminated { 0.0 } else { discount },
-        );
+        emit_first(&mut open, episode, gamma, terminated, emit);
     }
+}
+
+/// Emits the oldest waiting step with the discounted sum of the rewards
+/// from it on, bootstrapping from the newest observation (not past a
+/// terminal state).
+fn emit_first(
+    open: &mut Open,
+    episode: u64,
+    gamma: f32,
+    terminated: bool,
+    emit: &mut impl FnMut(&Transition<'_>, f32),
+) {
+    let (reward, discount) = returns(&open.steps, gamma);
+    let first = open.steps.pop_front().expect("a waiting step");
+    emit(
+        &Transition {
+            obs: &first.obs,
+            action: &first.action,
+            reward,
+            next_obs: &open.next_obs,
+            terminated,
+            episode,
+        },
+        if terminated { 0.0 } else { discount },
+    );
 }
 
 #[cfg(test)]

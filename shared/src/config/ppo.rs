@@ -11,8 +11,11 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
     pub hidden: Vec<u32>,
-    /// Adam learning rate of both networks.
+    /// Adam learning rate of both networks (at the start, when annealed).
     pub lr: f64,
+    /// Anneal the learning rate linearly to 0 over this many env steps (0:
+    /// constant), as rl-baselines3-zoo's `lin_` schedules do.
+    pub lr_anneal_steps: u64,
     pub gamma: f64,
     /// GAE lambda.
     pub gae_lambda: f64,
@@ -44,6 +47,7 @@ impl Default for PpoConfig {
         PpoConfig {
             hidden: vec![64, 64],
             lr: 1e-3,
+            lr_anneal_steps: 0,
             gamma: 0.98,
             gae_lambda: 0.8,
             n_steps: 256,

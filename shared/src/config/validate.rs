@@ -277,7 +277,11 @@ impl RunConfig {
                 self.workflow
             )));
         }
-        if self.workflow == WorkflowKind::SeedA2c && !self.agent.samples_softmax() {
+        // (The probe runs everywhere: it is the conformance suite's agent.)
+        if self.workflow == WorkflowKind::SeedA2c
+            && !self.agent.samples_softmax()
+            && self.agent != AgentKind::Probe
+        {
             return Err(ConfigError::Conflict(format!(
                 "workflow `seed-a2c` trains an on-policy agent: use agent `a2c` or `ppo`, not `{}`",
                 self.agent

@@ -1,0 +1,194 @@
+//! [`OffPolicy`]: what DDPG, TD3 and SAC share around their networks — a
+//! replay of actions in [-1, 1] units ([`ActionScale`] maps the env's box),
+//! uniformly random actions before `learning_starts`, acting through a
+//! plain-Rust copy of the actor (refreshed after each actor update), and
+//! sampled batches as tensors ([`Batch`]).
+
+use super::to_vec;
+use crate::replay::{SampledBatch, Transition, UniformReplay};
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use rlfleet_shared::env::{EnvSpec, Space};
+use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
+use tch::{Device, Tensor};
+
+/// The settings [`OffPolicy`] takes from an agent's table.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings<'a> {
+    pub hidden: &'a [u32],
+    pub head: ContinuousHead,
+    /// Exploration noise of a tanh head.
+    pub noise: f64,
+    pub buffer_size: u32,
+    pub batch_size: u32,
+    pub learning_starts: u64,
+    pub gamma: f64,
+}
+
+#[derive(Debug)]
+pub struct OffPolicy {
+    replay: UniformReplay,
+    rng: Pcg64,
+    sampled: SampledBatch,
+    scale: ActionScale,
+    policy: ContinuousPolicy,
+    policy_fresh: bool,
+    normalized: Vec<f32>,
+    picked: Vec<f32>,
+    learning_starts: u64,
+    batch_size: u32,
+    gamma: f32,
+    obs_dim: i64,
+    act_dim: i64,
+    device: Device,
+}
+
+/// A sampled batch on the device: `obs`, `next` `[b, obs_dim]`, `act` `[b,
+/// act_dim]` (in [-1, 1]), `rewards` and `discounts` `[b]`.
+#[derive(Debug)]
+pub struct Batch {
+    pub obs: Tensor,
+    pub next: Tensor,
+    pub act: Tensor,
+    pub rewards: Tensor,
+    pub discounts: Tensor,
+}
+
+impl OffPolicy {
+    pub fn new(spec: &EnvSpec, s: Settings<'_>, seed: u64, device: Device) -> OffPolicy {
+        let Space::Box { low, high } = &spec.action_space else {
+            panic!("DDPG, TD3 and SAC need a continuous action space (validated)");
+        };
+        let (obs_dim, act_dim) = (spec.obs_dim(), low.len());
+        let mut policy = ContinuousPolicy::new(obs_dim, s.hidden, s.head, low, high, seed ^ 0xac7);
+        policy.noise = s.noise as f32;
+        OffPolicy {
+            replay: UniformReplay::new(s.buffer_size as usize, obs_dim, act_dim),
+            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_0ac7),
+            sampled: SampledBatch::default(),
+            scale: ActionScale::new(low, high),
+            policy,
+            policy_fresh: false,
+            normalized: Vec::with_capacity(act_dim),
+            picked: Vec::with_capacity(act_dim),
+            learning_starts: s.learning_starts,
+            batch_size: s.batch_size,
+            gamma: s.gamma as f32,
+            obs_dim: obs_dim as i64,
+            act_dim: act_dim as i64,
+            device,
+        }
+    }
+
+    pub fn act_dim(&self) -> usize {
+        self.act_dim as usize
+    }
+
+    /// An exploring action: uniform in the box before `learning_starts`,
+    /// else from `actor` (version `version`).
+    pub fn act(
+        &mut self,
+        actor: &Tensor,
+        version: u64,
+        obs: &[f32],
+        env_steps: u64,
+        action: &mut [f32],
+    ) {
+        if env_steps < self.learning_starts {
+            self.scale.random(&mut self.rng, action);
+            return;
+        }
+        if !self.policy_fresh {
+            self.policy
+                .load(version, &to_vec(actor))
+                .expect("the actor's own shape");
+            self.policy_fresh = true;
+        }
+        self.policy.act(obs, 1, true, &mut self.picked);
+        action.copy_from_slice(&self.picked);
+    }
+
+    /// The actor's weights changed.
+    pub fn actor_changed(&mut self) {
+        self.policy_fresh = false;
+    }
+
+    /// Stores a transition (its action in [-1, 1] units).
+    pub fn observe(&mut self, t: &Transition<'_>) {
+        self.scale.normalize(t.action, &mut self.normalized);
+        let t = Transition {
+            action: &self.normalized,
+            ..*t
+        };
+        self.replay.push(&t, self.gamma);
+    }
+
+    /// Training is due after `env_steps` (the schedule: one gradient step
+    /// per env step once `learning_starts` have been taken).
+    pub fn due(&self, env_steps: u64) -> bool {
+        env_steps >= self.learning_starts && self.can_sample()
+    }
+
+    pub fn can_sample(&self) -> bool {
+        self.replay.len() >= self.batch_size as usize
+    }
+
+    pub fn batch_size(&self) -> u32 {
+        self.batch_size
+    }
+
+    pub fn replay_len(&self) -> usize {
+        self.replay.len()
+    }
+
+    /// A uniform sample of `batch_size` transitions, on the device.
+    pub fn sample(&mut self) -> Batch {
+        let b = self.batch_size as usize;
+        self.replay.sample_into(b, &mut self.rng, &mut self.sampled);
+        let (bi, od, ad) = (b as i64, self.obs_dim, self.act_dim);
+        let data = Tensor::from_slice(&self.sampled.data).to_device(self.device);
+        let [o_obs, o_next, o_act, o_rew, o_disc] = self.sampled.offsets().map(|o| o as i64);
+        Batch {
+            obs: data.narrow(0, o_obs, bi * od).view([bi, od]),
+            next: data.narrow(0, o_next, bi * od).view([bi, od]),
+            act: data.narrow(0, o_act, bi * ad).view([bi, ad]),
+            rewards: data.narrow(0, o_rew, bi),
+            discounts: data.narrow(0, o_disc, bi),
+        }
+    }
+}
+
+/// Maps actions between an env's box and [-1, 1] (where tanh heads and
+/// the replay work).
+#[derive(Debug, Clone)]
+pub struct ActionScale {
+    center: Vec<f32>,
+    half: Vec<f32>,
+}
+
+impl ActionScale {
+    pub fn new(low: &[f32], high: &[f32]) -> ActionScale {
+        ActionScale {
+            center: low.iter().zip(high).map(|(l, h)| (l + h) / 2.0).collect(),
+            half: low.iter().zip(high).map(|(l, h)| (h - l) / 2.0).collect(),
+        }
+    }
+
+    /// An env action in [-1, 1] units, clipped there.
+    pub fn normalize(&self, action: &[f32], out: &mut Vec<f32>) {
+        out.clear();
+        out.extend(
+            action
+                .iter()
+                .zip(self.center.iter().zip(&self.half))
+                .map(|(a, (c, h))| ((a - c) / h).clamp(-1.0, 1.0)),
+        );
+    }
+
+    /// A uniformly random env action.
+    pub fn random<R: rand::Rng>(&self, rng: &mut R, out: &mut [f32]) {
+        for (o, (c, h)) in out.iter_mut().zip(self.center.iter().zip(&self.half)) {
+            *o = c + h * (2.0 * rng.random::<f32>() - 1.0);
+        }
+    }
+}
