@@ -155,3 +155,55 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod continuous_tests {
+    use super::*;
+    use rlfleet_shared::onnx::{Head, PolicyGraph};
+    use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
+
+    /// A continuous policy acts the same through ONNX Runtime as through
+    /// the plain-Rust network, for the tanh head and for the Gaussian head
+    /// whose weights carry log stds after the network's.
+    #[test]
+    fn continuous_heads_act_alike_on_both_backends() {
+        let (low, high) = ([-2.0f32], [2.0f32]);
+        for (head, onnx_head) in [
+            (
+                ContinuousHead::Tanh,
+                Head::Tanh {
+                    low: low.to_vec(),
+                    high: high.to_vec(),
+                },
+            ),
+            (
+                ContinuousHead::Gaussian,
+                Head::Gaussian {
+                    low: low.to_vec(),
+                    high: high.to_vec(),
+                },
+            ),
+        ] {
+            let rust = || ContinuousPolicy::new(3, &[16], head, &low, &high, 1);
+            let mut plain = rust();
+            let graph = PolicyGraph {
+                net: plain.net().clone(),
+                head: onnx_head,
+            };
+            let forward = OrtForward::new(&graph.model(None), plain.net().clone()).unwrap();
+            let mut ort = rust().with_forward(Box::new(forward)).unwrap();
+            let w: Vec<f32> = (0..plain.numel())
+                .map(|i| ((i * 13) % 11) as f32 * 0.05 - 0.25)
+                .collect();
+            plain.load(1, &w).unwrap();
+            ort.load(1, &w).unwrap();
+            let obs: Vec<f32> = (0..5 * 3).map(|i| (i % 4) as f32 * 0.5 - 1.0).collect();
+            let (mut a, mut b) = (Vec::new(), Vec::new());
+            plain.act(&obs, 5, false, &mut a);
+            ort.act(&obs, 5, false, &mut b);
+            for (x, y) in a.iter().zip(&b) {
+                assert!((x - y).abs() < 1e-5, "{head:?}: {x} vs {y}");
+            }
+        }
+    }
+}

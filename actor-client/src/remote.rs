@@ -8,8 +8,8 @@
 
 use crate::envs::EnvSlots;
 use rand::Rng;
-use rlfleet_shared::config::{AgentKind, WorkflowKind};
-use rlfleet_shared::policy::QPolicy;
+use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{
     self, EpisodeResult, Experience, Hello, Message, Observations, Transitions, Welcome, flags,
@@ -364,13 +364,7 @@ async fn play_experience<L: Link>(
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
     let mut envs = EnvSlots::new(w)?;
-    let n_actions = envs.n_actions.ok_or_else(|| {
-        anyhow::anyhow!(
-            "agent `{}` on a continuous action space is not supported by this actor",
-            w.agent
-        )
-    })?;
-    let mut policy = QPolicy::new(envs.obs_dim, &w.hidden, n_actions, w.seed).dueling(w.dueling);
+    let mut policy = ActorPolicy::for_welcome(w).map_err(anyhow::Error::msg)?;
     if opts.inference == Inference::Ort {
         let net = policy.net().clone();
         let forward = crate::ort_net::OrtForward::new(&w.onnx, net)?;
@@ -378,15 +372,12 @@ async fn play_experience<L: Link>(
             .with_forward(Box::new(forward))
             .map_err(anyhow::Error::msg)?;
     }
-    // A policy network's logits (A2C, PPO) are sampled; Q-values are
-    // epsilon-greedy.
-    policy.sample = AgentKind::from_name(&w.agent).is_some_and(AgentKind::samples_softmax);
     if let Some(weights) = &w.weights {
         policy
             .load(weights.version, &weights.data)
             .map_err(anyhow::Error::msg)?;
     }
-    policy.epsilon = w.epsilon;
+    policy.set_exploration(w.epsilon);
     envs.start(&w.starts)?;
     let mut flight = Flight {
         window: w.in_flight.max(1) as usize,
@@ -455,7 +446,7 @@ async fn experience_loop<L: Link>(
     session_id: u64,
     carry: &mut Carry,
     envs: &mut EnvSlots,
-    policy: &mut QPolicy,
+    policy: &mut ActorPolicy,
     flight: &mut Flight,
 ) -> anyhow::Result<SessionEnd> {
     let sync = WorkflowKind::from_name(&w.workflow) == Some(WorkflowKind::Sync);
@@ -563,7 +554,7 @@ async fn experience_loop<L: Link>(
             actor_id: opts.actor_id.clone(),
             session_id,
             seq: carry.seq,
-            policy_version: policy.version,
+            policy_version: policy.version(),
             last: envs.slots.iter().all(|s| s.episode.is_none()),
             transitions: batch,
             finished,
@@ -579,7 +570,7 @@ async fn experience_loop<L: Link>(
 fn on_ack(
     m: Message,
     envs: &mut EnvSlots,
-    policy: &mut QPolicy,
+    policy: &mut ActorPolicy,
     flight: &mut Flight,
     carry: &mut Carry,
 ) -> anyhow::Result<()> {
@@ -607,16 +598,16 @@ fn on_ack(
     }
     if let Some(weights) = &ack.weights {
         anyhow::ensure!(
-            weights.version >= policy.version,
+            weights.version >= policy.version(),
             "the learner sent weights version {} after version {}",
             weights.version,
-            policy.version
+            policy.version()
         );
         policy
             .load(weights.version, &weights.data)
             .map_err(anyhow::Error::msg)?;
     }
-    policy.epsilon = ack.epsilon;
+    policy.set_exploration(ack.epsilon);
     envs.start(&ack.starts)
 }
 

@@ -4,7 +4,8 @@
 //! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue),
 //! `rma-queue-pop-all` and `orchestrated` (prioritized replay, rate
 //! limiter); A2C (`train_on = "episode"`) and PPO with `sync` and
-//! `seed-a2c`. Then `random` plays the trained weights (`fixed_policy`) and
+//! `seed-a2c`; TD3 on Pendulum-v1 (continuous actions) with `async`. Then
+//! `random` plays the trained weights (`fixed_policy`) and
 //! random actions, and reports exactly its episodes.
 //!
 //! Budget (2-core machine, seed 1, measured): async reaches 500 at ~40,000
@@ -19,7 +20,13 @@ use std::collections::BTreeSet;
 
 /// Runs `config/cartpole-{name}.toml` with 4 actor processes to its target.
 fn learn(name: &str, dir: &std::path::Path) -> RunConfig {
-    let shipped = workspace_root().join(format!("config/cartpole-{name}.toml"));
+    learn_config(&format!("cartpole-{name}"), dir)
+}
+
+/// Runs `config/{config}.toml` with 4 actor processes to its target.
+fn learn_config(config: &str, dir: &std::path::Path) -> RunConfig {
+    let name = config;
+    let shipped = workspace_root().join(format!("config/{config}.toml"));
     let mut cfg = RunConfig::load(&shipped).unwrap();
     cfg.output_dir = dir.join(name);
     let out = run_embedded(&cfg, dir, &[]);
@@ -142,4 +149,21 @@ fn a2c_and_ppo_reach_475_with_sync_and_seed_a2c() {
             "{name}: {summary}"
         );
     }
+}
+
+/// Continuous actions over the wire: TD3's actors act with the published
+/// tanh actor plus the noise the learner sends, and the run reaches the
+/// Pendulum target (-200; the agent test asserts -250).
+#[test]
+fn td3_learns_pendulum_over_async_with_four_actor_processes() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = learn_config("pendulum-td3-async", dir.path());
+    let summary: toml::Value =
+        toml::from_str(&std::fs::read_to_string(cfg.output_dir.join("summary.toml")).unwrap())
+            .unwrap();
+    assert!(
+        summary["best_eval_return"].as_float().unwrap() >= -250.0,
+        "{summary}"
+    );
 }

@@ -41,6 +41,15 @@ impl Critics {
             .collect()
     }
 
+    /// The sum over critics of the mean squared error against `target`.
+    pub fn mse(&self, params: &Tensor, obs: &Tensor, act: &Tensor, target: &Tensor) -> Tensor {
+        self.each(params, obs, act)
+            .into_iter()
+            .map(|q| (q - target).square().mean(tch::Kind::Float))
+            .reduce(|a, b| a + b)
+            .expect("at least one critic")
+    }
+
     /// The smallest of the critics' estimates (the clipped double-Q
     /// target; the one critic's estimate when there is one).
     pub fn min(&self, params: &Tensor, obs: &Tensor, act: &Tensor) -> Tensor {
@@ -66,9 +75,12 @@ pub fn polyak(target: &mut Tensor, online: &Tensor, tau: f64) {
     });
 }
 
-/// One Adam step of `params` on its gradient (the gradient is left as it
-/// is; callers zero it before their next backward pass).
-pub fn adam_step(params: &mut Tensor, adam: &mut super::Adam) {
+/// One Adam step of `params` down the gradient of `loss` (its gradient is
+/// zeroed first; other tensors the loss reaches keep theirs until their own
+/// step zeroes them).
+pub fn descend(loss: &Tensor, params: &mut Tensor, adam: &mut super::Adam) {
+    params.zero_grad();
+    loss.backward();
     let grad = params.grad();
     adam.step(params, &grad);
 }

@@ -4,24 +4,15 @@
 //! action of a continuous head.
 
 use super::{AgentError, Policy, Weights, check_weights};
-use rlfleet_shared::config::{AgentKind, RunConfig};
+use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{EnvSpec, Space};
-use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, QPolicy};
+use rlfleet_shared::policy::{ContinuousPolicy, QPolicy, continuous_head};
 
 /// Greedy action selection with its own copy of the weights.
 #[derive(Debug)]
 pub enum GreedyPolicy {
     Discrete(QPolicy),
     Continuous(ContinuousPolicy),
-}
-
-/// The head a continuous agent publishes.
-pub fn continuous_head(agent: AgentKind) -> ContinuousHead {
-    match agent {
-        AgentKind::Sac => ContinuousHead::SquashedGaussian,
-        AgentKind::Ppo => ContinuousHead::Gaussian,
-        _ => ContinuousHead::Tanh,
-    }
 }
 
 impl GreedyPolicy {

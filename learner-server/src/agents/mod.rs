@@ -16,7 +16,7 @@ mod td3;
 pub use a2c::A2c;
 pub use adam::Adam;
 pub use dqn::Dqn;
-pub use greedy::{GreedyPolicy, continuous_head};
+pub use greedy::GreedyPolicy;
 pub use ppo::Ppo;
 pub use probe::{PROBE_HEADER, Probe};
 pub use sac::Sac;

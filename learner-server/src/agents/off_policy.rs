@@ -192,3 +192,63 @@ impl ActionScale {
         }
     }
 }
+
+/// The `Agent` methods DDPG, TD3 and SAC share, for an `impl Agent` block
+/// of a type with the fields `core` ([`OffPolicy`]), `actor` (the published
+/// flat tensor), `actor_net`, `train_steps` and `last_loss`, and a
+/// `gradient_step` method.
+macro_rules! off_policy_agent {
+    () => {
+        fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
+            self.core
+                .act(&self.actor, self.train_steps, obs, env_steps, action);
+        }
+
+        fn observe(&mut self, t: &crate::replay::Transition<'_>) {
+            self.core.observe(t);
+        }
+
+        fn train(&mut self, env_steps: u64) -> u32 {
+            if !self.core.due(env_steps) {
+                return 0;
+            }
+            self.gradient_step();
+            1
+        }
+
+        fn sample_step(&mut self) -> u32 {
+            if !self.core.can_sample() {
+                return 0;
+            }
+            self.gradient_step();
+            self.core.batch_size()
+        }
+
+        fn last_loss(&self) -> Option<f64> {
+            self.last_loss.as_ref().map(|l| l.double_value(&[]))
+        }
+
+        fn train_steps(&self) -> u64 {
+            self.train_steps
+        }
+
+        fn replay_len(&self) -> usize {
+            self.core.replay_len()
+        }
+
+        fn weights(&self) -> super::Weights {
+            super::Weights {
+                version: self.train_steps,
+                data: super::to_vec(&self.actor),
+            }
+        }
+
+        fn load_weights(&mut self, w: &super::Weights) -> Result<(), AgentError> {
+            super::check_weights(&w.data, self.actor_net.numel() as usize)?;
+            super::copy_into(&mut self.actor, &w.data);
+            self.core.actor_changed();
+            Ok(())
+        }
+    };
+}
+pub(crate) use off_policy_agent;

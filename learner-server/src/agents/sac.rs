@@ -4,13 +4,10 @@
 //! (scaled to the env's box when acting); twin critics with Polyak targets;
 //! the temperature's log is trained towards a target entropy.
 
-use super::critic::{Critics, adam_step, polyak};
-use super::off_policy::{OffPolicy, Settings};
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
-};
+use super::critic::{Critics, descend, polyak};
+use super::off_policy::{OffPolicy, Settings, off_policy_agent};
+use super::{Agent, AgentError, AgentState, named, restore};
 use crate::nets::FlatMlp;
-use crate::replay::Transition;
 use rlfleet_shared::config::SacConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::policy::{ContinuousHead, LOG_STD_MAX, LOG_STD_MIN};
@@ -113,30 +110,18 @@ impl Sac {
             let q_next = self.critics.min(&self.critic_target, &b.next, &next_a);
             &b.rewards + &b.discounts * (q_next - &alpha * next_logp)
         });
-        let critic_loss = self
-            .critics
-            .each(&self.critic, &b.obs, &b.act)
-            .into_iter()
-            .map(|q| (q - &y).square().mean(Kind::Float))
-            .reduce(|a, b| a + b)
-            .expect("twin critics");
-        self.critic.zero_grad();
-        critic_loss.backward();
-        adam_step(&mut self.critic, &mut self.critic_adam);
+        let critic_loss = self.critics.mse(&self.critic, &b.obs, &b.act, &y);
+        descend(&critic_loss, &mut self.critic, &mut self.critic_adam);
 
         let (a, logp) = self.sample(&self.actor, &b.obs);
         let q = self.critics.min(&self.critic, &b.obs, &a);
         let actor_loss = (&alpha * &logp - q).mean(Kind::Float);
-        self.actor.zero_grad();
-        actor_loss.backward();
-        adam_step(&mut self.actor, &mut self.actor_adam);
+        descend(&actor_loss, &mut self.actor, &mut self.actor_adam);
 
         if self.cfg.autotune {
             let alpha_loss =
                 -(&self.log_alpha * (logp.detach() + self.target_entropy)).mean(Kind::Float);
-            self.log_alpha.zero_grad();
-            alpha_loss.backward();
-            adam_step(&mut self.log_alpha, &mut self.alpha_adam);
+            descend(&alpha_loss, &mut self.log_alpha, &mut self.alpha_adam);
         }
         polyak(&mut self.critic_target, &self.critic, self.cfg.tau);
         self.core.actor_changed();
@@ -146,56 +131,7 @@ impl Sac {
 }
 
 impl Agent for Sac {
-    fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
-        self.core
-            .act(&self.actor, self.train_steps, obs, env_steps, action);
-    }
-
-    fn observe(&mut self, t: &Transition<'_>) {
-        self.core.observe(t);
-    }
-
-    fn train(&mut self, env_steps: u64) -> u32 {
-        if !self.core.due(env_steps) {
-            return 0;
-        }
-        self.gradient_step();
-        1
-    }
-
-    fn sample_step(&mut self) -> u32 {
-        if !self.core.can_sample() {
-            return 0;
-        }
-        self.gradient_step();
-        self.core.batch_size()
-    }
-
-    fn last_loss(&self) -> Option<f64> {
-        self.last_loss.as_ref().map(|l| l.double_value(&[]))
-    }
-
-    fn train_steps(&self) -> u64 {
-        self.train_steps
-    }
-
-    fn replay_len(&self) -> usize {
-        self.core.replay_len()
-    }
-
-    fn weights(&self) -> Weights {
-        Weights {
-            version: self.train_steps,
-            data: to_vec(&self.actor),
-        }
-    }
-
-    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(&w.data, self.actor_net.numel() as usize)?;
-        copy_into(&mut self.actor, &w.data);
-        self.core.actor_changed();
-        Ok(())
-    }
+    off_policy_agent!();
 
     fn state(&self) -> AgentState {
         AgentState {
@@ -249,6 +185,7 @@ impl Agent for Sac {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::Transition;
 
     /// Every step trains the critics, the actor and the temperature; the
     /// log probability of the squashed sample matches a by-hand density;

@@ -4,13 +4,10 @@
 //! MLP in [-1, 1] units (scaled to the env's box when acting); the replay
 //! holds actions in those units.
 
-use super::critic::{Critics, adam_step, polyak};
-use super::off_policy::{OffPolicy, Settings};
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
-};
+use super::critic::{Critics, descend, polyak};
+use super::off_policy::{OffPolicy, Settings, off_policy_agent};
+use super::{Agent, AgentError, AgentState, named, restore};
 use crate::nets::FlatMlp;
-use crate::replay::Transition;
 use rlfleet_shared::config::Td3Config;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::policy::ContinuousHead;
@@ -85,16 +82,8 @@ impl Td3 {
             }
             &b.rewards + &b.discounts * self.critics.min(&self.critic_target, &b.next, &next_a)
         });
-        let critic_loss = self
-            .critics
-            .each(&self.critic, &b.obs, &b.act)
-            .into_iter()
-            .map(|q| (q - &y).square().mean(Kind::Float))
-            .reduce(|a, b| a + b)
-            .expect("at least one critic");
-        self.critic.zero_grad();
-        critic_loss.backward();
-        adam_step(&mut self.critic, &mut self.critic_adam);
+        let critic_loss = self.critics.mse(&self.critic, &b.obs, &b.act, &y);
+        descend(&critic_loss, &mut self.critic, &mut self.critic_adam);
         self.train_steps += 1;
         self.last_loss = Some(critic_loss.detach());
 
@@ -107,9 +96,7 @@ impl Td3 {
                 .critics
                 .first(&self.critic, &b.obs, &a)
                 .mean(Kind::Float);
-            self.actor.zero_grad();
-            actor_loss.backward();
-            adam_step(&mut self.actor, &mut self.actor_adam);
+            descend(&actor_loss, &mut self.actor, &mut self.actor_adam);
             polyak(&mut self.actor_target, &self.actor, self.cfg.tau);
             polyak(&mut self.critic_target, &self.critic, self.cfg.tau);
             self.core.actor_changed();
@@ -118,55 +105,11 @@ impl Td3 {
 }
 
 impl Agent for Td3 {
-    fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
-        self.core
-            .act(&self.actor, self.train_steps, obs, env_steps, action);
-    }
+    off_policy_agent!();
 
-    fn observe(&mut self, t: &Transition<'_>) {
-        self.core.observe(t);
-    }
-
-    fn train(&mut self, env_steps: u64) -> u32 {
-        if !self.core.due(env_steps) {
-            return 0;
-        }
-        self.gradient_step();
-        1
-    }
-
-    fn sample_step(&mut self) -> u32 {
-        if !self.core.can_sample() {
-            return 0;
-        }
-        self.gradient_step();
-        self.core.batch_size()
-    }
-
-    fn last_loss(&self) -> Option<f64> {
-        self.last_loss.as_ref().map(|l| l.double_value(&[]))
-    }
-
-    fn train_steps(&self) -> u64 {
-        self.train_steps
-    }
-
-    fn replay_len(&self) -> usize {
-        self.core.replay_len()
-    }
-
-    fn weights(&self) -> Weights {
-        Weights {
-            version: self.train_steps,
-            data: to_vec(&self.actor),
-        }
-    }
-
-    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(&w.data, self.actor_net.numel() as usize)?;
-        copy_into(&mut self.actor, &w.data);
-        self.core.actor_changed();
-        Ok(())
+    /// Actors add Gaussian noise of this std to the tanh action.
+    fn epsilon(&self, _env_steps: u64) -> f64 {
+        self.cfg.exploration_noise
     }
 
     fn state(&self) -> AgentState {
@@ -213,6 +156,7 @@ impl Agent for Td3 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::replay::Transition;
 
     /// Critic steps every call, actor steps every `policy_delay`-th; a
     /// state round trip restores everything; actions stay in the box.

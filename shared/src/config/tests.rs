@@ -160,11 +160,16 @@ fn continuous_agents_and_ppo_rules() {
     );
     let e =
         err(&with_agent("td3", "Pendulum-v1")
-            .replace("\"single\"", "\"sync\"\ntransport = \"quic\""));
+            .replace("\"single\"", "\"seed\"\ntransport = \"quic\""));
     assert!(
-        e.contains("agent `td3` on continuous actions runs in workflow `single`"),
+        e.contains("agent `td3` on continuous actions runs in `single` or a workflow"),
         "{e}"
     );
+    RunConfig::from_toml(
+        &with_agent("td3", "Pendulum-v1").replace("\"single\"", "\"sync\"\ntransport = \"quic\""),
+        "t",
+    )
+    .unwrap();
     let e = err(&with_agent("ppo", "CartPole-v1")
         .replace("\"single\"", "\"nb-async\"\ntransport = \"quic\"")
         .replace("[stop]", "[stop]\nmax_episodes = 3"));

@@ -24,10 +24,14 @@ impl RunConfig {
                 self.agent, self.env
             )));
         }
-        if self.workflow != WorkflowKind::Single {
+        // The inference fronts and `random` pick discrete actions only.
+        if matches!(
+            self.workflow,
+            WorkflowKind::Seed | WorkflowKind::SeedA2c | WorkflowKind::Random
+        ) {
             return Err(ConfigError::Conflict(format!(
-                "agent `{}` on continuous actions runs in workflow `single` in this build \
-                 (actors act on discrete action spaces only), not `{}`",
+                "agent `{}` on continuous actions runs in `single` or a workflow whose actors \
+                 send experience, not `{}`",
                 self.agent, self.workflow
             )));
         }

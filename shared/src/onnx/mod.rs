@@ -115,7 +115,9 @@ impl PolicyGraph {
                 assert_eq!(p.len(), self.numel(), "parameter count");
                 g.init_f32("params", &[p.len() as i64], p);
             }
-            None => inputs.push(value_info("params", &[Dim::Fixed(self.numel())])),
+            // Only the network's part of the weights is read: a Gaussian
+            // head's log stds may follow or not (actors feed the network's).
+            None => inputs.push(value_info("params", &[Dim::Named("n_params")])),
         }
         let n_layers = sizes.len() - 1;
         let mut h = "obs".to_string();
@@ -286,6 +288,7 @@ impl Graph {
 
 enum Dim {
     Batch,
+    Named(&'static str),
     Fixed(usize),
 }
 
@@ -295,6 +298,7 @@ fn value_info(name: &str, dims: &[Dim]) -> Msg {
         let mut dim = Msg::new();
         match d {
             Dim::Batch => dim.str(2, "batch"),
+            Dim::Named(name) => dim.str(2, name),
             Dim::Fixed(n) => dim.int(1, *n as i64),
         };
         shape.msg(1, &dim);

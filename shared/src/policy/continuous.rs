@@ -3,7 +3,8 @@
 //! (deterministic tanh for DDPG/TD3, squashed Gaussian for SAC, Gaussian
 //! with a learned state-independent log std for PPO).
 
-use crate::nets::{CpuMlp, MlpCopy};
+use crate::config::AgentKind;
+use crate::nets::{CpuMlp, Forward, MlpCopy};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -30,10 +31,19 @@ pub enum ContinuousHead {
     Gaussian,
 }
 
+/// The head a continuous agent publishes.
+pub fn continuous_head(agent: AgentKind) -> ContinuousHead {
+    match agent {
+        AgentKind::Sac => ContinuousHead::SquashedGaussian,
+        AgentKind::Ppo => ContinuousHead::Gaussian,
+        _ => ContinuousHead::Tanh,
+    }
+}
+
 /// A continuous policy with its own copy of the weights.
 #[derive(Debug)]
 pub struct ContinuousPolicy {
-    net: MlpCopy,
+    net: Box<dyn Forward>,
     head: ContinuousHead,
     dim: usize,
     low: Vec<f32>,
@@ -62,7 +72,7 @@ impl ContinuousPolicy {
             ContinuousHead::Tanh | ContinuousHead::Gaussian => dim,
         };
         ContinuousPolicy {
-            net: MlpCopy::new(CpuMlp::new(obs_dim, hidden, outputs)),
+            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, hidden, outputs))),
             head,
             dim,
             low: low.to_vec(),
@@ -72,6 +82,27 @@ impl ContinuousPolicy {
             version: 0,
             rng: Pcg64::seed_from_u64(seed),
         }
+    }
+
+    /// The network this policy runs (to build another backend for it).
+    pub fn net(&self) -> &CpuMlp {
+        self.net.net()
+    }
+
+    /// Runs the network with `forward` instead; refuses one for another
+    /// network. Weights must be loaded again.
+    pub fn with_forward(self, forward: Box<dyn Forward>) -> Result<ContinuousPolicy, String> {
+        if forward.net() != self.net.net() {
+            return Err(format!(
+                "the backend runs layers {:?}, the policy has {:?}",
+                forward.net().sizes(),
+                self.net.net().sizes()
+            ));
+        }
+        Ok(ContinuousPolicy {
+            net: forward,
+            ..self
+        })
     }
 
     /// Parameters the weights hold (the network's, then the Gaussian

@@ -4,9 +4,13 @@
 //! what the learner's SEED inference front answers with. [`ContinuousPolicy`]
 //! does the same for actions in a box.
 
+mod actor;
 mod continuous;
 
-pub use continuous::{ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, standard_normal};
+pub use actor::ActorPolicy;
+pub use continuous::{
+    ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, continuous_head, standard_normal,
+};
 
 use crate::nets::{CpuMlp, Forward, MlpCopy, argmax};
 use rand::{Rng, SeedableRng};

@@ -94,7 +94,9 @@ pub struct Welcome {
     /// for each reply, as `async` does; more for `nb-async`,
     /// `async-window` and the `rma` workflows).
     pub in_flight: u32,
-    /// Exploration rate the actor uses until the next reply.
+    /// Exploration the actor uses until the next reply: epsilon for a
+    /// Q-network, the Gaussian noise std (half-range units) for a tanh
+    /// policy head.
     pub epsilon: f32,
     /// Initial weights (none for `seed`: they never leave the learner).
     pub weights: Option<WeightsMsg>,

@@ -1,0 +1,89 @@
+//! [`ActorPolicy`]: what an actor acts with, built from the learner's
+//! `Welcome`: a [`QPolicy`] for discrete actions (epsilon-greedy Q-values, a
+//! dueling head's advantages, or sampled logits) or a [`ContinuousPolicy`]
+//! (the agent's head, exploring).
+
+use super::{ContinuousPolicy, QPolicy, continuous_head};
+use crate::config::AgentKind;
+use crate::env::{self, Space};
+use crate::nets::{CpuMlp, Forward};
+use crate::wire::Welcome;
+
+#[derive(Debug)]
+pub enum ActorPolicy {
+    Discrete(QPolicy),
+    Continuous(ContinuousPolicy),
+}
+
+impl ActorPolicy {
+    /// The policy `w` describes (no weights loaded yet).
+    pub fn for_welcome(w: &Welcome) -> Result<ActorPolicy, String> {
+        let spec = env::spec(&w.env_id).map_err(|e| e.to_string())?;
+        let agent = AgentKind::from_name(&w.agent)
+            .ok_or_else(|| format!("this actor does not know agent `{}`", w.agent))?;
+        let obs_dim = spec.obs_dim();
+        Ok(match &spec.action_space {
+            Space::Discrete { n } => {
+                let mut q = QPolicy::new(obs_dim, &w.hidden, *n, w.seed).dueling(w.dueling);
+                // A policy network's logits (A2C, PPO) are sampled; Q-values
+                // are epsilon-greedy.
+                q.sample = agent.samples_softmax();
+                ActorPolicy::Discrete(q)
+            }
+            Space::Box { low, high } => ActorPolicy::Continuous(ContinuousPolicy::new(
+                obs_dim,
+                &w.hidden,
+                continuous_head(agent),
+                low,
+                high,
+                w.seed,
+            )),
+        })
+    }
+
+    pub fn net(&self) -> &CpuMlp {
+        match self {
+            ActorPolicy::Discrete(q) => q.net(),
+            ActorPolicy::Continuous(c) => c.net(),
+        }
+    }
+
+    /// Runs the network with another backend (ONNX Runtime).
+    pub fn with_forward(self, forward: Box<dyn Forward>) -> Result<ActorPolicy, String> {
+        Ok(match self {
+            ActorPolicy::Discrete(q) => ActorPolicy::Discrete(q.with_forward(forward)?),
+            ActorPolicy::Continuous(c) => ActorPolicy::Continuous(c.with_forward(forward)?),
+        })
+    }
+
+    pub fn load(&mut self, version: u64, data: &[f32]) -> Result<(), String> {
+        match self {
+            ActorPolicy::Discrete(q) => q.load(version, data),
+            ActorPolicy::Continuous(c) => c.load(version, data),
+        }
+    }
+
+    pub fn version(&self) -> u64 {
+        match self {
+            ActorPolicy::Discrete(q) => q.version,
+            ActorPolicy::Continuous(c) => c.version,
+        }
+    }
+
+    /// The exploration the learner asks for: a Q-policy's epsilon, a tanh
+    /// head's noise std (half-range units); sampled heads ignore it.
+    pub fn set_exploration(&mut self, e: f32) {
+        match self {
+            ActorPolicy::Discrete(q) => q.epsilon = e,
+            ActorPolicy::Continuous(c) => c.noise = e,
+        }
+    }
+
+    /// Exploring actions for `n` observations (`actions` gets `n` rows).
+    pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
+        match self {
+            ActorPolicy::Discrete(q) => q.act(obs, n, actions),
+            ActorPolicy::Continuous(c) => c.act(obs, n, true, actions),
+        }
+    }
+}
