@@ -4,7 +4,8 @@
 //! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue),
 //! `rma-queue-pop-all` and `orchestrated` (prioritized replay, rate
 //! limiter); A2C (`train_on = "episode"`) and PPO with `sync` and
-//! `seed-a2c`; TD3 on Pendulum-v1 (continuous actions) with `async`. Then
+//! `seed-a2c`; on Pendulum-v1 (continuous actions) TD3 with `async` and
+//! SAC with `seed`. Then
 //! `random` plays the trained weights (`fixed_policy`) and
 //! random actions, and reports exactly its episodes.
 //!
@@ -152,18 +153,22 @@ fn a2c_and_ppo_reach_475_with_sync_and_seed_a2c() {
 }
 
 /// Continuous actions over the wire: TD3's actors act with the published
-/// tanh actor plus the noise the learner sends, and the run reaches the
-/// Pendulum target (-200; the agent test asserts -250).
+/// tanh actor plus the noise the learner sends (`async`), and SAC's actions
+/// come from the learner's inference front sampling the squashed Gaussian
+/// (`seed`); both reach the Pendulum target (-200; the agent tests assert
+/// -250).
 #[test]
-fn td3_learns_pendulum_over_async_with_four_actor_processes() {
+fn continuous_agents_learn_pendulum_over_async_and_seed() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = learn_config("pendulum-td3-async", dir.path());
-    let summary: toml::Value =
-        toml::from_str(&std::fs::read_to_string(cfg.output_dir.join("summary.toml")).unwrap())
-            .unwrap();
-    assert!(
-        summary["best_eval_return"].as_float().unwrap() >= -250.0,
-        "{summary}"
-    );
+    for config in ["pendulum-td3-async", "pendulum-sac-seed"] {
+        let cfg = learn_config(config, dir.path());
+        let summary: toml::Value =
+            toml::from_str(&std::fs::read_to_string(cfg.output_dir.join("summary.toml")).unwrap())
+                .unwrap();
+        assert!(
+            summary["best_eval_return"].as_float().unwrap() >= -250.0,
+            "{config}: {summary}"
+        );
+    }
 }

@@ -7,9 +7,8 @@
 //! gradient with an entropy bonus, and value regression. Only the policy
 //! network is published: that is what actors and the inference front run.
 
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
-};
+use super::policy_value::PolicyValue;
+use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
 use crate::nets::FlatMlp;
 use crate::replay::Transition;
 use rlfleet_shared::config::A2cConfig;
@@ -32,14 +31,9 @@ struct Trajectory {
 #[derive(Debug)]
 pub struct A2c {
     cfg: A2cConfig,
-    policy_net: FlatMlp,
-    value_net: FlatMlp,
+    nets: PolicyValue,
     obs_dim: usize,
     device: Device,
-    policy: Tensor,
-    value: Tensor,
-    policy_adam: super::Adam,
-    value_adam: super::Adam,
     open: HashMap<u64, Trajectory>,
     ready: VecDeque<Trajectory>,
     train_steps: u64,
@@ -61,20 +55,15 @@ impl A2c {
         let policy_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, n_actions);
         let value_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, 1);
         tch::manual_seed(seed as i64);
-        let policy = policy_net.init(device).set_requires_grad(true);
-        let value = value_net.init(device).set_requires_grad(true);
+        let policy = policy_net.init(device);
+        let value = value_net.init(device);
         let mut actor = QPolicy::new(spec.obs_dim(), &cfg.hidden, n_actions, seed ^ 0xa2c0);
         actor.sample = true;
         A2c {
-            policy_adam: super::Adam::new(&policy, cfg.lr),
-            value_adam: super::Adam::new(&value, cfg.lr),
+            nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
-            policy_net,
-            value_net,
             obs_dim: spec.obs_dim(),
             device,
-            policy,
-            value,
             open: HashMap::new(),
             ready: VecDeque::new(),
             train_steps: 0,
@@ -92,7 +81,7 @@ impl A2c {
         let obs = Tensor::from_slice(&t.obs)
             .view([n, od])
             .to_device(self.device);
-        let values = self.value_net.forward(&self.value, &obs).squeeze_dim(1);
+        let values = self.nets.values(&obs);
         let bootstrap = if t.terminated {
             0.0
         } else {
@@ -100,9 +89,7 @@ impl A2c {
                 let last = Tensor::from_slice(&t.last_next)
                     .view([1, od])
                     .to_device(self.device);
-                self.value_net
-                    .forward(&self.value, &last)
-                    .double_value(&[0, 0])
+                self.nets.values(&last).double_value(&[0])
             })
         };
         let mut returns = vec![0f32; t.rewards.len()];
@@ -120,8 +107,9 @@ impl A2c {
             .to_device(self.device)
             .unsqueeze(1);
         let logp_all = self
+            .nets
             .policy_net
-            .forward(&self.policy, &obs)
+            .forward(&self.nets.policy, &obs)
             .log_softmax(1, Kind::Float);
         let logp = logp_all.gather(1, &actions, false).squeeze_dim(1);
         let entropy = -(logp_all.exp() * &logp_all)
@@ -130,17 +118,7 @@ impl A2c {
         let policy_loss = -(logp * adv).mean(Kind::Float) - entropy * self.cfg.ent_coef;
         let value_loss = (returns - &values).square().mean(Kind::Float) * self.cfg.vf_coef;
         let loss = &policy_loss + &value_loss;
-        self.policy.zero_grad();
-        self.value.zero_grad();
-        loss.backward();
-        for (params, adam) in [
-            (&mut self.policy, &mut self.policy_adam),
-            (&mut self.value, &mut self.value_adam),
-        ] {
-            let mut grad = params.grad();
-            super::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
-            adam.step(params, &grad);
-        }
+        self.nets.step(&loss, self.cfg.max_grad_norm);
         self.train_steps += 1;
         self.actor_fresh = false;
         self.last_loss = Some(loss.detach());
@@ -150,7 +128,7 @@ impl A2c {
 impl Agent for A2c {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         if !self.actor_fresh {
-            let w = to_vec(&self.policy);
+            let w = to_vec(&self.nets.policy);
             self.actor
                 .load(self.train_steps, &w)
                 .expect("the policy's own shape");
@@ -203,47 +181,23 @@ impl Agent for A2c {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.policy),
+            data: to_vec(&self.nets.policy),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(&w.data, self.policy_net.numel() as usize)?;
-        copy_into(&mut self.policy, &w.data);
+        check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
+        copy_into(&mut self.nets.policy, &w.data);
         self.actor_fresh = false;
         Ok(())
     }
 
     fn state(&self) -> AgentState {
-        AgentState {
-            tensors: vec![
-                named("online", &self.policy),
-                named("value", &self.value),
-                named("adam.m", &self.policy_adam.m),
-                named("adam.v", &self.policy_adam.v),
-                named("value_adam.m", &self.value_adam.m),
-                named("value_adam.v", &self.value_adam.v),
-            ],
-            train_steps: self.train_steps,
-            version: self.train_steps,
-            optimizer_steps: self.policy_adam.steps,
-        }
+        self.nets.state(self.train_steps)
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        restore(
-            s,
-            &mut [
-                ("online", &mut self.policy),
-                ("value", &mut self.value),
-                ("adam.m", &mut self.policy_adam.m),
-                ("adam.v", &mut self.policy_adam.v),
-                ("value_adam.m", &mut self.value_adam.m),
-                ("value_adam.v", &mut self.value_adam.v),
-            ],
-        )?;
-        self.policy_adam.steps = s.optimizer_steps;
-        self.value_adam.steps = s.optimizer_steps;
+        self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
         self.actor_fresh = false;
         Ok(())

@@ -8,6 +8,7 @@ mod critic;
 mod dqn;
 mod greedy;
 mod off_policy;
+mod policy_value;
 mod ppo;
 mod probe;
 mod sac;

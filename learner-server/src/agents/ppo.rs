@@ -11,9 +11,8 @@
 //! data came from it in `single` and `sync`, and from at most one round
 //! earlier over `seed-a2c`.
 
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
-};
+use super::policy_value::PolicyValue;
+use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
 use crate::nets::FlatMlp;
 use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
@@ -45,18 +44,12 @@ enum Actor {
 #[derive(Debug)]
 pub struct Ppo {
     cfg: PpoConfig,
-    policy_net: FlatMlp,
-    value_net: FlatMlp,
+    nets: PolicyValue,
     obs_dim: usize,
     /// Scalars per action (1 for a discrete index).
     act_dim: usize,
     discrete: bool,
     device: Device,
-    /// The policy MLP's parameters, then (continuous) the log stds.
-    policy: Tensor,
-    value: Tensor,
-    policy_adam: super::Adam,
-    value_adam: super::Adam,
     open: HashMap<u64, Segment>,
     ready: Vec<Segment>,
     /// Steps held in `open` and `ready`.
@@ -102,20 +95,14 @@ impl Ppo {
             let log_std = Tensor::full([act_dim as i64], cfg.log_std_init, (Kind::Float, device));
             policy = Tensor::cat(&[policy, log_std], 0);
         }
-        let policy = policy.set_requires_grad(true);
-        let value = value_net.init(device).set_requires_grad(true);
+        let value = value_net.init(device);
         Ppo {
-            policy_adam: super::Adam::new(&policy, cfg.lr),
-            value_adam: super::Adam::new(&value, cfg.lr),
+            nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
-            policy_net,
-            value_net,
             obs_dim,
             act_dim,
             discrete,
             device,
-            policy,
-            value,
             open: HashMap::new(),
             ready: Vec::new(),
             held: 0,
@@ -131,10 +118,11 @@ impl Ppo {
     /// Log probabilities of `actions` (`[n, act_dim]`) at `obs` under the
     /// current policy, and the policy's entropy there, each `[n]`.
     fn log_prob_entropy(&self, obs: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
-        let n_mlp = self.policy_net.numel();
+        let n_mlp = self.nets.policy_net.numel();
         let out = self
+            .nets
             .policy_net
-            .forward(&self.policy.narrow(0, 0, n_mlp), obs);
+            .forward(&self.nets.policy.narrow(0, 0, n_mlp), obs);
         if self.discrete {
             let logp_all = out.log_softmax(1, Kind::Float);
             let idx = actions.to_kind(Kind::Int64);
@@ -142,7 +130,7 @@ impl Ppo {
             let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
             return (logp, entropy);
         }
-        let log_std = self.policy.narrow(0, n_mlp, self.act_dim as i64);
+        let log_std = self.nets.policy.narrow(0, n_mlp, self.act_dim as i64);
         let z = (actions - &out) / log_std.exp();
         let logp =
             (z.square() * -0.5 - &log_std - HALF_LOG_2PI).sum_dim_intlist(1, false, Kind::Float);
@@ -175,8 +163,8 @@ impl Ppo {
             .view([segments.len() as i64, od])
             .to_device(self.device);
         let (old_values, boot, old_logp) = tch::no_grad(|| {
-            let v = self.value_net.forward(&self.value, &obs).squeeze_dim(1);
-            let b = self.value_net.forward(&self.value, &lasts).squeeze_dim(1);
+            let v = self.nets.values(&obs);
+            let b = self.nets.values(&lasts);
             (v, b, self.log_prob_entropy(&obs, &actions).0)
         });
         let values: Vec<f32> = Vec::try_from(&old_values).expect("f32 values");
@@ -248,7 +236,7 @@ impl Ppo {
         let c = self.cfg.clip_range;
         let surrogate = (&ratio * &adv).minimum(&(ratio.clamp(1.0 - c, 1.0 + c) * &adv));
         let policy_loss = -surrogate.mean(Kind::Float);
-        let mut v = self.value_net.forward(&self.value, obs).squeeze_dim(1);
+        let mut v = self.nets.values(obs);
         if self.cfg.clip_range_vf > 0.0 {
             let cv = self.cfg.clip_range_vf;
             v = old_values + (&v - old_values).clamp(-cv, cv);
@@ -256,17 +244,7 @@ impl Ppo {
         let value_loss = (returns - v).square().mean(Kind::Float);
         let loss = &policy_loss - entropy.mean(Kind::Float) * self.cfg.ent_coef
             + value_loss * self.cfg.vf_coef;
-        self.policy.zero_grad();
-        self.value.zero_grad();
-        loss.backward();
-        for (params, adam) in [
-            (&mut self.policy, &mut self.policy_adam),
-            (&mut self.value, &mut self.value_adam),
-        ] {
-            let mut grad = params.grad();
-            super::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
-            adam.step(params, &grad);
-        }
+        self.nets.step(&loss, self.cfg.max_grad_norm);
         self.train_steps += 1;
         self.last_loss = Some(loss.detach());
     }
@@ -275,7 +253,7 @@ impl Ppo {
 impl Agent for Ppo {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         if !self.actor_fresh {
-            let w = to_vec(&self.policy);
+            let w = to_vec(&self.nets.policy);
             match &mut self.actor {
                 Actor::Discrete(q) => q.load(self.train_steps, &w),
                 Actor::Continuous(c) => c.load(self.train_steps, &w),
@@ -314,8 +292,8 @@ impl Agent for Ppo {
         if self.cfg.lr_anneal_steps > 0 {
             let left = 1.0 - env_steps as f64 / self.cfg.lr_anneal_steps as f64;
             let lr = self.cfg.lr * left.clamp(0.0, 1.0);
-            self.policy_adam.lr = lr;
-            self.value_adam.lr = lr;
+            self.nets.policy_adam.lr = lr;
+            self.nets.value_adam.lr = lr;
         }
         self.update()
     }
@@ -336,47 +314,23 @@ impl Agent for Ppo {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.policy),
+            data: to_vec(&self.nets.policy),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
-        check_weights(&w.data, self.policy.numel())?;
-        copy_into(&mut self.policy, &w.data);
+        check_weights(&w.data, self.nets.policy.numel())?;
+        copy_into(&mut self.nets.policy, &w.data);
         self.actor_fresh = false;
         Ok(())
     }
 
     fn state(&self) -> AgentState {
-        AgentState {
-            tensors: vec![
-                named("online", &self.policy),
-                named("value", &self.value),
-                named("adam.m", &self.policy_adam.m),
-                named("adam.v", &self.policy_adam.v),
-                named("value_adam.m", &self.value_adam.m),
-                named("value_adam.v", &self.value_adam.v),
-            ],
-            train_steps: self.train_steps,
-            version: self.train_steps,
-            optimizer_steps: self.policy_adam.steps,
-        }
+        self.nets.state(self.train_steps)
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        restore(
-            s,
-            &mut [
-                ("online", &mut self.policy),
-                ("value", &mut self.value),
-                ("adam.m", &mut self.policy_adam.m),
-                ("adam.v", &mut self.policy_adam.v),
-                ("value_adam.m", &mut self.value_adam.m),
-                ("value_adam.v", &mut self.value_adam.v),
-            ],
-        )?;
-        self.policy_adam.steps = s.optimizer_steps;
-        self.value_adam.steps = s.optimizer_steps;
+        self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
         self.actor_fresh = false;
         Ok(())
@@ -416,7 +370,7 @@ mod tests {
                 ..PpoConfig::default()
             };
             let mut ppo = Ppo::new(&cfg, &spec, 1, Device::Cpu);
-            let n_mlp = ppo.policy_net.numel() as usize;
+            let n_mlp = ppo.nets.policy_net.numel() as usize;
             let extra = if spec.action_space.is_discrete() {
                 0
             } else {

@@ -158,13 +158,18 @@ fn continuous_agents_and_ppo_rules() {
         err(&with_agent("sac", "CartPole-v1")),
         "agent `sac` needs a continuous action space, and `CartPole-v1` has a discrete one"
     );
-    let e =
-        err(&with_agent("td3", "Pendulum-v1")
-            .replace("\"single\"", "\"seed\"\ntransport = \"quic\""));
-    assert!(
-        e.contains("agent `td3` on continuous actions runs in `single` or a workflow"),
-        "{e}"
+    let e = err(&with_agent("td3", "Pendulum-v1")
+        .replace("\"single\"", "\"random\"\ntransport = \"quic\"")
+        .replace("[stop]", "[stop]\nmax_episodes = 3"));
+    assert_eq!(
+        e,
+        "workflow `random` plays discrete actions only; agent `td3` on `Pendulum-v1` acts in a box"
     );
+    RunConfig::from_toml(
+        &with_agent("sac", "Pendulum-v1").replace("\"single\"", "\"seed\"\ntransport = \"quic\""),
+        "t",
+    )
+    .unwrap();
     RunConfig::from_toml(
         &with_agent("td3", "Pendulum-v1").replace("\"single\"", "\"sync\"\ntransport = \"quic\""),
         "t",

@@ -24,15 +24,11 @@ impl RunConfig {
                 self.agent, self.env
             )));
         }
-        // The inference fronts and `random` pick discrete actions only.
-        if matches!(
-            self.workflow,
-            WorkflowKind::Seed | WorkflowKind::SeedA2c | WorkflowKind::Random
-        ) {
+        // `random` picks discrete actions only.
+        if self.workflow == WorkflowKind::Random {
             return Err(ConfigError::Conflict(format!(
-                "agent `{}` on continuous actions runs in `single` or a workflow whose actors \
-                 send experience, not `{}`",
-                self.agent, self.workflow
+                "workflow `random` plays discrete actions only; agent `{}` on `{}` acts in a box",
+                self.agent, self.env
             )));
         }
         Ok(())

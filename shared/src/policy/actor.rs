@@ -1,11 +1,11 @@
-//! [`ActorPolicy`]: what an actor acts with, built from the learner's
-//! `Welcome`: a [`QPolicy`] for discrete actions (epsilon-greedy Q-values, a
+//! [`ActorPolicy`]: what an actor (or the learner's SEED inference front)
+//! acts with, as the learner's `Welcome` describes it: a [`QPolicy`] for discrete actions (epsilon-greedy Q-values, a
 //! dueling head's advantages, or sampled logits) or a [`ContinuousPolicy`]
 //! (the agent's head, exploring).
 
 use super::{ContinuousPolicy, QPolicy, continuous_head};
 use crate::config::AgentKind;
-use crate::env::{self, Space};
+use crate::env::{self, EnvSpec, Space};
 use crate::nets::{CpuMlp, Forward};
 use crate::wire::Welcome;
 
@@ -21,10 +21,21 @@ impl ActorPolicy {
         let spec = env::spec(&w.env_id).map_err(|e| e.to_string())?;
         let agent = AgentKind::from_name(&w.agent)
             .ok_or_else(|| format!("this actor does not know agent `{}`", w.agent))?;
+        Ok(ActorPolicy::new(&spec, agent, &w.hidden, w.dueling, w.seed))
+    }
+
+    /// The policy `agent` publishes for `spec` (no weights loaded yet).
+    pub fn new(
+        spec: &EnvSpec,
+        agent: AgentKind,
+        hidden: &[u32],
+        dueling: bool,
+        seed: u64,
+    ) -> ActorPolicy {
         let obs_dim = spec.obs_dim();
-        Ok(match &spec.action_space {
+        match &spec.action_space {
             Space::Discrete { n } => {
-                let mut q = QPolicy::new(obs_dim, &w.hidden, *n, w.seed).dueling(w.dueling);
+                let mut q = QPolicy::new(obs_dim, hidden, *n, seed).dueling(dueling);
                 // A policy network's logits (A2C, PPO) are sampled; Q-values
                 // are epsilon-greedy.
                 q.sample = agent.samples_softmax();
@@ -32,13 +43,20 @@ impl ActorPolicy {
             }
             Space::Box { low, high } => ActorPolicy::Continuous(ContinuousPolicy::new(
                 obs_dim,
-                &w.hidden,
+                hidden,
                 continuous_head(agent),
                 low,
                 high,
-                w.seed,
+                seed,
             )),
-        })
+        }
+    }
+
+    pub fn has_weights(&self) -> bool {
+        match self {
+            ActorPolicy::Discrete(q) => q.has_weights(),
+            ActorPolicy::Continuous(c) => c.has_weights(),
+        }
     }
 
     pub fn net(&self) -> &CpuMlp {

@@ -11,7 +11,7 @@ use super::link::SeedLink;
 use crate::metrics::Metrics;
 use crate::transport::{Acted, ConnId, Event, Reply};
 use rlfleet_shared::config::DistributedConfig;
-use rlfleet_shared::policy::QPolicy;
+use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -84,7 +84,7 @@ pub struct Front {
     cfg: DistributedConfig,
     obs_dim: usize,
     act_dim: usize,
-    policy: QPolicy,
+    policy: ActorPolicy,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
     parked: Vec<Parked>,
@@ -102,7 +102,7 @@ impl Front {
         cfg: DistributedConfig,
         obs_dim: usize,
         act_dim: usize,
-        policy: QPolicy,
+        policy: ActorPolicy,
     ) -> Front {
         Front {
             link,
@@ -230,7 +230,7 @@ impl Front {
                 Some(starts) if !starts.is_empty() => {
                     let _ = p.reply.send(Message::Actions(wire::Actions {
                         seq: p.seq,
-                        policy_version: self.policy.version,
+                        policy_version: self.policy.version(),
                         actions: vec![0.0; p.n_envs * self.act_dim],
                         starts,
                     }));
@@ -259,12 +259,12 @@ impl Front {
             }
         }
         let snapshot = self.link.policy.lock().expect("policy lock").clone();
-        if (snapshot.version != self.policy.version || !self.policy.has_weights())
+        if (snapshot.version != self.policy.version() || !self.policy.has_weights())
             && let Err(e) = self.policy.load(snapshot.version, &snapshot.params)
         {
             tracing::error!("seed front: {e}");
         }
-        self.policy.epsilon = snapshot.epsilon;
+        self.policy.set_exploration(snapshot.epsilon);
         let pending = std::mem::take(&mut self.batcher.pending);
         let (od, ad) = (self.obs_dim, self.act_dim);
         let n: usize = pending.iter().map(|p| p.act.len()).sum();
@@ -291,7 +291,7 @@ impl Front {
             let starts = self.starts_for(p.conn).unwrap_or_default();
             let _ = p.reply.send(Message::Actions(wire::Actions {
                 seq: p.obs.seq,
-                policy_version: self.policy.version,
+                policy_version: self.policy.version(),
                 actions: actions.clone(),
                 starts,
             }));

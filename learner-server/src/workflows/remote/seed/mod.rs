@@ -11,7 +11,7 @@ use super::{EnvTrack, Mode, RemoteRun};
 use crate::replay::Transition;
 use crate::transport::{Acted, ConnId, Event};
 use link::SeedLink;
-use rlfleet_shared::policy::QPolicy;
+use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::flags;
 use std::sync::Arc;
 use std::sync::mpsc;
@@ -29,15 +29,13 @@ impl RemoteRun {
         };
         let link = link.clone();
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let n_actions = self.spec.action_space.n().unwrap_or(1);
-        let mut policy = QPolicy::new(
-            self.obs_dim(),
+        let policy = ActorPolicy::new(
+            &self.spec,
+            self.cfg().agent,
             self.cfg().policy_hidden(),
-            n_actions,
+            self.cfg().dueling(),
             self.cfg().seed ^ 0x5eed_f407,
-        )
-        .dueling(self.cfg().dueling());
-        policy.sample = self.cfg().agent.samples_softmax();
+        );
         let front = front::Front::new(
             link,
             rx,
