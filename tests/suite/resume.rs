@@ -1,5 +1,6 @@
 //! Resume: a run stopped part-way continues from its checkpoint with the
-//! saved counters, weights and optimizer state, and appends to its files.
+//! saved counters, weights and optimizer state, and appends to its files;
+//! every agent (PPO, DDPG, TD3, SAC too) restores its whole state.
 
 use learner_server::checkpoint::Checkpoint;
 use learner_server::output::read_episodes;
@@ -110,4 +111,69 @@ fn resuming_from_a_checkpoint_of_another_env_is_refused() {
         err.contains("CartPole-v1") && err.contains("Acrobot-v1"),
         "{err}"
     );
+}
+
+/// PPO, DDPG, TD3 and SAC resume with every tensor of their state (actor,
+/// critics, targets, the temperature, every Adam moment) and their counters,
+/// and go on training on the schedule the counters say.
+#[test]
+fn every_agent_resumes_with_its_whole_state() {
+    let _heavy = rlfleet_tests::heavy();
+    // (config, train steps after 1,500 env steps, after 500 more resumed)
+    let cases = [
+        // An update of 10 epochs x 4 minibatches every 256 steps; the
+        // unfinished rollout is not in the checkpoint.
+        ("cartpole-ppo-single", 5 * 40, 5 * 40 + 40),
+        // Rollouts of 1,024: one update (10 x 16) before the stop, none in
+        // the 500 steps after.
+        ("pendulum-ppo-single", 160, 160),
+        // One step per env step from step 1,000; after the resume the
+        // replay refills, and training waits for a batch of 256.
+        ("pendulum-td3-single", 501, 501 + 245),
+        ("pendulum-ddpg-single", 501, 501 + 245),
+        ("pendulum-sac-single", 501, 501 + 245),
+    ];
+    for (name, first_steps, total_steps) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg =
+            RunConfig::load(&workspace_root().join(format!("config/{name}.toml"))).unwrap();
+        cfg.output_dir = dir.path().to_path_buf();
+        cfg.stop.target_eval_return = None;
+        cfg.stop.max_env_steps = Some(1_500);
+        cfg.eval.period_steps = 500;
+        cfg.eval.episodes = 1;
+        let summary = SingleRun::new(&cfg, &RunOptions::default())
+            .unwrap()
+            .run(&CancellationToken::new())
+            .unwrap();
+        assert_eq!(summary.train_steps, first_steps, "{name}");
+        let ck_path = dir.path().join("checkpoint.safetensors");
+        let saved = Checkpoint::load(&ck_path).unwrap();
+        assert_eq!(saved.agent_state.train_steps, first_steps, "{name}");
+
+        cfg.stop.max_env_steps = Some(2_000);
+        let opts = RunOptions {
+            resume: Some(ck_path),
+            progress: false,
+        };
+        let run = SingleRun::new(&cfg, &opts).unwrap();
+        assert_eq!(run.counters(), saved.counters, "{name}");
+        let state = run.agent().state();
+        assert_eq!(
+            state.tensors.len(),
+            saved.agent_state.tensors.len(),
+            "{name}"
+        );
+        for t in &state.tensors {
+            let want = saved.agent_state.tensor(&t.name).unwrap();
+            assert!(t.data == want.data, "{name}: tensor `{}` differs", t.name);
+        }
+        assert_eq!(
+            state.optimizer_steps, saved.agent_state.optimizer_steps,
+            "{name}"
+        );
+        let summary = run.run(&CancellationToken::new()).unwrap();
+        assert_eq!(summary.counters.env_steps, 2_000, "{name}");
+        assert_eq!(summary.train_steps, total_steps, "{name}");
+    }
 }
