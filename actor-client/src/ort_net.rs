@@ -74,13 +74,7 @@ impl Forward for OrtForward {
     }
 
     fn load(&mut self, params: &[f32]) -> Result<(), String> {
-        if params.len() != self.net.numel() {
-            return Err(format!(
-                "weights have {} values, the network has {}",
-                params.len(),
-                self.net.numel()
-            ));
-        }
+        self.net.check_params(params.len())?;
         self.params.clear();
         self.params.extend_from_slice(params);
         Ok(())

@@ -28,6 +28,29 @@ impl CpuMlp {
         &self.sizes
     }
 
+    /// Refuses flat parameters of the wrong count, naming both.
+    pub fn check_params(&self, got: usize) -> Result<(), String> {
+        if got != self.numel() {
+            return Err(format!(
+                "weights have {got} values, the network has {}",
+                self.numel()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a backend built for other layers than `self`'s.
+    pub fn check_backend(&self, backend: &CpuMlp) -> Result<(), String> {
+        if backend != self {
+            return Err(format!(
+                "the backend runs layers {:?}, the policy has {:?}",
+                backend.sizes(),
+                self.sizes()
+            ));
+        }
+        Ok(())
+    }
+
     pub fn output_dim(&self) -> usize {
         *self.sizes.last().expect("at least two sizes")
     }
@@ -97,13 +120,7 @@ impl MlpCopy {
     /// Copies in flat parameters (the learner's layout); refuses a wrong
     /// count, naming both.
     pub fn load(&mut self, params: &[f32]) -> Result<(), String> {
-        if params.len() != self.net.numel() {
-            return Err(format!(
-                "weights have {} values, the network has {}",
-                params.len(),
-                self.net.numel()
-            ));
-        }
+        self.net.check_params(params.len())?;
         self.params.clear();
         let mut offset = 0;
         for w in self.net.sizes.windows(2) {

@@ -52,6 +52,27 @@ impl ActorPolicy {
         }
     }
 
+    /// The same policy acting greedily: the best Q-value, logit or
+    /// advantage; a continuous head's deterministic action (evaluation).
+    pub fn greedy(mut self) -> ActorPolicy {
+        match &mut self {
+            ActorPolicy::Discrete(q) => {
+                q.sample = false;
+                q.epsilon = 0.0;
+            }
+            ActorPolicy::Continuous(c) => c.explore = false,
+        }
+        self
+    }
+
+    /// Values the weights hold.
+    pub fn numel(&self) -> usize {
+        match self {
+            ActorPolicy::Discrete(q) => q.numel(),
+            ActorPolicy::Continuous(c) => c.numel(),
+        }
+    }
+
     pub fn has_weights(&self) -> bool {
         match self {
             ActorPolicy::Discrete(q) => q.has_weights(),
@@ -97,11 +118,15 @@ impl ActorPolicy {
         }
     }
 
-    /// Exploring actions for `n` observations (`actions` gets `n` rows).
+    /// Actions for `n` observations (`actions` gets `n` rows), exploring
+    /// unless the policy was made [`ActorPolicy::greedy`].
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
         match self {
             ActorPolicy::Discrete(q) => q.act(obs, n, actions),
-            ActorPolicy::Continuous(c) => c.act(obs, n, true, actions),
+            ActorPolicy::Continuous(c) => {
+                let explore = c.explore;
+                c.act(obs, n, explore, actions)
+            }
         }
     }
 }

@@ -52,6 +52,9 @@ pub struct ContinuousPolicy {
     log_std: Vec<f32>,
     /// Exploration noise of the tanh head.
     pub noise: f32,
+    /// [`super::ActorPolicy::act`] explores (false: greedy actions, for
+    /// evaluation).
+    pub explore: bool,
     pub version: u64,
     rng: Pcg64,
 }
@@ -79,6 +82,7 @@ impl ContinuousPolicy {
             high: high.to_vec(),
             log_std: Vec::new(),
             noise: 0.0,
+            explore: true,
             version: 0,
             rng: Pcg64::seed_from_u64(seed),
         }
@@ -92,13 +96,7 @@ impl ContinuousPolicy {
     /// Runs the network with `forward` instead; refuses one for another
     /// network. Weights must be loaded again.
     pub fn with_forward(self, forward: Box<dyn Forward>) -> Result<ContinuousPolicy, String> {
-        if forward.net() != self.net.net() {
-            return Err(format!(
-                "the backend runs layers {:?}, the policy has {:?}",
-                forward.net().sizes(),
-                self.net.net().sizes()
-            ));
-        }
+        self.net.net().check_backend(forward.net())?;
         Ok(ContinuousPolicy {
             net: forward,
             ..self

@@ -71,22 +71,11 @@ impl QPolicy {
     /// Runs the network with `forward` instead (for example ONNX Runtime);
     /// refuses one for another network. Weights must be loaded again.
     pub fn with_forward(self, forward: Box<dyn Forward>) -> Result<QPolicy, String> {
-        if forward.net() != self.net.net() {
-            return Err(format!(
-                "the backend runs layers {:?}, the policy has {:?}",
-                forward.net().sizes(),
-                self.net.net().sizes()
-            ));
-        }
+        self.net.net().check_backend(forward.net())?;
         Ok(QPolicy {
             net: forward,
             ..self
         })
-    }
-
-    /// Number of actions.
-    pub fn n_actions(&self) -> usize {
-        self.net.net().output_dim() - usize::from(self.dueling)
     }
 
     /// Parameters the network takes.
