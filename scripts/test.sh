@@ -2,16 +2,20 @@
 # scripts/test.sh — the whole test suite, on a fresh machine or a warm one.
 # Installs what it needs (scripts/setup.sh, cached under ~/.cache/rlfleet),
 # checks formatting and lints, builds the binaries the integration tests
-# start, then runs every test of the workspace.
+# start, then runs every test of the workspace — with the `mpi` feature, so
+# the MPI tests run real `mpirun` (OpenMPI comes from setup.sh). The
+# default build (no features) needs no MPI; clippy checks it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 cargo fmt --all --check
+features=(--features rlfleet-tests/mpi,rlfleet-bench/mpi)
 cargo clippy --release --workspace --all-targets -- -D warnings
-cargo build --release --workspace --bins
+cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
+cargo build --release --workspace --bins "${features[@]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --release --workspace 2>&1 | tee "$log"
+cargo test --release --workspace "${features[@]}" 2>&1 | tee "$log"
 # One closing line for the whole workspace (cargo prints one per test binary).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
      END { printf "summary: %d passed, %d failed\n", p, f; exit (f > 0) }' "$log"

@@ -5,9 +5,12 @@
 //! - [`remote`]: the learner protocol over QUIC (connect, reconnect, the
 //!   `async`/`sync`/`seed` loops).
 //! - [`envs`]: the environments one actor runs behind one connection.
+//! - `mpi_link` (feature `mpi`): the actor as an MPI rank.
 //! - [`random_rollout`]: local episodes with a random policy.
 
 pub mod envs;
+#[cfg(feature = "mpi")]
+pub mod mpi_link;
 pub mod ort_net;
 pub mod remote;
 

@@ -1,6 +1,7 @@
 //! `actor-client`: flags, logging and exit codes around the library.
 //! `actor-client --server HOST:PORT --pin SHA256|--ca FILE [--token T]
-//! [--envs N]` feeds a learner; `actor-client rollout` plays locally.
+//! [--envs N]` feeds a learner; `actor-client mpi` is an actor rank of an
+//! MPI job (feature `mpi`); `actor-client rollout` plays locally.
 
 use clap::{Args, Parser, Subcommand};
 use rlfleet_shared::quic::{Liveness, Trust};
@@ -78,6 +79,31 @@ struct ConnectArgs {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// An actor rank of an MPI job (built with the `mpi` feature):
+    /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
+    Mpi {
+        /// Environments to run (they share the rank's link and weights).
+        #[arg(long, default_value_t = 1)]
+        envs: u32,
+        /// Stable id of this actor (default: HOSTNAME-mpi-RANK).
+        #[arg(long)]
+        actor_id: Option<String>,
+        /// What runs the policy network.
+        #[arg(
+            long,
+            value_enum,
+            env = "RLFLEET_ACTOR_INFERENCE",
+            default_value = "rust"
+        )]
+        inference: actor_client::remote::Inference,
+        /// Simulate a failure: leave the run instead of sending batch
+        /// N + 1 (0: before the first).
+        #[arg(long)]
+        fail_after_batches: Option<u64>,
+        /// Log as JSON lines.
+        #[arg(long)]
+        log_json: bool,
+    },
     /// Play episodes locally with random actions; print one CSV row each.
     Rollout {
         #[arg(long, default_value = "CartPole-v1")]
@@ -107,8 +133,101 @@ fn default_actor_id() -> String {
     format!("{host}-{}", std::process::id())
 }
 
+fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.with_ansi(std::io::stderr().is_terminal()).init();
+    }
+}
+
+/// The exit line and code of an actor that ran.
+fn finish(result: anyhow::Result<actor_client::remote::ActorReport>) -> ExitCode {
+    match result {
+        Ok(r) => {
+            // One write, so lines of actors sharing a terminal do not mix.
+            let line = format!("{r}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            if e.is::<actor_client::remote::Refused>() {
+                ExitCode::from(3)
+            } else {
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_actor(
+    envs: u32,
+    actor_id: Option<String>,
+    inference: actor_client::remote::Inference,
+    fail_after_batches: Option<u64>,
+) -> ExitCode {
+    let rank = std::env::var("OMPI_COMM_WORLD_RANK")
+        .or_else(|_| std::env::var("PMI_RANK"))
+        .unwrap_or_else(|_| std::process::id().to_string());
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "actor".into());
+    let args = actor_client::mpi_link::MpiActor {
+        player: actor_client::remote::Player {
+            actor_id: actor_id.unwrap_or_else(|| format!("{host}-mpi-{rank}")),
+            token: String::new(),
+            envs: envs.max(1),
+            once: true,
+            inference,
+        },
+        fail_after_batches,
+    };
+    match actor_client::mpi_link::run(args, CancellationToken::new()) {
+        // The learner was told why (the rank's `bye`) and re-issues its
+        // episodes. A non-zero exit would make mpirun abort the whole job,
+        // the learner included, so the rank leaves with 0.
+        Err(e) => {
+            eprintln!("error: {e:#} (this actor rank left the run; the learner carries on)");
+            ExitCode::SUCCESS
+        }
+        ok => finish(ok),
+    }
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_actor(
+    _envs: u32,
+    _actor_id: Option<String>,
+    _inference: actor_client::remote::Inference,
+    _fail_after_batches: Option<u64>,
+) -> ExitCode {
+    eprintln!(
+        "error: this actor-client was built without MPI: cargo build --release --features mpi \\
+         (needs an MPI library and libclang; see SETUP.md)"
+    );
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Mpi {
+        envs,
+        actor_id,
+        inference,
+        fail_after_batches,
+        log_json,
+    }) = cli.command
+    {
+        init_logging(log_json);
+        return mpi_actor(envs, actor_id, inference, fail_after_batches);
+    }
     if let Some(Command::Rollout {
         env,
         episodes,
@@ -124,16 +243,7 @@ fn main() -> ExitCode {
         };
     }
     let c = cli.connect;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if c.log_json {
-        builder.json().init();
-    } else {
-        builder.with_ansi(std::io::stderr().is_terminal()).init();
-    }
+    init_logging(c.log_json);
     let Some(server) = c.server else {
         eprintln!("error: give --server HOST:PORT (or the `rollout` subcommand)");
         return ExitCode::from(2);
@@ -177,20 +287,5 @@ fn main() -> ExitCode {
         });
         actor_client::remote::run(opts, cancel).await
     });
-    match result {
-        Ok(r) => {
-            // One write, so lines of actors sharing a terminal do not mix.
-            let line = format!("{r}\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.is::<actor_client::remote::Refused>() {
-                ExitCode::from(3)
-            } else {
-                ExitCode::FAILURE
-            }
-        }
-    }
+    finish(result)
 }

@@ -4,7 +4,8 @@
 //! over any [`Link`]. Over QUIC ([`run`]): connect with exponential backoff
 //! and jitter, and after a lost connection reconnect with a new session id
 //! and resend the batch that was not acknowledged. In the learner's own
-//! process ([`run_inproc`]): messages as values over channels.
+//! process ([`run_inproc`]): messages as values over channels. As an MPI
+//! rank: `crate::mpi_link` (feature `mpi`), through [`run_link`].
 
 use crate::envs::EnvSlots;
 use rand::Rng;
@@ -173,6 +174,19 @@ pub async fn run_inproc(
     mut link: InprocLink,
     cancel: CancellationToken,
 ) -> anyhow::Result<ActorReport> {
+    run_link(player, &mut link, cancel)
+        .await
+        .map_err(|e| e.context("in-process link lost"))
+}
+
+/// Runs one session over a link that is never re-established (in-process,
+/// an MPI rank) until the learner stops it or `cancel` fires; a lost link
+/// is an error.
+pub async fn run_link<L: Link>(
+    player: &Player,
+    link: &mut L,
+    cancel: CancellationToken,
+) -> anyhow::Result<ActorReport> {
     let mut carry = Carry {
         pending: None,
         seq: 0,
@@ -183,11 +197,11 @@ pub async fn run_inproc(
     };
     let mut backoff = Duration::ZERO;
     let end = tokio::select! {
-        r = session(player, &mut link, &mut carry, &mut backoff) => r?,
+        r = session(player, link, &mut carry, &mut backoff) => r?,
         _ = cancel.cancelled() => SessionEnd::Stopped { shutdown: true },
     };
     if let SessionEnd::Lost(why) = end {
-        anyhow::bail!("in-process link lost: {why}");
+        anyhow::bail!("{why}");
     }
     Ok(carry.report)
 }

@@ -47,6 +47,11 @@ pub async fn run(
     actors: LocalActors,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunSummary> {
+    anyhow::ensure!(
+        cfg.transport != TransportKind::Mpi,
+        "transport = \"mpi\": the actors are MPI ranks; start the run with `{}`",
+        rlfleet_shared::config::MPI_LAUNCH
+    );
     let inproc = cfg.transport == TransportKind::Inproc;
     let output_dir = cfg.output_dir.clone();
     let binary = if actors.count > 0 && !inproc {

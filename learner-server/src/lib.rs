@@ -30,6 +30,8 @@ pub mod embedded;
 pub mod export;
 pub mod hub;
 pub mod metrics;
+#[cfg(feature = "mpi")]
+pub mod mpi_run;
 pub mod nets;
 pub mod output;
 pub mod replay;

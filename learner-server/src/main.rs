@@ -60,6 +60,23 @@ enum Command {
         #[arg(long)]
         ready_file: Option<PathBuf>,
     },
+    /// The learner rank of an MPI job (built with the `mpi` feature):
+    /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
+    Mpi {
+        /// The run config (TOML); its transport is taken to be "mpi".
+        config: PathBuf,
+        /// Resume from this checkpoint.
+        #[arg(long)]
+        resume: Option<PathBuf>,
+        /// Listeners and tokens (server TOML) for QUIC actors joining the
+        /// run from outside the job (default: loopback, ephemeral port).
+        #[arg(long)]
+        server_config: Option<PathBuf>,
+        /// Once listening, write the QUIC address and the certificate
+        /// fingerprint here as JSON.
+        #[arg(long)]
+        ready_file: Option<PathBuf>,
+    },
     /// Check a run config and print it with every default filled in.
     Check { config: PathBuf },
     /// Write a finished run's policy as a standalone ONNX model.
@@ -108,6 +125,64 @@ fn load_config(path: &std::path::Path) -> Result<RunConfig, ExitCode> {
     })
 }
 
+/// The exit code of a finished run, printing its summary or error.
+fn finish(result: anyhow::Result<workflows::RunSummary>) -> ExitCode {
+    match result {
+        Ok(summary) => {
+            println!("{summary}");
+            if summary.reason == StopReason::Cancelled {
+                ExitCode::from(130)
+            } else {
+                ExitCode::SUCCESS
+            }
+        }
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn mpi_command(
+    config: PathBuf,
+    resume: Option<PathBuf>,
+    server_config: Option<PathBuf>,
+    ready_file: Option<PathBuf>,
+) -> ExitCode {
+    let args = learner_server::mpi_run::MpiRun {
+        config,
+        options: RunOptions {
+            resume,
+            progress: false,
+        },
+        server_config,
+        ready_file,
+    };
+    let token = CancellationToken::new();
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let t = token.clone();
+    std::thread::spawn(move || signals.block_on(cancel_on_signal(t)));
+    finish(learner_server::mpi_run::run(args, token))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn mpi_command(
+    _config: PathBuf,
+    _resume: Option<PathBuf>,
+    _server_config: Option<PathBuf>,
+    _ready_file: Option<PathBuf>,
+) -> ExitCode {
+    eprintln!(
+        "error: this learner-server was built without MPI: cargo build --release --features mpi \
+         (needs an MPI library and libclang; see SETUP.md)"
+    );
+    ExitCode::from(2)
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
@@ -144,6 +219,12 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Mpi {
+            config,
+            resume,
+            server_config,
+            ready_file,
+        } => mpi_command(config, resume, server_config, ready_file),
         Command::Serve { config, ready_file } => {
             let cfg = match ServerConfig::load(&config) {
                 Ok(c) => c,
@@ -222,18 +303,7 @@ fn main() -> ExitCode {
                 }
             });
             match result {
-                Ok(Ok(summary)) => {
-                    println!("{summary}");
-                    if summary.reason == StopReason::Cancelled {
-                        ExitCode::from(130)
-                    } else {
-                        ExitCode::SUCCESS
-                    }
-                }
-                Ok(Err(e)) => {
-                    eprintln!("error: {e:#}");
-                    ExitCode::FAILURE
-                }
+                Ok(r) => finish(r),
                 Err(e) => {
                     eprintln!("error: the run panicked: {e}");
                     ExitCode::FAILURE

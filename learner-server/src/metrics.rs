@@ -22,6 +22,8 @@ pub struct Metrics {
     pub batch_transitions: Histogram,
     pub transitions_ingested: IntCounter,
     pub inference_requests: IntCounter,
+    /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
+    pub rma_deposits: IntCounter,
     pub inference_batch_size: Histogram,
     pub inference_latency: Histogram,
     pub policy_version: IntGauge,
@@ -147,6 +149,11 @@ impl Metrics {
                 &r,
                 "rlfleet_inference_requests_total",
                 "Observation requests answered (seed).",
+            ),
+            rma_deposits: counter(
+                &r,
+                "rlfleet_rma_deposits_total",
+                "Batches actor ranks deposited into the learner's MPI RMA window (rma workflows).",
             ),
             inference_batch_size: histogram(
                 &r,

@@ -12,11 +12,15 @@
 //! - [`quic`]: TLS identities and trust, QUIC endpoints, framed streams.
 //! - [`nets`]: the plain-Rust MLP forward pass that acts from weights.
 //! - [`policy`]: epsilon-greedy Q-policy over that network.
+//! - `mpi` (feature `mpi`): rank layout, owned non-blocking sends, RMA
+//!   windows and the `rma` mailboxes.
 //!
 //! This crate never links libtorch: actor processes depend on it alone.
 
 pub mod config;
 pub mod env;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod nets;
 pub mod onnx;
 pub mod policy;

@@ -3,7 +3,9 @@
 //! (and each `rma` data structure and overflow rule) runs on `inproc` and
 //! on `quic` with the counting env (`Counting-v0`: every transition is
 //! recognisable by its episode tag and step index) and the `probe` agent,
-//! which writes every transition it is given to `probe.csv`. From the run's
+//! which writes every transition it is given to `probe.csv` — and, built
+//! with the `mpi` feature, over `mpi` under real `mpirun` (1 learner rank,
+//! 3 actor ranks; the `rma` workflows deposit into RMA windows). From the run's
 //! own output — `episodes.csv`, `batches.csv` (the learner's audit of every
 //! batch), `probe.csv`, `summary.toml`, `metrics.prom` — and the actors'
 //! reports it checks that:
@@ -24,7 +26,7 @@
 
 use rlfleet_shared::config::{AgentKind, DataStructure, Overflow, RunConfig, TransportKind};
 use rlfleet_tests::daemon::{ActorCounts, actor_counts};
-use rlfleet_tests::{heavy, run_embedded};
+use rlfleet_tests::{heavy, run_embedded, run_mpi};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -215,7 +217,7 @@ struct BatchLine {
     outcome: String,
 }
 
-fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
+fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     let what = format!(
         "{} ({:?}/{:?}) over {}",
         case.workflow, cfg.distributed.data_structure, cfg.distributed.overflow, cfg.transport
@@ -248,7 +250,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
     let all_steps: u64 = (0..EPISODES).map(length_of).sum();
 
     // Actors: every step they took belongs to a counted episode.
-    assert_eq!(reports.len(), 4, "{what}");
+    assert_eq!(reports.len(), actors, "{what}");
     let actor_steps: u64 = reports.iter().map(|r| r.env_steps).sum();
     let actor_episodes: u64 = reports.iter().map(|r| r.episodes).sum();
     assert_eq!(actor_steps, all_steps, "{what}: actor steps");
@@ -397,6 +399,19 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts]) {
         metric(&prom, "rlfleet_episodes_issued_total"),
         EPISODES as f64
     );
+    // Over MPI the `rma` workflows' batches travel one-sidedly: every
+    // sending of one (a refused one goes again) is one deposit into the
+    // learner's RMA window; nothing else deposits.
+    let one_sided = cfg.transport == TransportKind::Mpi && case.workflow.starts_with("rma");
+    let sendings: u64 = reports
+        .iter()
+        .map(|r| r.batches + r.resent + r.refused)
+        .sum();
+    assert_eq!(
+        metric(&prom, "rlfleet_rma_deposits_total"),
+        if one_sided { sendings as f64 } else { 0.0 },
+        "{what}: RMA deposits"
+    );
     let requests: u64 = reports.iter().map(|r| r.inference_requests).sum();
     assert_eq!(
         metric(&prom, "rlfleet_inference_requests_total"),
@@ -410,7 +425,14 @@ fn run_all(transport: TransportKind) {
     let dir = tempfile::tempdir().unwrap();
     for (n, case) in cases().iter().enumerate() {
         let cfg = config(case, transport, dir.path(), n);
-        let out = run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]);
+        let (out, actors) = if transport == TransportKind::Mpi {
+            (run_mpi(&cfg, dir.path(), 3, &["--envs", "2"]), 3)
+        } else {
+            (
+                run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]),
+                4,
+            )
+        };
         assert!(
             out.success,
             "{} over {transport}: {}\n{}",
@@ -422,7 +444,7 @@ fn run_all(transport: TransportKind) {
             .filter(|l| l.starts_with("actor done:"))
             .map(|l| actor_counts(l).unwrap())
             .collect();
-        check(case, &cfg, &reports);
+        check(case, &cfg, &reports, actors);
     }
 }
 
@@ -434,4 +456,10 @@ fn every_workflow_conforms_over_inproc() {
 #[test]
 fn every_workflow_conforms_over_quic() {
     run_all(TransportKind::Quic);
+}
+
+#[cfg(feature = "mpi")]
+#[test]
+fn every_workflow_conforms_over_mpi() {
+    run_all(TransportKind::Mpi);
 }

@@ -10,6 +10,8 @@ mod control_api;
 mod daemon_accounting;
 mod env_parity;
 mod inproc;
+#[cfg(feature = "mpi")]
+mod mpi_ranks;
 mod onnx_parity;
 mod ort_actors;
 mod resume;

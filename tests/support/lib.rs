@@ -93,6 +93,51 @@ pub fn run_single(cfg: &rlfleet_shared::config::RunConfig, dir: &Path) -> Embedd
     run_learner(cfg, dir, &[])
 }
 
+/// Writes `cfg` resolved into `dir` and runs it as an MPI job under real
+/// `mpirun`: `-n 1 learner-server mpi CONFIG : -n ACTORS actor-client mpi
+/// [actor_args]` (as root, oversubscribed: more ranks than cores).
+pub fn run_mpi(
+    cfg: &rlfleet_shared::config::RunConfig,
+    dir: &Path,
+    actors: usize,
+    actor_args: &[&str],
+) -> Embedded {
+    run_mpi_groups(cfg, dir, &[(actors, actor_args)])
+}
+
+/// As [`run_mpi`], with groups of actor ranks that get different flags
+/// (`: -n N actor-client mpi FLAGS` each).
+pub fn run_mpi_groups(
+    cfg: &rlfleet_shared::config::RunConfig,
+    dir: &Path,
+    groups: &[(usize, &[&str])],
+) -> Embedded {
+    let cfg_path = dir.join(format!("{}-{}-mpi.toml", cfg.name, cfg.workflow));
+    std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
+    let mut cmd = Command::new("mpirun");
+    cmd.args(["--oversubscribe", "-n", "1"])
+        .arg(binary("learner-server"))
+        .arg("mpi")
+        .arg(&cfg_path);
+    for (n, args) in groups {
+        cmd.args([":", "-n", &n.to_string()])
+            .arg(binary("actor-client"))
+            .arg("mpi")
+            .args(*args);
+    }
+    let out = cmd
+        .env("RUST_LOG", "warn")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)");
+    Embedded {
+        success: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str]) -> Embedded {
     let cfg_path = dir.join(format!("{}-{}.toml", cfg.name, cfg.workflow));
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");

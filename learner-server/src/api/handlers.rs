@@ -45,6 +45,12 @@ pub async fn create_run(
         .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;
     cfg.validate()
         .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;
+    if cfg.transport == rlfleet_shared::config::TransportKind::Mpi {
+        return Err(ApiError::bad_request(format!(
+            "run config: transport = \"mpi\" runs under MPI, not in a daemon: `{}`",
+            rlfleet_shared::config::MPI_LAUNCH
+        )));
+    }
     let id = state
         .hub
         .start_run(cfg, RunOptions::default())

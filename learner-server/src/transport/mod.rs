@@ -1,10 +1,12 @@
 //! Transports as the learner sees them: whatever carries actors' messages
-//! (QUIC, in-process channels; MPI later) runs a [`session::Session`] per
+//! (QUIC, in-process channels, MPI) runs a [`session::Session`] per
 //! actor, which turns them into [`Event`]s for the active run's
 //! [`RunInbox`] and delivers the run's replies. Workflows are written
 //! against these events and never see a socket.
 
 pub mod inproc;
+#[cfg(feature = "mpi")]
+pub mod mpi;
 pub mod quic;
 pub mod session;
 

@@ -124,6 +124,10 @@ pub enum TransportKind {
     Mpi,
 }
 
+/// How a run with `transport = "mpi"` is started (MPMD: learner ranks,
+/// then actor ranks).
+pub const MPI_LAUNCH: &str = "mpirun -n 1 learner-server mpi RUN.toml : -n ACTORS actor-client mpi";
+
 /// The config spelling of a kind (its serde name).
 fn config_name<T: Serialize>(v: &T) -> String {
     // A unit variant serialises as its kebab-case name.

@@ -21,7 +21,7 @@ pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
-pub use kinds::{AgentKind, TransportKind, WorkflowKind};
+pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};

@@ -125,11 +125,8 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
     );
     let e = err(&with("sync", "fixed_policy = \"ck.safetensors\""));
     assert!(e.contains("fixed_policy is for workflow `random`"), "{e}");
-    let e = err(&MINIMAL.replace("\"single\"", "\"seed\"\ntransport = \"mpi\""));
-    assert_eq!(
-        e,
-        "`transport` = \"mpi\" is not supported: workflow `seed` runs over \"quic\" or \"inproc\" in this build"
-    );
+    let e = err(&MINIMAL.replace("\"single\"", "\"single\"\ntransport = \"mpi\""));
+    assert!(e.contains("workflow `single` runs in one process"), "{e}");
     let e = err(&MINIMAL.replace("\"single\"", "\"async\"\ntransport = \"quic\""));
     assert!(e.contains("set stop.max_episodes"), "{e}");
     let e = err(&MINIMAL.replace("CartPole-v1", "Pendulum-v1"));

@@ -92,16 +92,6 @@ impl RunConfig {
                 allowed: "workflow `single` runs in one process: use \"inproc\"".into(),
             });
         }
-        if self.workflow.is_distributed() && self.transport == TransportKind::Mpi {
-            return Err(ConfigError::Unsupported {
-                key: "transport",
-                value: format!("\"{}\"", self.transport),
-                allowed: format!(
-                    "workflow `{}` runs over \"quic\" or \"inproc\" in this build",
-                    self.workflow
-                ),
-            });
-        }
         if self.workflow.ends_on_episodes() && self.stop.max_episodes.is_none() {
             return Err(ConfigError::Conflict(format!(
                 "workflow `{}` ends when all episodes have finished: set stop.max_episodes",

@@ -1,0 +1,158 @@
+//! An actor as an MPI rank (`actor-client mpi`, feature `mpi`): learn the
+//! job's layout, take the mailbox geometry the lead learner broadcasts,
+//! take part in allocating its RMA window, then play one run over an
+//! [`MpiLink`] — framed messages to and from the lead learner, and for the
+//! `rma` workflows batches deposited one-sidedly into this rank's mailbox
+//! in the learner's window — and say `bye` before leaving. A simulated
+//! failure (`--fail-after-batches`) leaves early with its reason in the
+//! `bye`, as a crashed actor would look to the run.
+
+use crate::remote::{Link, Player, run_link};
+use rlfleet_shared::mpi::rsmpi::traits::{
+    Communicator, Destination, MatchedReceiveVec, Root, Source,
+};
+use rlfleet_shared::mpi::{
+    self, BYE_DONE, Geometry, Layout, Role, SimpleCommunicator, TAG_BYE, TAG_MESSAGE, Window,
+    mailbox::Mailbox,
+};
+use rlfleet_shared::wire::{self, Message};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Polls with a short spin, then pauses that double up to half a
+/// millisecond (MPI has no readiness notification to wait on).
+#[derive(Debug, Default)]
+struct Backoff {
+    polls: u32,
+}
+
+impl Backoff {
+    fn wait(&mut self) {
+        self.polls += 1;
+        if self.polls < 64 {
+            std::thread::yield_now();
+        } else {
+            let us = 10u64 << (self.polls - 64).min(6);
+            std::thread::sleep(Duration::from_micros(us.min(500)));
+        }
+    }
+}
+
+/// Messages between this actor rank and the lead learner.
+#[derive(Debug)]
+pub struct MpiLink {
+    window: Window<'static>,
+    learner: i32,
+    mailbox: Option<Mailbox>,
+    max_frame_bytes: u32,
+    /// Simulated failure: the link is lost at this batch.
+    fail_after: Option<u64>,
+    batches: u64,
+}
+
+impl MpiLink {
+    fn comm(&self) -> &'static SimpleCommunicator {
+        self.window.comm()
+    }
+}
+
+impl Link for MpiLink {
+    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+        if let Message::Experience(_) = msg {
+            if self.fail_after == Some(self.batches) {
+                return Err(format!("simulated failure after {} batches", self.batches));
+            }
+            self.batches += 1;
+        }
+        let frame = wire::encode(msg);
+        if let (Some(mb), Message::Experience(_)) = (&self.mailbox, msg) {
+            let mut backoff = Backoff::default();
+            while !mb.deposit(&self.window, &frame)? {
+                backoff.wait();
+            }
+            return Ok(());
+        }
+        self.comm()
+            .process_at_rank(self.learner)
+            .send_with_tag(&frame[..], TAG_MESSAGE);
+        Ok(())
+    }
+
+    async fn recv(&mut self) -> Result<Message, String> {
+        let mut backoff = Backoff::default();
+        loop {
+            let probed = self
+                .comm()
+                .process_at_rank(self.learner)
+                .immediate_matched_probe_with_tag(TAG_MESSAGE);
+            if let Some(probed) = probed {
+                let (bytes, _) = probed.matched_receive_vec::<u8>();
+                return mpi::decode_frame(&bytes, self.max_frame_bytes).map_err(|e| e.to_string());
+            }
+            backoff.wait();
+        }
+    }
+}
+
+/// What `actor-client mpi` was asked.
+#[derive(Debug, Clone)]
+pub struct MpiActor {
+    pub player: Player,
+    pub fail_after_batches: Option<u64>,
+}
+
+/// Runs this rank as an actor of the job; returns its report (or why it
+/// failed, after telling the learner).
+pub fn run(
+    args: MpiActor,
+    cancel: CancellationToken,
+) -> anyhow::Result<crate::remote::ActorReport> {
+    let universe = mpi::init().map_err(anyhow::Error::msg)?;
+    // The window borrows the world for as long as it lives: the rest of
+    // the process.
+    let world: &'static SimpleCommunicator = Box::leak(Box::new(universe.world()));
+    let layout =
+        Layout::exchange(world, Role::Actor, args.player.envs).map_err(anyhow::Error::msg)?;
+    let Some(learner) = layout.lead_learner() else {
+        mpi::abort(
+            &format!(
+                "no learner rank in this job: `{}`",
+                rlfleet_shared::config::MPI_LAUNCH
+            ),
+            2,
+        );
+    };
+    let mut words = vec![0u64; 1 + 2 * layout.ranks.len()];
+    world
+        .process_at_rank(learner)
+        .broadcast_into(&mut words[..]);
+    let geometry = Geometry::from_words(&words);
+    let window = Window::allocate(world, 0);
+    let mut player = args.player;
+    if player.actor_id.len() > mpi::mailbox::MAX_ACTOR_ID {
+        player.actor_id.truncate(mpi::mailbox::MAX_ACTOR_ID);
+    }
+    let mut link = MpiLink {
+        window,
+        learner,
+        mailbox: geometry.mailbox(learner, layout.rank),
+        max_frame_bytes: wire::DEFAULT_MAX_FRAME_BYTES,
+        fail_after: args.fail_after_batches,
+        batches: 0,
+    };
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let result = runtime.block_on(run_link(&player, &mut link, cancel));
+    let why = match &result {
+        Ok(_) => BYE_DONE.to_string(),
+        Err(e) => format!("{e:#}"),
+    };
+    world
+        .process_at_rank(learner)
+        .send_with_tag(why.as_bytes(), TAG_BYE);
+    // Collective: waits until the learner has seen every actor leave.
+    drop(link);
+    drop(universe);
+    result
+}

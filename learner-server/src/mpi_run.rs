@@ -1,0 +1,168 @@
+//! `learner-server mpi RUN.toml` (feature `mpi`): the learner rank of an
+//! MPMD job (`mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client
+//! mpi`). Every rank learns the layout; the learner checks the config and
+//! broadcasts the actors' mailbox geometry; then it runs like embedded mode
+//! — the daemon (QUIC listener included, so actors outside the allocation
+//! can join the same run: a mixed fleet), one run, the MPI transport thread
+//! serving the actor ranks — and ends when the run and every actor rank
+//! are done. A rank that cannot go on aborts the whole job with the reason.
+
+use crate::daemon;
+use crate::server_config::ServerConfig;
+use crate::transport::mpi::{MpiOptions, serve};
+use crate::workflows::{RunOptions, RunSummary};
+use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
+use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Root};
+use rlfleet_shared::mpi::{self, Geometry, Layout, Role, mailbox};
+use std::path::{Path, PathBuf};
+use tokio_util::sync::CancellationToken;
+
+/// Flags of `learner-server mpi`.
+#[derive(Debug, Clone)]
+pub struct MpiRun {
+    pub config: PathBuf,
+    pub options: RunOptions,
+    /// Listeners and tokens for QUIC actors joining from outside the job
+    /// (default: loopback, an ephemeral port).
+    pub server_config: Option<PathBuf>,
+    /// Where to write the QUIC address and certificate fingerprint (JSON)
+    /// once listening.
+    pub ready_file: Option<PathBuf>,
+}
+
+/// The mailbox geometry of a run: one slot per batch an actor may have in
+/// flight, for the workflows whose actors deposit one-sidedly.
+pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
+    let deposits = matches!(
+        cfg.workflow,
+        WorkflowKind::Rma | WorkflowKind::RmaQueuePopAll
+    );
+    if !deposits {
+        return Ok(Geometry::plan(layout, 0, |_| 0));
+    }
+    let spec = rlfleet_shared::env::spec(&cfg.env).map_err(|e| e.to_string())?;
+    let (obs_dim, action_dim) = (spec.obs_dim() as u32, spec.action_space.flat_dim() as u32);
+    let steps = cfg
+        .distributed
+        .batch_step_frequency
+        .max(cfg.distributed.steps_per_round);
+    Ok(Geometry::plan(
+        layout,
+        u64::from(cfg.distributed.in_flight.max(1)),
+        |envs| mailbox::slot_bytes(obs_dim, action_dim, steps, envs),
+    ))
+}
+
+fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
+    let mut cfg = RunConfig::load(path).map_err(|e| e.to_string())?;
+    let (learners, actors) = (layout.learners().len(), layout.actors().len());
+    if learners != 1 {
+        return Err(format!(
+            "workflow `{}` takes one learner rank; this job has {learners} (multi-learner \
+             workflows are not in this build)",
+            cfg.workflow
+        ));
+    }
+    if !cfg.workflow.is_distributed() {
+        return Err(format!(
+            "workflow `{}` runs in one process: `learner-server run {}`",
+            cfg.workflow,
+            path.display()
+        ));
+    }
+    cfg.transport = TransportKind::Mpi;
+    cfg.validate().map_err(|e| e.to_string())?;
+    if actors == 0 {
+        return Err(format!(
+            "no actor ranks in this job: `{}`",
+            rlfleet_shared::config::MPI_LAUNCH
+        ));
+    }
+    Ok(cfg)
+}
+
+/// Runs the learner rank; returns the run's summary.
+pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<RunSummary> {
+    let universe = mpi::init().map_err(anyhow::Error::msg)?;
+    let world = universe.world();
+    let layout = Layout::exchange(&world, Role::Learner, 0).map_err(anyhow::Error::msg)?;
+    let cfg = match load(&args.config, &layout) {
+        Ok(c) => c,
+        Err(e) => mpi::abort(&format!("{}: {e}", args.config.display()), 2),
+    };
+    let scfg = match &args.server_config {
+        Some(p) => ServerConfig::load(p).unwrap_or_else(|e| mpi::abort(&e.to_string(), 2)),
+        None => {
+            let mut s = ServerConfig::default();
+            s.actors.listen = ([127, 0, 0, 1], 0).into();
+            s.api.listen = ([127, 0, 0, 1], 0).into();
+            s.actors.tls_dir = cfg.output_dir.join("tls");
+            s
+        }
+    };
+    let geometry = geometry(&cfg, &layout).unwrap_or_else(|e| mpi::abort(&e, 2));
+    let mut words = geometry.to_words(layout.ranks.len());
+    world
+        .process_at_rank(layout.rank)
+        .broadcast_into(&mut words[..]);
+    tracing::info!(
+        learner = layout.rank,
+        actors = layout.actors().len(),
+        mailbox_slots = geometry.slots,
+        window_bytes = geometry.total_bytes(),
+        "MPI job: {} learner rank, {} actor ranks",
+        layout.learners().len(),
+        layout.actors().len()
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    let output_dir = cfg.output_dir.clone();
+    let result = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        let d = daemon::start(&scfg, shutdown.clone()).await?;
+        if let Some(path) = &args.ready_file {
+            let info = serde_json::json!({
+                "actors": d.actors_addr.to_string(),
+                "fingerprint": d.fingerprint,
+            });
+            std::fs::write(path, info.to_string())?;
+        }
+        let id = d.hub.start_run(cfg, args.options.clone())?;
+        let opts = MpiOptions {
+            layout,
+            geometry,
+            max_frame_bytes: scfg.actors.max_frame_bytes,
+        };
+        let (hub, rt) = (d.hub.clone(), tokio::runtime::Handle::current());
+        let transport = std::thread::Builder::new()
+            .name("mpi-transport".into())
+            .spawn(move || serve(hub, opts, rt))?;
+        let hub = d.hub.clone();
+        let result = tokio::select! {
+            r = hub.wait_run(&id) => r,
+            _ = cancel.cancelled() => {
+                hub.stop_run(&id);
+                hub.wait_run(&id).await
+            }
+        };
+        if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
+            tracing::warn!("cannot write metrics.prom: {e}");
+        }
+        // Actor ranks waiting for a next run are told to stop.
+        shutdown.cancel();
+        d.wait().await;
+        tokio::task::spawn_blocking(move || transport.join())
+            .await?
+            .map_err(|_| anyhow::anyhow!("the MPI transport thread panicked"))?;
+        match result {
+            Some(Ok(summary)) => Ok(summary),
+            Some(Err(e)) => Err(anyhow::anyhow!(e)),
+            None => anyhow::bail!("the run vanished"),
+        }
+    });
+    drop(world);
+    drop(universe);
+    result
+}

@@ -1,0 +1,80 @@
+//! MPI plumbing that learner and actor ranks share (cargo feature `mpi`):
+//! start-up at the thread level the transport needs, the rank layout
+//! every rank learns at start ([`Layout`]), message tags, and safe wrappers
+//! over the parts of `mpi::ffi` that rsmpi 0.8 has no safe API for —
+//! non-blocking sends of owned buffers ([`Outbox`]) and one-sided RMA
+//! windows ([`Window`]) — plus the actors' mailboxes the `rma` workflows
+//! deposit into ([`mailbox`]).
+//!
+//! Launch is MPMD: `mpirun -n L learner-server mpi RUN.toml : -n A
+//! actor-client mpi`. Ranks learn each other's roles from one allgather.
+
+pub mod layout;
+pub mod mailbox;
+pub mod outbox;
+pub mod window;
+
+pub use layout::{Layout, Role};
+pub use mailbox::Geometry;
+pub use outbox::Outbox;
+pub use window::{Epoch, Window};
+
+/// The rsmpi crate itself, for its safe two-sided and collective API.
+pub use ::mpi as rsmpi;
+pub use mpi::environment::Universe;
+pub use mpi::topology::SimpleCommunicator;
+
+use crate::wire::{FrameError, Message};
+
+/// A framed [`crate::wire::Message`] (length prefix included).
+pub const TAG_MESSAGE: i32 = 1;
+/// An actor rank leaves; the payload is its reason in UTF-8 (`done`
+/// when it finished normally).
+pub const TAG_BYE: i32 = 2;
+/// The reason an actor that finished normally gives.
+pub const BYE_DONE: &str = "done";
+
+/// Initialises MPI with `MPI_THREAD_MULTIPLE`: the learner's transport
+/// thread and the tokio tasks beside it may each call MPI.
+pub fn init() -> Result<Universe, String> {
+    use mpi::Threading;
+    let (universe, level) = mpi::initialize_with_threading(Threading::Multiple)
+        .ok_or("MPI was already initialised in this process")?;
+    if level != Threading::Multiple {
+        return Err(format!(
+            "this MPI library provides thread level {level:?}; rlfleet needs Multiple \
+             (OpenMPI built with --enable-mpi-thread-multiple, the Debian default)"
+        ));
+    }
+    Ok(universe)
+}
+
+/// Ends the whole job with `code` (every rank), after printing `why`.
+/// Used when one rank cannot go on and the others would wait for it.
+pub fn abort(why: &str, code: i32) -> ! {
+    use mpi::topology::Communicator;
+    eprintln!("error: {why}");
+    SimpleCommunicator::world().abort(code)
+}
+
+/// A frame received over MPI (length prefix included), checked against
+/// `max_bytes` and validated.
+pub fn decode_frame(bytes: &[u8], max_bytes: u32) -> Result<Message, FrameError> {
+    let (len, body) = bytes
+        .split_first_chunk::<4>()
+        .ok_or(FrameError::Truncated)?;
+    let len = u32::from_le_bytes(*len);
+    if len > max_bytes {
+        return Err(FrameError::TooLarge {
+            len,
+            max: max_bytes,
+        });
+    }
+    if len as usize != body.len() {
+        return Err(FrameError::Invalid(format!(
+            "the frame says {len} bytes but carries {}",
+            body.len()
+        )));
+    }
+    crate::wire::decode(body)
+}
