@@ -173,6 +173,8 @@ fn mpi_actor(
     inference: actor_client::remote::Inference,
     fail_after_batches: Option<u64>,
 ) -> ExitCode {
+    // No other thread exists yet (it sets an environment variable).
+    rlfleet_shared::mpi::steer_components();
     let rank = std::env::var("OMPI_COMM_WORLD_RANK")
         .or_else(|_| std::env::var("PMI_RANK"))
         .unwrap_or_else(|_| std::process::id().to_string());

@@ -16,12 +16,16 @@
 //!   Rust vs tch (see `inference.rs`).
 //! - `learn`: every agent for rl-baselines3-zoo's budget vs the zoo's
 //!   published returns (see `learn.rs`).
+//! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
+//!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
 mod agents;
 mod inference;
 mod ingest;
 mod learn;
 mod loopback;
+#[cfg(feature = "mpi")]
+mod mpi;
 mod seed;
 mod workflows;
 
@@ -102,6 +106,29 @@ enum What {
     Agents {
         #[arg(long, default_value_t = 3.0)]
         secs: f64,
+    },
+    /// MPI RMA operations (whole passive-target epochs) vs. a two-sided
+    /// ping-pong, under `mpirun -n 2`.
+    #[cfg(feature = "mpi")]
+    MpiRma {
+        #[arg(long, default_value_t = 20_000)]
+        iters: u32,
+    },
+    /// The ranks of `mpi-rma` (started by it under mpirun).
+    #[cfg(feature = "mpi")]
+    #[command(hide = true)]
+    RmaRanks {
+        #[arg(long)]
+        iters: u32,
+    },
+    /// `async` and `rma` over MPI vs. over QUIC (no training).
+    #[cfg(feature = "mpi")]
+    MpiTransports {
+        /// Env steps per run.
+        #[arg(long, default_value_t = 400_000)]
+        steps: u64,
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
     },
     /// The same DQN run under every workflow, vs. `single`.
     Workflows {
@@ -345,6 +372,12 @@ fn main() -> anyhow::Result<()> {
             let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
             write_json(&cli.out, "ingest", &rows)
         }
+        #[cfg(feature = "mpi")]
+        What::MpiRma { iters } => mpi::rma(iters, &cli.out),
+        #[cfg(feature = "mpi")]
+        What::RmaRanks { iters } => mpi::rma_ranks(iters),
+        #[cfg(feature = "mpi")]
+        What::MpiTransports { steps, actors } => mpi::transports(steps, actors, &cli.out),
         What::Workflows {
             steps,
             workflows,

@@ -159,6 +159,8 @@ fn mpi_command(
         server_config,
         ready_file,
     };
+    // Before the signal thread: it sets an environment variable.
+    rlfleet_shared::mpi::steer_components();
     let token = CancellationToken::new();
     let signals = tokio::runtime::Builder::new_current_thread()
         .enable_all()

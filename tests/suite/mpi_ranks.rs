@@ -1,8 +1,9 @@
 //! MPI ranks under real `mpirun` (feature `mpi`), beyond the conformance
 //! column: DQN reaches CartPole-v1's target with `async` over MPI, an actor
 //! rank that leaves early does not hang the run (its episodes are
-//! re-issued and every id finishes once), and a job without a learner
-//! rank's config error ends with the reason.
+//! re-issued and every id finishes once), a QUIC actor joins the run of
+//! an MPI job (a mixed fleet), and a learner rank's config error ends the
+//! job with the reason.
 
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, workspace_root};
@@ -121,5 +122,73 @@ fn a_bad_config_ends_the_whole_job_with_its_reason() {
         ),
         "{}",
         out.stderr
+    );
+}
+
+/// A mixed fleet: while the MPI job runs, an `actor-client` process over
+/// QUIC joins the learner rank's run and plays some of its episodes.
+#[test]
+fn a_quic_actor_joins_the_run_of_an_mpi_job() {
+    use std::process::{Command, Stdio};
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = counting("async", dir.path());
+    cfg.stop.max_episodes = Some(3000);
+    let cfg_path = dir.path().join("mixed.toml");
+    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
+    let ready = dir.path().join("ready.json");
+    let job = Command::new("mpirun")
+        .args(["--oversubscribe", "-n", "1"])
+        .arg(rlfleet_tests::binary("learner-server"))
+        .arg("mpi")
+        .arg(&cfg_path)
+        .arg("--ready-file")
+        .arg(&ready)
+        .args([":", "-n", "1"])
+        .arg(rlfleet_tests::binary("actor-client"))
+        .args(["mpi", "--actor-id", "rank-actor"])
+        .env("RUST_LOG", "warn")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while !ready.exists() {
+        assert!(
+            t0.elapsed().as_secs() < 30,
+            "the learner rank never got ready"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    let info: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+    let quic = Command::new(rlfleet_tests::binary("actor-client"))
+        .args(["--server", info["actors"].as_str().unwrap()])
+        .args(["--pin", info["fingerprint"].as_str().unwrap()])
+        .args(["--actor-id", "quic-actor", "--once"])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    let out = job.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("episode limit reached"), "{stdout}");
+    let quic_report = rlfleet_tests::daemon::actor_counts(&String::from_utf8_lossy(&quic.stderr))
+        .expect("the QUIC actor's report");
+    let rank_report = rlfleet_tests::daemon::actor_counts(&stderr).expect("the rank's report");
+    assert!(quic_report.episodes > 0, "{quic_report:?}");
+    assert!(rank_report.episodes > 0, "{rank_report:?}");
+    assert_eq!(quic_report.episodes + rank_report.episodes, 3000);
+    let (ids, _) = episode_ids_and_steps(&cfg.output_dir);
+    assert_eq!(ids, (0..3000).collect::<Vec<u64>>());
+    eprintln!(
+        "mixed fleet: {} episodes by the MPI rank, {} by the QUIC actor",
+        rank_report.episodes, quic_report.episodes
     );
 }

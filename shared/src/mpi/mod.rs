@@ -34,6 +34,27 @@ pub const TAG_BYE: i32 = 2;
 /// The reason an actor that finished normally gives.
 pub const BYE_DONE: &str = "done";
 
+/// Steers OpenMPI away from its `osc/rdma` one-sided component unless
+/// the user chose one (`OMPI_MCA_osc`): OpenMPI 4.1.4's `osc/rdma` over
+/// the shared-memory BTL crashes the target rank under
+/// `MPI_THREAD_MULTIPLE` (a segfault in `mca_btl_vader_poll_handle_frag`,
+/// reproduced by `rlfleet-bench mpi-rma`). `osc/sm` then serves windows on
+/// one node and `osc/ucx` windows across nodes.
+///
+/// Call it first thing in `main`, before any other thread exists (it sets
+/// an environment variable that `MPI_Init` reads).
+pub fn steer_components() {
+    if std::env::var_os("OMPI_MCA_osc").is_none() {
+        // SAFETY (edition 2024 marks set_var unsafe): the caller runs this
+        // before starting threads, so nothing reads the environment
+        // concurrently.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("OMPI_MCA_osc", "^rdma");
+        }
+    }
+}
+
 /// Initialises MPI with `MPI_THREAD_MULTIPLE`: the learner's transport
 /// thread and the tokio tasks beside it may each call MPI.
 pub fn init() -> Result<Universe, String> {

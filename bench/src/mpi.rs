@@ -1,0 +1,290 @@
+//! MPI benchmarks (feature `mpi`), each under real `mpirun`:
+//!
+//! - `rma`: the one-sided operations of [`rlfleet_shared::mpi::Window`] —
+//!   each a whole passive-target epoch (lock, the operation, flush, unlock)
+//!   from rank 1 on rank 0's window — and a mailbox deposit, against an
+//!   8-byte two-sided ping-pong measured in the same job.
+//! - `transports`: `async` and `rma` with 4 actors over MPI and over QUIC on
+//!   this machine, the transport alone (DQN never trains: `learning_starts`
+//!   is past the run's end): transitions/s and env steps/s, MPI against QUIC.
+
+use rlfleet_shared::config::{RunConfig, TransportKind};
+use rlfleet_shared::mpi::rsmpi::traits::{
+    Communicator, CommunicatorCollectives, Destination, Source,
+};
+use rlfleet_shared::mpi::{self, Geometry, Layout, Role, Window};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// One operation's mean latency.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct RmaRow {
+    pub operation: String,
+    pub bytes: usize,
+    pub micros: f64,
+    /// Against the two-sided ping-pong's round trip.
+    pub ratio_vs_ping_pong: f64,
+}
+
+fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.arg("--oversubscribe")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
+}
+
+/// Starts `mpirun -n 2 rlfleet-bench rma-ranks` and reads rank 0's rows.
+pub fn rma(iters: u32, out: &Path) -> anyhow::Result<()> {
+    let exe = std::env::current_exe()?;
+    let o = mpirun()
+        .args(["-n", "2"])
+        .arg(&exe)
+        .args(["rma-ranks", "--iters", &iters.to_string()])
+        .output()?;
+    anyhow::ensure!(
+        o.status.success(),
+        "mpirun failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let rows: Vec<RmaRow> = serde_json::from_slice(&o.stdout)?;
+    for r in &rows {
+        println!(
+            "{:<28} {:>6} B {:>8.2} µs  {:>5.2}× the ping-pong",
+            r.operation, r.bytes, r.micros, r.ratio_vs_ping_pong
+        );
+    }
+    crate::write_json(out, "mpi_rma", &rows)
+}
+
+/// The two ranks of the `rma` benchmark (run by `mpirun`); rank 0 prints
+/// the rows as JSON.
+pub fn rma_ranks(iters: u32) -> anyhow::Result<()> {
+    mpi::steer_components();
+    let universe = mpi::init().map_err(anyhow::Error::msg)?;
+    let world = universe.world();
+    let (me, peer) = (world.rank(), 1 - world.rank());
+    anyhow::ensure!(world.size() == 2, "run with mpirun -n 2");
+    let payload = vec![7u8; 1800];
+    // The mailbox of the "actor" (rank 1) on rank 0: one slot of 1.8 kB.
+    let layout = Layout {
+        rank: me,
+        ranks: vec![(Role::Learner, 0), (Role::Actor, 1)],
+    };
+    let geometry = Geometry::plan(&layout, 1, |_| 2048);
+    let window = Window::allocate(
+        &world,
+        if me == 0 {
+            geometry.total_bytes().max(4096)
+        } else {
+            0
+        },
+    );
+    let mut rows = Vec::new();
+    let mut time = |name: &str, bytes: usize, f: &mut dyn FnMut()| {
+        for _ in 0..iters / 10 {
+            f();
+        }
+        let t = Instant::now();
+        for _ in 0..iters {
+            f();
+        }
+        rows.push((
+            name.to_string(),
+            bytes,
+            t.elapsed().as_secs_f64() * 1e6 / f64::from(iters),
+        ));
+    };
+    let p = world.process_at_rank(peer);
+    let mut buf = [0u8; 8];
+    // Rank 1 echoes 8 bytes; rank 0 times the round trip.
+    if me == 0 {
+        time("ping-pong (two-sided)", 8, &mut || {
+            p.send(&buf[..]);
+            p.receive_into(&mut buf[..]);
+        });
+    } else {
+        for _ in 0..iters + iters / 10 {
+            p.receive_into(&mut buf[..]);
+            p.send(&buf[..]);
+        }
+    }
+    world.barrier();
+    if me == 1 {
+        let mut got = vec![0u8; payload.len()];
+        let mb = geometry.mailbox(0, 1).expect("rank 1 has a mailbox");
+        time("get", got.len(), &mut || {
+            window.lock(0, true).get(2048, &mut got)
+        });
+        time("put", payload.len(), &mut || {
+            window.lock(0, true).put(2048, &payload)
+        });
+        time("accumulate (u64 sum)", 8, &mut || {
+            window.lock(0, true).accumulate_u64s(0, &[1])
+        });
+        time("fetch-and-add (u64)", 8, &mut || {
+            window.lock(0, true).fetch_add_u64(8, 1);
+        });
+        time("compare-and-swap (u64)", 8, &mut || {
+            window.lock(0, true).compare_and_swap_u64(8, 0, 1);
+        });
+        // A deposit and the owner's drain, which frees the slot again.
+        let mut frames = Vec::new();
+        time("mailbox deposit + drain", payload.len(), &mut || {
+            assert!(mb.deposit(&window, &payload).expect("fits"));
+            frames.clear();
+            mb.drain(&window.lock(0, true), &mut frames).expect("drain");
+        });
+        let words: Vec<f64> = rows.iter().map(|r| r.2).collect();
+        world.process_at_rank(0).send(&words[..]);
+    } else {
+        let (words, _) = world.process_at_rank(1).receive_vec::<f64>();
+        let names = [
+            ("get", 1800),
+            ("put", 1800),
+            ("accumulate (u64 sum)", 8),
+            ("fetch-and-add (u64)", 8),
+            ("compare-and-swap (u64)", 8),
+            ("mailbox deposit + drain", 1800),
+        ];
+        let base = rows[0].2;
+        let mut out: Vec<RmaRow> = vec![RmaRow {
+            operation: rows[0].0.clone(),
+            bytes: 8,
+            micros: base,
+            ratio_vs_ping_pong: 1.0,
+        }];
+        for ((name, bytes), us) in names.iter().zip(words) {
+            out.push(RmaRow {
+                operation: (*name).into(),
+                bytes: *bytes,
+                micros: us,
+                ratio_vs_ping_pong: us / base,
+            });
+        }
+        println!("{}", serde_json::to_string(&out)?);
+    }
+    world.barrier();
+    drop(window);
+    Ok(())
+}
+
+/// One (workflow, transport) run of the transport benchmark.
+#[derive(Debug, Serialize)]
+pub struct TransportRow {
+    pub workflow: String,
+    pub transport: String,
+    pub env_steps: u64,
+    pub transitions_received: u64,
+    pub wall_secs: f64,
+    pub env_steps_per_sec: f64,
+    pub transitions_per_sec: f64,
+    /// env steps/s against QUIC's for the same workflow.
+    pub ratio_vs_quic: f64,
+}
+
+fn transport_config(workflow: &str, steps: u64, dir: &Path) -> anyhow::Result<RunConfig> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut cfg = RunConfig::load(&root.join(format!("config/cartpole-dqn-{workflow}.toml")))?;
+    cfg.stop = Default::default();
+    cfg.stop.max_env_steps = Some(steps);
+    cfg.stop.max_episodes = Some(1_000_000);
+    cfg.eval.period_steps = u64::MAX / 2;
+    cfg.checkpoint.period_steps = 0;
+    cfg.dqn.learning_starts = steps * 10;
+    cfg.output_dir = dir.join(workflow);
+    Ok(cfg)
+}
+
+fn transport_run(cfg: &RunConfig, dir: &Path, actors: usize) -> anyhow::Result<TransportRow> {
+    let path = dir.join(format!("{}-{}.toml", cfg.workflow, cfg.transport));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let bin = std::env::current_exe()?.with_file_name("learner-server");
+    let out = if cfg.transport == TransportKind::Mpi {
+        mpirun()
+            .args(["-n", "1"])
+            .arg(&bin)
+            .arg("mpi")
+            .arg(&path)
+            .args([":", "-n", &actors.to_string()])
+            .arg(bin.with_file_name("actor-client"))
+            .arg("mpi")
+            .env("RUST_LOG", "warn")
+            .output()?
+    } else {
+        Command::new(&bin)
+            .args([
+                "run",
+                "--no-progress",
+                "--local-actors",
+                &actors.to_string(),
+            ])
+            .arg(&path)
+            .env("RUST_LOG", "warn")
+            .output()?
+    };
+    anyhow::ensure!(
+        out.status.success(),
+        "{} over {} failed: {}",
+        cfg.workflow,
+        cfg.transport,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: toml::Value = toml::from_str(&std::fs::read_to_string(
+        cfg.output_dir.join("summary.toml"),
+    )?)?;
+    let wall = s["wall_secs"].as_float().unwrap_or(0.0);
+    let env_steps = s["env_steps"].as_integer().unwrap_or(0) as u64;
+    let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom"))?;
+    let transitions = prom
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("rlfleet_transitions_ingested_total ")?
+                .parse()
+                .ok()
+        })
+        .unwrap_or(0.0) as u64;
+    Ok(TransportRow {
+        workflow: cfg.workflow.to_string(),
+        transport: cfg.transport.to_string(),
+        env_steps,
+        transitions_received: transitions,
+        wall_secs: wall,
+        env_steps_per_sec: env_steps as f64 / wall,
+        transitions_per_sec: transitions as f64 / wall,
+        ratio_vs_quic: 0.0,
+    })
+}
+
+/// `async` and `rma`, each over QUIC then MPI, with `actors` actors.
+pub fn transports(steps: u64, actors: usize, out: &Path) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut rows = Vec::new();
+    for workflow in ["async", "rma"] {
+        let mut quic = 0.0;
+        for transport in [TransportKind::Quic, TransportKind::Mpi] {
+            let mut cfg = transport_config(workflow, steps, dir.path())?;
+            cfg.transport = transport;
+            cfg.output_dir = dir.path().join(format!("{workflow}-{transport}"));
+            let mut row = transport_run(&cfg, dir.path(), actors)?;
+            if transport == TransportKind::Quic {
+                quic = row.env_steps_per_sec;
+            }
+            row.ratio_vs_quic = row.env_steps_per_sec / quic;
+            println!(
+                "{:<6} over {:<4}: {:>7} env steps in {:>5.1} s: {:>7.0} env steps/s, {:>7.0} transitions/s received, {:.2}× QUIC",
+                row.workflow,
+                row.transport,
+                row.env_steps,
+                row.wall_secs,
+                row.env_steps_per_sec,
+                row.transitions_per_sec,
+                row.ratio_vs_quic
+            );
+            rows.push(row);
+        }
+    }
+    crate::write_json(out, "mpi_transports", &rows)
+}
