@@ -127,6 +127,8 @@ pub fn run(
         .process_at_rank(learner)
         .broadcast_into(&mut words[..]);
     let geometry = Geometry::from_words(&words);
+    // (Collective: the learners make their group from the same split.)
+    drop(mpi::split_by_role(world, Role::Actor));
     let window = Window::allocate(world, 0);
     let mut player = args.player;
     if player.actor_id.len() > mpi::mailbox::MAX_ACTOR_ID {

@@ -63,6 +63,7 @@ pub fn bench(only: &[String], eval_episodes: u32, out: &Path) -> anyhow::Result<
         let opts = RunOptions {
             resume: None,
             progress: false,
+            ..Default::default()
         };
         let s = workflows::run(&cfg, &opts, CancellationToken::new())?;
         let evals = read_evals(&cfg.output_dir.join("evals.csv"))?;

@@ -155,6 +155,7 @@ fn mpi_command(
         options: RunOptions {
             resume,
             progress: false,
+            ..Default::default()
         },
         server_config,
         ready_file,
@@ -168,7 +169,12 @@ fn mpi_command(
         .expect("tokio runtime");
     let t = token.clone();
     std::thread::spawn(move || signals.block_on(cancel_on_signal(t)));
-    finish(learner_server::mpi_run::run(args, token))
+    match learner_server::mpi_run::run(args, token) {
+        // A helper learner: the lead prints the run's summary.
+        Ok(None) => ExitCode::SUCCESS,
+        Ok(Some(summary)) => finish(Ok(summary)),
+        Err(e) => finish(Err(e)),
+    }
 }
 
 #[cfg(not(feature = "mpi"))]
@@ -283,6 +289,7 @@ fn main() -> ExitCode {
             let opts = RunOptions {
                 resume,
                 progress: !no_progress && std::io::stderr().is_terminal(),
+                ..Default::default()
             };
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

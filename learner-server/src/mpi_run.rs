@@ -13,7 +13,7 @@ use crate::transport::mpi::{MpiOptions, serve};
 use crate::workflows::{RunOptions, RunSummary};
 use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Root};
-use rlfleet_shared::mpi::{self, Geometry, Layout, Role, mailbox};
+use rlfleet_shared::mpi::{self, Geometry, Group, Layout, Role, mailbox};
 use std::path::{Path, PathBuf};
 use tokio_util::sync::CancellationToken;
 
@@ -56,10 +56,17 @@ pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
 fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
     let mut cfg = RunConfig::load(path).map_err(|e| e.to_string())?;
     let (learners, actors) = (layout.learners().len(), layout.actors().len());
-    if learners != 1 {
+    let multi = cfg.workflow == WorkflowKind::MlAsync;
+    if multi && learners < 2 {
         return Err(format!(
-            "workflow `{}` takes one learner rank; this job has {learners} (multi-learner \
-             workflows are not in this build)",
+            "workflow `ml-async` trains on 2 or more learner ranks; this job has {learners}: \
+             mpirun -n 2 learner-server mpi RUN.toml : -n ACTORS actor-client mpi"
+        ));
+    }
+    if !multi && learners != 1 {
+        return Err(format!(
+            "workflow `{}` takes one learner rank; this job has {learners} (of the \
+             multi-learner workflows this build runs `ml-async`)",
             cfg.workflow
         ));
     }
@@ -81,8 +88,28 @@ fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
-/// Runs the learner rank; returns the run's summary.
-pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<RunSummary> {
+/// A helper learner of `ml-async`: its share of the window's allocation,
+/// the same agent as the lead's (output under `learner-RANK/`), the lead's
+/// commands until the run ends, then the window's collective free.
+fn helper(
+    world: &mpi::SimpleCommunicator,
+    mut cfg: RunConfig,
+    commands: Group,
+    reduce: Group,
+) -> anyhow::Result<()> {
+    let window = mpi::Window::allocate(world, 0);
+    cfg.output_dir = cfg.output_dir.join(format!("learner-{}", world.rank()));
+    std::fs::create_dir_all(&cfg.output_dir)?;
+    let spec = rlfleet_shared::env::spec(&cfg.env)?;
+    let agent = crate::agents::build_agent(&cfg, &spec, crate::device::select(1));
+    crate::agents::data_parallel::serve_helper(agent, commands, reduce);
+    drop(window);
+    Ok(())
+}
+
+/// Runs a learner rank; returns the run's summary on the lead learner
+/// (`None` on a helper learner of `ml-async`).
+pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<RunSummary>> {
     let universe = mpi::init().map_err(anyhow::Error::msg)?;
     let world = universe.world();
     let layout = Layout::exchange(&world, Role::Learner, 0).map_err(anyhow::Error::msg)?;
@@ -101,10 +128,25 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<RunSummary
         }
     };
     let geometry = geometry(&cfg, &layout).unwrap_or_else(|e| mpi::abort(&e, 2));
+    let lead = layout.lead_learner().expect("this rank is a learner");
     let mut words = geometry.to_words(layout.ranks.len());
-    world
-        .process_at_rank(layout.rank)
-        .broadcast_into(&mut words[..]);
+    world.process_at_rank(lead).broadcast_into(&mut words[..]);
+    // (Collective over the world, then over the learners.)
+    let learners = mpi::split_by_role(&world, Role::Learner);
+    let reduce = learners.duplicate();
+    if layout.rank != lead {
+        return helper(&world, cfg, Group(learners), Group(reduce)).map(|()| None);
+    }
+    let mut args = args;
+    if cfg.workflow == WorkflowKind::MlAsync {
+        args.options.learners = Some(std::sync::Arc::new(std::sync::Mutex::new(Some((
+            Group(learners),
+            Group(reduce),
+        )))));
+    } else {
+        // Freed now: after MPI_Finalize it would be an error.
+        drop((learners, reduce));
+    }
     tracing::info!(
         learner = layout.rank,
         actors = layout.actors().len(),
@@ -157,7 +199,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<RunSummary
             .await?
             .map_err(|_| anyhow::anyhow!("the MPI transport thread panicked"))?;
         match result {
-            Some(Ok(summary)) => Ok(summary),
+            Some(Ok(summary)) => Ok(Some(summary)),
             Some(Err(e)) => Err(anyhow::anyhow!(e)),
             None => anyhow::bail!("the run vanished"),
         }

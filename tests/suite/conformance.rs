@@ -5,7 +5,9 @@
 //! recognisable by its episode tag and step index) and the `probe` agent,
 //! which writes every transition it is given to `probe.csv` — and, built
 //! with the `mpi` feature, over `mpi` under real `mpirun` (1 learner rank,
-//! 3 actor ranks; the `rma` workflows deposit into RMA windows). From the run's
+//! 3 actor ranks; the `rma` workflows deposit into RMA windows; `ml-async`
+//! with 2 learner ranks and 4 actor ranks, whose weights must end
+//! bit-identical). From the run's
 //! own output — `episodes.csv`, `batches.csv` (the learner's audit of every
 //! batch), `probe.csv`, `summary.toml`, `metrics.prom` — and the actors'
 //! reports it checks that:
@@ -26,7 +28,7 @@
 
 use rlfleet_shared::config::{AgentKind, DataStructure, Overflow, RunConfig, TransportKind};
 use rlfleet_tests::daemon::{ActorCounts, actor_counts};
-use rlfleet_tests::{heavy, run_embedded, run_mpi};
+use rlfleet_tests::{heavy, run_embedded, run_mpi, run_mpi_groups};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -140,7 +142,24 @@ fn cases() -> Vec<Case> {
             tweak: |_| {},
             pool: None,
         },
+        // Over MPI only: 2 learner ranks (each learner's probe records the
+        // transitions of its share of the episodes).
+        Case {
+            workflow: "ml-async",
+            allowed: &[],
+            tweak: |_| {},
+            pool: None,
+        },
     ]
+}
+
+/// Learner ranks a case runs with.
+fn learners(case: &Case) -> usize {
+    if case.workflow.starts_with("ml-") {
+        2
+    } else {
+        1
+    }
 }
 
 fn config(case: &Case, transport: TransportKind, dir: &Path, n: usize) -> RunConfig {
@@ -150,6 +169,7 @@ name = "conformance"
 env = "Counting-v0"
 agent = "probe"
 workflow = "{}"
+transport = "{transport}"
 seed = {SEED}
 output_dir = "{}"
 [stop]
@@ -312,8 +332,19 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     eprintln!("{what}: {outcomes:?} (batches, steps) by outcome; {actor_steps} actor steps");
     let (trained_batches, trained_steps) = outcomes.get("trained").copied().unwrap_or_default();
 
-    // The agent: each trained transition once, intact.
-    let probe = read_csv(&dir.join("probe.csv"));
+    // The agent: each trained transition once, intact (over the learners
+    // of a multi-learner run, each with its own probe.csv).
+    let mut probe = read_csv(&dir.join("probe.csv"));
+    for k in 1..learners(case) {
+        probe.extend(read_csv(&dir.join(format!("learner-{k}/probe.csv"))));
+    }
+    if learners(case) > 1 {
+        let l = std::fs::read_to_string(dir.join("learners.toml")).unwrap();
+        assert!(
+            l.contains("learners = 2") && l.contains("identical = true"),
+            "{what}: {l}"
+        );
+    }
     let mut seen = HashSet::new();
     let tags: BTreeMap<u64, u64> = (0..EPISODES)
         .map(|e| {
@@ -424,8 +455,14 @@ fn run_all(transport: TransportKind) {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     for (n, case) in cases().iter().enumerate() {
+        if learners(case) > 1 && transport != TransportKind::Mpi {
+            continue;
+        }
         let cfg = config(case, transport, dir.path(), n);
-        let (out, actors) = if transport == TransportKind::Mpi {
+        let (out, actors) = if learners(case) > 1 {
+            let out = run_mpi_groups(&cfg, dir.path(), learners(case), &[(4, &["--envs", "2"])]);
+            (out, 4)
+        } else if transport == TransportKind::Mpi {
             (run_mpi(&cfg, dir.path(), 3, &["--envs", "2"]), 3)
         } else {
             (

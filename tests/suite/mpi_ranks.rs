@@ -69,6 +69,7 @@ fn an_actor_rank_that_leaves_early_does_not_hang_the_run() {
         let out = run_mpi_groups(
             &cfg,
             dir.path(),
+            1,
             &[
                 (2, &["--envs", "2"]),
                 (1, &["--envs", "2", "--fail-after-batches", "4"]),
@@ -191,4 +192,33 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
         "mixed fleet: {} episodes by the MPI rank, {} by the QUIC actor",
         rank_report.episodes, quic_report.episodes
     );
+}
+
+/// `ml-async`: 2 learner ranks train one DQN data-parallel (gradients
+/// averaged with `MPI_Allreduce`) from 4 actor ranks, reach the target, and
+/// end with bit-identical weights.
+#[test]
+fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = workspace_root().join("config/cartpole-dqn-ml-async.toml");
+    let mut cfg = RunConfig::load(&shipped).unwrap();
+    cfg.output_dir = dir.path().join("ml-async");
+    let out = run_mpi_groups(&cfg, dir.path(), 2, &[(4, &[])]);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert!(out.success, "{stdout}\n{stderr}");
+    assert!(
+        stdout.starts_with("target reached (evaluation mean"),
+        "{stdout}"
+    );
+    let learners = std::fs::read_to_string(cfg.output_dir.join("learners.toml")).unwrap();
+    assert!(learners.contains("learners = 2"), "{learners}");
+    assert!(learners.contains("gradient_reduce = true"), "{learners}");
+    assert!(learners.contains("identical = true"), "{learners}");
+    let reports: Vec<_> = stderr
+        .lines()
+        .filter_map(rlfleet_tests::daemon::actor_counts)
+        .collect();
+    assert_eq!(reports.len(), 4, "{stderr}");
+    eprintln!("ml-async over mpi: {}", stdout.trim());
 }

@@ -47,6 +47,7 @@ fn resumed_run_continues_from_saved_counters_and_weights() {
     let opts = RunOptions {
         resume: Some(ck_path.clone()),
         progress: false,
+        ..Default::default()
     };
     let run = SingleRun::new(&second, &opts).unwrap();
     assert_eq!(run.counters(), saved.counters);
@@ -105,6 +106,7 @@ fn resuming_from_a_checkpoint_of_another_env_is_refused() {
     let opts = RunOptions {
         resume: Some(dir.path().join("checkpoint.safetensors")),
         progress: false,
+        ..Default::default()
     };
     let err = SingleRun::new(&other, &opts).unwrap_err().to_string();
     assert!(
@@ -155,6 +157,7 @@ fn every_agent_resumes_with_its_whole_state() {
         let opts = RunOptions {
             resume: Some(ck_path),
             progress: false,
+            ..Default::default()
         };
         let run = SingleRun::new(&cfg, &opts).unwrap();
         assert_eq!(run.counters(), saved.counters, "{name}");

@@ -102,20 +102,21 @@ pub fn run_mpi(
     actors: usize,
     actor_args: &[&str],
 ) -> Embedded {
-    run_mpi_groups(cfg, dir, &[(actors, actor_args)])
+    run_mpi_groups(cfg, dir, 1, &[(actors, actor_args)])
 }
 
-/// As [`run_mpi`], with groups of actor ranks that get different flags
-/// (`: -n N actor-client mpi FLAGS` each).
+/// As [`run_mpi`], with `learners` learner ranks and groups of actor ranks
+/// that get different flags (`: -n N actor-client mpi FLAGS` each).
 pub fn run_mpi_groups(
     cfg: &rlfleet_shared::config::RunConfig,
     dir: &Path,
+    learners: usize,
     groups: &[(usize, &[&str])],
 ) -> Embedded {
     let cfg_path = dir.join(format!("{}-{}-mpi.toml", cfg.name, cfg.workflow));
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
     let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-n", "1"])
+    cmd.args(["--oversubscribe", "-n", &learners.to_string()])
         .arg(binary("learner-server"))
         .arg("mpi")
         .arg(&cfg_path);

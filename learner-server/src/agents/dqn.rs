@@ -43,6 +43,8 @@ pub struct Dqn {
     cpu_copy: Option<MlpCopy>,
     /// The copy holds the current online parameters.
     copy_fresh: bool,
+    /// Data-parallel learners: averages each gradient over the group.
+    reduce: Option<Box<dyn super::GradientReduce>>,
 }
 
 impl Dqn {
@@ -79,6 +81,7 @@ impl Dqn {
             cpu_copy: (device == Device::Cpu)
                 .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, outputs))),
             copy_fresh: false,
+            reduce: None,
         }
     }
 
@@ -191,6 +194,11 @@ impl Dqn {
         self.params.zero_grad();
         loss.backward();
         let mut grad = self.params.grad();
+        if let Some(reduce) = &mut self.reduce {
+            let mut flat = to_vec(&grad);
+            reduce.mean(&mut flat);
+            grad = Tensor::from_slice(&flat).to_device(self.device);
+        }
         crate::agents::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
         self.adam.step(&mut self.params, &grad);
         self.copy_fresh = false;
@@ -261,6 +269,21 @@ impl Agent for Dqn {
             self.gradient_step();
         }
         self.cfg.gradient_steps
+    }
+
+    fn scheduled_steps(&self, env_steps: u64) -> u32 {
+        if env_steps >= self.cfg.learning_starts
+            && env_steps.is_multiple_of(u64::from(self.cfg.train_freq))
+        {
+            self.cfg.gradient_steps
+        } else {
+            0
+        }
+    }
+
+    fn set_gradient_reduce(&mut self, reduce: Box<dyn super::GradientReduce>) -> bool {
+        self.reduce = Some(reduce);
+        true
     }
 
     fn sample_step(&mut self) -> u32 {

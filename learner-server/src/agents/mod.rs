@@ -5,6 +5,8 @@
 mod a2c;
 mod adam;
 mod critic;
+#[cfg(feature = "mpi")]
+pub mod data_parallel;
 mod dqn;
 mod greedy;
 mod off_policy;
@@ -119,6 +121,30 @@ pub trait Agent: Send {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError>;
     fn state(&self) -> AgentState;
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError>;
+    /// Gradient steps [`Agent::train`] would take at `env_steps` once its
+    /// replay is full enough (for a data-parallel group, which must agree
+    /// on the count before anyone steps). 0 for agents without such a
+    /// schedule.
+    fn scheduled_steps(&self, _env_steps: u64) -> u32 {
+        0
+    }
+    /// Makes every gradient step average its gradient with other learners
+    /// through `reduce` before the optimizer uses it. False when the agent
+    /// cannot (it then trains alone).
+    fn set_gradient_reduce(&mut self, _reduce: Box<dyn GradientReduce>) -> bool {
+        false
+    }
+    /// The run ended (before its summary is written): a data-parallel
+    /// group checks its learners here.
+    fn finish_run(&mut self, _output_dir: &std::path::Path) -> anyhow::Result<()> {
+        Ok(())
+    }
+}
+
+/// Averages a gradient over a group of learners, in place; every learner
+/// gets the same result.
+pub trait GradientReduce: Send + std::fmt::Debug {
+    fn mean(&mut self, grad: &mut [f32]);
 }
 
 /// Acts from published weights, without training state.

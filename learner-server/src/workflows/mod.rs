@@ -29,7 +29,18 @@ pub struct RunOptions {
     pub resume: Option<std::path::PathBuf>,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
+    /// `ml-async` under MPI: the learner ranks' communicators (commands,
+    /// gradient allreduce), taken by the run that trains with them.
+    #[cfg(feature = "mpi")]
+    pub learners: Option<LearnerGroup>,
 }
+
+/// The lead learner's two communicators over the learner ranks, handed
+/// once to the run (whose agent becomes a `DataParallel`).
+#[cfg(feature = "mpi")]
+pub type LearnerGroup = std::sync::Arc<
+    std::sync::Mutex<Option<(rlfleet_shared::mpi::Group, rlfleet_shared::mpi::Group)>>,
+>;
 
 /// Runs a config to its stop condition (or until `cancel` fires).
 pub fn run(

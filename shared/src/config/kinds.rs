@@ -82,6 +82,7 @@ impl WorkflowKind {
         WorkflowKind::Random,
         WorkflowKind::SeedA2c,
         WorkflowKind::Orchestrated,
+        WorkflowKind::MlAsync,
     ];
 
     /// Workflows that end when every episode id has been handed out and
@@ -90,6 +91,7 @@ impl WorkflowKind {
         matches!(
             self,
             WorkflowKind::Async
+                | WorkflowKind::MlAsync
                 | WorkflowKind::NbAsync
                 | WorkflowKind::Rma
                 | WorkflowKind::RmaQueuePopAll

@@ -77,11 +77,12 @@ fn unknown_enum_values_list_the_choices() {
 
 #[test]
 fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
-    let e = err(&MINIMAL.replace("\"single\"", "\"ml-async\""));
+    let e = err(&MINIMAL.replace("\"single\"", "\"ml-rma\""));
     assert_eq!(
         e,
-        "`workflow` = \"ml-async\" is not supported: this build runs single, async, sync, \
-         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c, orchestrated"
+        "`workflow` = \"ml-rma\" is not supported: this build runs single, async, sync, \
+         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c, orchestrated, \
+         ml-async"
     );
     let orchestrated = |distributed: &str| {
         MINIMAL.replace("\"single\"", "\"orchestrated\"\ntransport = \"quic\"")
@@ -125,6 +126,12 @@ fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
     );
     let e = err(&with("sync", "fixed_policy = \"ck.safetensors\""));
     assert!(e.contains("fixed_policy is for workflow `random`"), "{e}");
+    let e = err(&MINIMAL.replace("\"single\"", "\"ml-async\"\ntransport = \"quic\""));
+    assert!(e.contains("use \"mpi\""), "{e}");
+    let e = err(&MINIMAL
+        .replace("\"single\"", "\"ml-async\"\ntransport = \"mpi\"")
+        .replace("\"dqn\"", "\"a2c\""));
+    assert!(e.contains("data-parallel DQN"), "{e}");
     let e = err(&MINIMAL.replace("\"single\"", "\"single\"\ntransport = \"mpi\""));
     assert!(e.contains("workflow `single` runs in one process"), "{e}");
     let e = err(&MINIMAL.replace("\"single\"", "\"async\"\ntransport = \"quic\""));

@@ -99,3 +99,35 @@ pub fn decode_frame(bytes: &[u8], max_bytes: u32) -> Result<Message, FrameError>
     }
     crate::wire::decode(body)
 }
+
+/// A communicator that may move to the thread that uses it (the learner
+/// ranks' group, used by a run's thread for data-parallel steps).
+pub struct Group(pub SimpleCommunicator);
+
+// SAFETY: MPI runs at MPI_THREAD_MULTIPLE (`init`), so a communicator may
+// be used from any one thread at a time; `Group` is not `Sync`.
+#[allow(unsafe_code)]
+unsafe impl Send for Group {}
+
+impl std::fmt::Debug for Group {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use mpi::topology::Communicator;
+        f.debug_struct("Group")
+            .field("rank", &self.0.rank())
+            .field("size", &self.0.size())
+            .finish()
+    }
+}
+
+/// Collective over the world: the communicator of the ranks that share
+/// this rank's role (learners with learners, actors with actors).
+pub fn split_by_role(world: &SimpleCommunicator, role: Role) -> SimpleCommunicator {
+    use mpi::topology::{Color, Communicator};
+    let color = match role {
+        Role::Learner => 1,
+        Role::Actor => 2,
+    };
+    world
+        .split_by_color(Color::with_value(color))
+        .expect("a defined color always gives a communicator")
+}

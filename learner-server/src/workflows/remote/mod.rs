@@ -211,6 +211,13 @@ impl RemoteRun {
         let spec = rlfleet_shared::env::spec(&cfg.env)?;
         let device = crate::device::select(1);
         let mut agent = agents::build_agent(cfg, &spec, device);
+        #[cfg(feature = "mpi")]
+        if let Some(group) = opts.learners.as_ref().and_then(|g| g.lock().ok()?.take()) {
+            let batch = u64::from(cfg.dqn.batch_size);
+            agent = Box::new(agents::data_parallel::DataParallel::new(
+                agent, group.0, group.1, batch,
+            ));
+        }
         let book = RunBook::open(cfg, opts, agent.as_mut())?;
         let ledger = Arc::new(Mutex::new(EpisodeLedger::new(
             cfg.stop.max_episodes,
@@ -227,7 +234,10 @@ impl RemoteRun {
             None
         };
         let mode = match cfg.workflow {
-            WorkflowKind::Async | WorkflowKind::NbAsync | WorkflowKind::Random => Mode::Async,
+            WorkflowKind::Async
+            | WorkflowKind::MlAsync
+            | WorkflowKind::NbAsync
+            | WorkflowKind::Random => Mode::Async,
             WorkflowKind::AsyncWindow => Mode::Window(experience::Window::default()),
             WorkflowKind::Orchestrated => {
                 let d = &cfg.distributed;
@@ -442,6 +452,7 @@ impl RemoteRun {
         });
         drop(t);
         let shared = self.shared.clone();
+        self.agent.finish_run(&self.cfg().output_dir.clone())?;
         let summary = self.book.finish(reason, self.agent.as_ref())?;
         let mut s = shared.status.lock().expect("status lock");
         s.target_reached = summary.target_reached();
