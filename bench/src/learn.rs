@@ -60,11 +60,7 @@ pub fn bench(only: &[String], eval_episodes: u32, out: &Path) -> anyhow::Result<
         cfg.eval.period_steps = (budget / 20).max(1_000);
         cfg.eval.episodes = eval_episodes;
         cfg.checkpoint.period_steps = 0;
-        let opts = RunOptions {
-            resume: None,
-            progress: false,
-            ..Default::default()
-        };
+        let opts = RunOptions::new(None, false);
         let s = workflows::run(&cfg, &opts, CancellationToken::new())?;
         let evals = read_evals(&cfg.output_dir.join("evals.csv"))?;
         let steps_to_threshold = evals

@@ -109,19 +109,7 @@ pub async fn run(
         }
         children.push(cmd.spawn().context("starting an actor-client process")?);
     }
-    let hub = d.hub.clone();
-    let result = tokio::select! {
-        r = hub.wait_run(&id) => r,
-        _ = cancel.cancelled() => {
-            hub.stop_run(&id);
-            hub.wait_run(&id).await
-        }
-    };
-    // The daemon's metrics at the end of its only run, beside the run's
-    // other output (what `/metrics` served last).
-    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
-        tracing::warn!("cannot write metrics.prom: {e}");
-    }
+    let result = wait_run(&d.hub, &id, &cancel, &output_dir).await;
     shutdown.cancel();
     d.wait().await;
     stop_tasks.cancel();
@@ -143,6 +131,28 @@ pub async fn run(
                 let _ = c.kill().await;
             }
         }
+    }
+    result
+}
+
+/// Waits for the daemon's only run to end (stopping it when `cancel`
+/// fires), then writes the daemon's metrics beside the run's other output
+/// (what `/metrics` served last).
+pub(crate) async fn wait_run(
+    hub: &crate::hub::Hub,
+    id: &str,
+    cancel: &CancellationToken,
+    output_dir: &std::path::Path,
+) -> anyhow::Result<RunSummary> {
+    let result = tokio::select! {
+        r = hub.wait_run(id) => r,
+        _ = cancel.cancelled() => {
+            hub.stop_run(id);
+            hub.wait_run(id).await
+        }
+    };
+    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
+        tracing::warn!("cannot write metrics.prom: {e}");
     }
     match result {
         Some(Ok(summary)) => Ok(summary),

@@ -152,11 +152,7 @@ fn mpi_command(
 ) -> ExitCode {
     let args = learner_server::mpi_run::MpiRun {
         config,
-        options: RunOptions {
-            resume,
-            progress: false,
-            ..Default::default()
-        },
+        options: RunOptions::new(resume, false),
         server_config,
         ready_file,
     };
@@ -286,11 +282,7 @@ fn main() -> ExitCode {
                 Ok(cfg) => cfg,
                 Err(code) => return code,
             };
-            let opts = RunOptions {
-                resume,
-                progress: !no_progress && std::io::stderr().is_terminal(),
-                ..Default::default()
-            };
+            let opts = RunOptions::new(resume, !no_progress && std::io::stderr().is_terminal());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()

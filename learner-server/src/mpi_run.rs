@@ -181,28 +181,14 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         let transport = std::thread::Builder::new()
             .name("mpi-transport".into())
             .spawn(move || serve(hub, opts, rt))?;
-        let hub = d.hub.clone();
-        let result = tokio::select! {
-            r = hub.wait_run(&id) => r,
-            _ = cancel.cancelled() => {
-                hub.stop_run(&id);
-                hub.wait_run(&id).await
-            }
-        };
-        if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
-            tracing::warn!("cannot write metrics.prom: {e}");
-        }
+        let result = crate::embedded::wait_run(&d.hub, &id, &cancel, &output_dir).await;
         // Actor ranks waiting for a next run are told to stop.
         shutdown.cancel();
         d.wait().await;
         tokio::task::spawn_blocking(move || transport.join())
             .await?
             .map_err(|_| anyhow::anyhow!("the MPI transport thread panicked"))?;
-        match result {
-            Some(Ok(summary)) => Ok(Some(summary)),
-            Some(Err(e)) => Err(anyhow::anyhow!(e)),
-            None => anyhow::bail!("the run vanished"),
-        }
+        result.map(Some)
     });
     drop(world);
     drop(universe);

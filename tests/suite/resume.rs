@@ -44,11 +44,7 @@ fn resumed_run_continues_from_saved_counters_and_weights() {
     assert_eq!(episodes_before.len() as u64, saved.counters.episodes);
 
     let second = config(dir.path(), 4_000);
-    let opts = RunOptions {
-        resume: Some(ck_path.clone()),
-        progress: false,
-        ..Default::default()
-    };
+    let opts = RunOptions::new(Some(ck_path.clone()), false);
     let run = SingleRun::new(&second, &opts).unwrap();
     assert_eq!(run.counters(), saved.counters);
     assert_eq!(run.agent().train_steps(), 2_001);
@@ -103,11 +99,7 @@ fn resuming_from_a_checkpoint_of_another_env_is_refused() {
     let mut other = cfg.clone();
     other.env = "Acrobot-v1".into();
     other.output_dir = dir.path().join("other");
-    let opts = RunOptions {
-        resume: Some(dir.path().join("checkpoint.safetensors")),
-        progress: false,
-        ..Default::default()
-    };
+    let opts = RunOptions::new(Some(dir.path().join("checkpoint.safetensors")), false);
     let err = SingleRun::new(&other, &opts).unwrap_err().to_string();
     assert!(
         err.contains("CartPole-v1") && err.contains("Acrobot-v1"),
@@ -154,11 +146,7 @@ fn every_agent_resumes_with_its_whole_state() {
         assert_eq!(saved.agent_state.train_steps, first_steps, "{name}");
 
         cfg.stop.max_env_steps = Some(2_000);
-        let opts = RunOptions {
-            resume: Some(ck_path),
-            progress: false,
-            ..Default::default()
-        };
+        let opts = RunOptions::new(Some(ck_path), false);
         let run = SingleRun::new(&cfg, &opts).unwrap();
         assert_eq!(run.counters(), saved.counters, "{name}");
         let state = run.agent().state();

@@ -35,6 +35,17 @@ pub struct RunOptions {
     pub learners: Option<LearnerGroup>,
 }
 
+impl RunOptions {
+    pub fn new(resume: Option<std::path::PathBuf>, progress: bool) -> RunOptions {
+        RunOptions {
+            resume,
+            progress,
+            #[cfg(feature = "mpi")]
+            learners: None,
+        }
+    }
+}
+
 /// The lead learner's two communicators over the learner ranks, handed
 /// once to the run (whose agent becomes a `DataParallel`).
 #[cfg(feature = "mpi")]
