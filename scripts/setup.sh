@@ -84,7 +84,10 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     echo "RLFLEET_PYTHON=$RLFLEET_PYTHON"
 else
     # Sourced: run in a subshell-safe way and keep the caller's shell options.
+    # (A command substitution does not inherit errexit, so `set +o` inside
+    # one reports it off: record it from $- here.)
     _rlfleet_saved_opts=$(set +o)
+    case $- in *e*) _rlfleet_saved_opts+=$'\nset -o errexit' ;; esac
     _rlfleet_setup
     eval "$_rlfleet_saved_opts"
     unset _rlfleet_saved_opts

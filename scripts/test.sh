@@ -15,7 +15,11 @@ cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
 cargo build --release --workspace --bins "${features[@]}"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --release --workspace "${features[@]}" 2>&1 | tee "$log"
+status=0
+cargo test --release --workspace "${features[@]}" 2>&1 | tee "$log" || status=$?
 # One closing line for the whole workspace (cargo prints one per test binary).
+# It fails when a test failed, none ran, or cargo itself failed (a test
+# binary that crashed prints no result line of its own).
 awk '/^test result:/ { for (i = 1; i <= NF; i++) { if ($(i+1) ~ /^passed;/) p += $i; if ($(i+1) ~ /^failed;/) f += $i } }
-     END { printf "summary: %d passed, %d failed\n", p, f; exit (f > 0) }' "$log"
+     END { printf "summary: %d passed, %d failed\n", p, f; exit (f > 0 || p == 0) }' "$log"
+exit "$status"
