@@ -121,6 +121,14 @@ enum What {
         #[arg(long)]
         iters: u32,
     },
+    /// Correctness of the RMA operations under contention (run by the
+    /// test suite under `mpirun -n P`).
+    #[cfg(feature = "mpi")]
+    #[command(hide = true)]
+    RmaCheck {
+        #[arg(long, default_value_t = 2000)]
+        ops: u64,
+    },
     /// `async` and `rma` over MPI vs. over QUIC (no training).
     #[cfg(feature = "mpi")]
     MpiTransports {
@@ -376,6 +384,8 @@ fn main() -> anyhow::Result<()> {
         What::MpiRma { iters } => mpi::rma(iters, &cli.out),
         #[cfg(feature = "mpi")]
         What::RmaRanks { iters } => mpi::rma_ranks(iters),
+        #[cfg(feature = "mpi")]
+        What::RmaCheck { ops } => mpi::rma_check(ops),
         #[cfg(feature = "mpi")]
         What::MpiTransports { steps, actors } => mpi::transports(steps, actors, &cli.out),
         What::Workflows {

@@ -288,3 +288,84 @@ pub fn transports(steps: u64, actors: usize, out: &Path) -> anyhow::Result<()> {
     }
     crate::write_json(out, "mpi_transports", &rows)
 }
+
+/// The ranks of `rma-check` (under `mpirun -n P`, P >= 2): every rank but
+/// 0 adds to shared counters on rank 0's window — `ops` fetch-and-adds of
+/// 1, `ops` accumulates of 2, `ops` increments by compare-and-swap retry
+/// loops — and puts its rank into its own 8-byte slot, all at once; rank 0
+/// then checks every count is exact and every slot holds its writer's
+/// rank, and prints `rma check ok: ...` (or fails).
+pub fn rma_check(ops: u64) -> anyhow::Result<()> {
+    mpi::steer_components();
+    let universe = mpi::init().map_err(anyhow::Error::msg)?;
+    let world = universe.world();
+    let (me, size) = (world.rank(), world.size());
+    anyhow::ensure!(size >= 2, "run with mpirun -n 2 or more");
+    let slots = 24;
+    let window = Window::allocate(
+        &world,
+        if me == 0 {
+            slots + 8 * size as usize
+        } else {
+            0
+        },
+    );
+    world.barrier();
+    if me != 0 {
+        for _ in 0..ops {
+            window.lock(0, false).fetch_add_u64(0, 1);
+            window.lock(0, false).accumulate_u64s(8, &[2]);
+            loop {
+                let epoch = window.lock(0, false);
+                let mut seen = [0u64];
+                epoch.get_u64s(16, &mut seen);
+                if epoch.compare_and_swap_u64(16, seen[0], seen[0] + 1) == seen[0] {
+                    break;
+                }
+            }
+        }
+        let at = slots + 8 * me as usize;
+        let epoch = window.lock(0, true);
+        epoch.put(at, &(me as u64).to_le_bytes());
+        let mut back = [0u8; 8];
+        epoch.get(at, &mut back);
+        anyhow::ensure!(
+            u64::from_le_bytes(back) == me as u64,
+            "rank {me} read back another value"
+        );
+    }
+    world.barrier();
+    if me == 0 {
+        let epoch = window.lock(0, true);
+        let mut words = vec![0u64; 3 + size as usize];
+        epoch.get_u64s(0, &mut words);
+        drop(epoch);
+        let writers = (size - 1) as u64;
+        anyhow::ensure!(
+            words[0] == writers * ops,
+            "fetch-and-add counted {}",
+            words[0]
+        );
+        anyhow::ensure!(
+            words[1] == 2 * writers * ops,
+            "accumulate counted {}",
+            words[1]
+        );
+        anyhow::ensure!(
+            words[2] == writers * ops,
+            "compare-and-swap counted {}",
+            words[2]
+        );
+        for r in 1..size as usize {
+            anyhow::ensure!(words[3 + r] == r as u64, "slot {r} holds {}", words[3 + r]);
+        }
+        println!(
+            "rma check ok: {writers} ranks x {ops} fetch-and-adds = {}, accumulates of 2 = {}, \
+             compare-and-swap increments = {}",
+            words[0], words[1], words[2]
+        );
+    }
+    world.barrier();
+    drop(window);
+    Ok(())
+}

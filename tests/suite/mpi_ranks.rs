@@ -2,8 +2,9 @@
 //! column: DQN reaches CartPole-v1's target with `async` over MPI, an actor
 //! rank that leaves early does not hang the run (its episodes are
 //! re-issued and every id finishes once), a QUIC actor joins the run of
-//! an MPI job (a mixed fleet), and a learner rank's config error ends the
-//! job with the reason.
+//! an MPI job (a mixed fleet), a learner rank's config error ends the
+//! job with the reason, `ml-async` reaches the target with identical
+//! learners, and the RMA operations stay exact with 3 ranks contending.
 
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, workspace_root};
@@ -221,4 +222,31 @@ fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
         .collect();
     assert_eq!(reports.len(), 4, "{stderr}");
     eprintln!("ml-async over mpi: {}", stdout.trim());
+}
+
+/// The RMA wrapper under contention: 3 ranks at once on rank 0's window —
+/// fetch-and-add, accumulate and compare-and-swap counts come out exact
+/// (no lost update), and each rank's put reads back as written.
+#[test]
+fn rma_operations_are_exact_under_contention() {
+    let out = std::process::Command::new("mpirun")
+        .args(["--oversubscribe", "-n", "4"])
+        .arg(rlfleet_tests::binary("rlfleet-bench"))
+        .args(["rma-check", "--ops", "2000"])
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains(
+            "rma check ok: 3 ranks x 2000 fetch-and-adds = 6000, accumulates of 2 = 12000, \
+             compare-and-swap increments = 6000"
+        ),
+        "{stdout}"
+    );
 }
