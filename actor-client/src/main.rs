@@ -3,6 +3,7 @@
 //! [--envs N]` feeds a learner; `actor-client mpi` is an actor rank of an
 //! MPI job (feature `mpi`); `actor-client rollout` plays locally.
 
+use actor_client::remote::Player;
 use clap::{Args, Parser, Subcommand};
 use rlfleet_shared::quic::{Liveness, Trust};
 use std::io::IsTerminal;
@@ -47,12 +48,8 @@ struct ConnectArgs {
         hide_env_values = true
     )]
     token: String,
-    /// Environments to run (they share the connection and the weights).
-    #[arg(long, default_value_t = 1)]
-    envs: u32,
-    /// Stable id of this actor (default: HOSTNAME-PID).
-    #[arg(long)]
-    actor_id: Option<String>,
+    #[command(flatten)]
+    play: PlayArgs,
     /// Exit when the run ends instead of waiting for the next one.
     #[arg(long)]
     once: bool,
@@ -63,6 +60,18 @@ struct ConnectArgs {
     keep_alive_ms: u64,
     #[arg(long, default_value_t = 5000)]
     idle_timeout_ms: u64,
+}
+
+/// How the actor plays, whatever links it to its learner.
+#[derive(Args, Debug)]
+struct PlayArgs {
+    /// Environments to run (they share the link and the weights).
+    #[arg(long, default_value_t = 1)]
+    envs: u32,
+    /// Stable id of this actor (default: HOSTNAME-PID; an MPI rank:
+    /// HOSTNAME-mpi-RANK).
+    #[arg(long)]
+    actor_id: Option<String>,
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
@@ -77,32 +86,29 @@ struct ConnectArgs {
     inference: actor_client::remote::Inference,
 }
 
+impl PlayArgs {
+    fn player(self, default_id: impl FnOnce() -> String, token: String, once: bool) -> Player {
+        Player {
+            actor_id: self.actor_id.unwrap_or_else(default_id),
+            token,
+            envs: self.envs.max(1),
+            once,
+            inference: self.inference,
+        }
+    }
+}
+
 #[derive(Subcommand, Debug)]
 enum Command {
     /// An actor rank of an MPI job (built with the `mpi` feature):
     /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
     Mpi {
-        /// Environments to run (they share the rank's link and weights).
-        #[arg(long, default_value_t = 1)]
-        envs: u32,
-        /// Stable id of this actor (default: HOSTNAME-mpi-RANK).
-        #[arg(long)]
-        actor_id: Option<String>,
-        /// What runs the policy network.
-        #[arg(
-            long,
-            value_enum,
-            env = "RLFLEET_ACTOR_INFERENCE",
-            default_value = "rust"
-        )]
-        inference: actor_client::remote::Inference,
+        #[command(flatten)]
+        play: PlayArgs,
         /// Simulate a failure: leave the run instead of sending batch
         /// N + 1 (0: before the first).
         #[arg(long)]
         fail_after_batches: Option<u64>,
-        /// Log as JSON lines.
-        #[arg(long)]
-        log_json: bool,
     },
     /// Play episodes locally with random actions; print one CSV row each.
     Rollout {
@@ -126,11 +132,10 @@ fn rollout(env: &str, episodes: u64, seed: u64) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn default_actor_id() -> String {
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "actor".into());
-    format!("{host}-{}", std::process::id())
+        .unwrap_or_else(|_| "actor".into())
 }
 
 fn init_logging(json: bool) {
@@ -167,49 +172,28 @@ fn finish(result: anyhow::Result<actor_client::remote::ActorReport>) -> ExitCode
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_actor(
-    envs: u32,
-    actor_id: Option<String>,
-    inference: actor_client::remote::Inference,
-    fail_after_batches: Option<u64>,
-) -> ExitCode {
+fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>) -> ExitCode {
     // No other thread exists yet (it sets an environment variable).
     rlfleet_shared::mpi::steer_components();
     let rank = std::env::var("OMPI_COMM_WORLD_RANK")
         .or_else(|_| std::env::var("PMI_RANK"))
         .unwrap_or_else(|_| std::process::id().to_string());
-    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .map(|h| h.trim().to_string())
-        .unwrap_or_else(|_| "actor".into());
     let args = actor_client::mpi_link::MpiActor {
-        player: actor_client::remote::Player {
-            actor_id: actor_id.unwrap_or_else(|| format!("{host}-mpi-{rank}")),
-            token: String::new(),
-            envs: envs.max(1),
-            once: true,
-            inference,
-        },
+        player: play.player(|| format!("{}-mpi-{rank}", hostname()), String::new(), true),
         fail_after_batches,
     };
+    // The rank prints its own outcome (before leaving MPI).
     match actor_client::mpi_link::run(args, CancellationToken::new()) {
-        // The learner was told why (the rank's `bye`) and re-issues its
-        // episodes. A non-zero exit would make mpirun abort the whole job,
-        // the learner included, so the rank leaves with 0.
+        Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#} (this actor rank left the run; the learner carries on)");
-            ExitCode::SUCCESS
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
         }
-        ok => finish(ok),
     }
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_actor(
-    _envs: u32,
-    _actor_id: Option<String>,
-    _inference: actor_client::remote::Inference,
-    _fail_after_batches: Option<u64>,
-) -> ExitCode {
+fn mpi_actor(_: PlayArgs, _: Option<u64>) -> ExitCode {
     eprintln!(
         "error: this actor-client was built without MPI: cargo build --release --features mpi \\
          (needs an MPI library and libclang; see SETUP.md)"
@@ -220,15 +204,12 @@ fn mpi_actor(
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(Command::Mpi {
-        envs,
-        actor_id,
-        inference,
+        play,
         fail_after_batches,
-        log_json,
     }) = cli.command
     {
-        init_logging(log_json);
-        return mpi_actor(envs, actor_id, inference, fail_after_batches);
+        init_logging(play.log_json);
+        return mpi_actor(play, fail_after_batches);
     }
     if let Some(Command::Rollout {
         env,
@@ -245,7 +226,7 @@ fn main() -> ExitCode {
         };
     }
     let c = cli.connect;
-    init_logging(c.log_json);
+    init_logging(c.play.log_json);
     let Some(server) = c.server else {
         eprintln!("error: give --server HOST:PORT (or the `rollout` subcommand)");
         return ExitCode::from(2);
@@ -262,13 +243,11 @@ fn main() -> ExitCode {
         server,
         server_name: c.server_name,
         trust,
-        player: actor_client::remote::Player {
-            token: c.token,
-            envs: c.envs.max(1),
-            actor_id: c.actor_id.unwrap_or_else(default_actor_id),
-            once: c.once,
-            inference: c.inference,
-        },
+        player: c.play.player(
+            || format!("{}-{}", hostname(), std::process::id()),
+            c.token,
+            c.once,
+        ),
         liveness: Liveness {
             keep_alive: Duration::from_millis(c.keep_alive_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),

@@ -12,30 +12,17 @@ use rlfleet_shared::mpi::rsmpi::traits::{
     Communicator, Destination, MatchedReceiveVec, Root, Source,
 };
 use rlfleet_shared::mpi::{
-    self, BYE_DONE, Geometry, Layout, Role, SimpleCommunicator, TAG_BYE, TAG_MESSAGE, Window,
-    mailbox::Mailbox,
+    self, BYE_DONE, Backoff, Geometry, Layout, Role, SimpleCommunicator, TAG_BYE, TAG_MESSAGE,
+    Window, mailbox::Mailbox,
 };
 use rlfleet_shared::wire::{self, Message};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-/// Polls with a short spin, then pauses that double up to half a
-/// millisecond (MPI has no readiness notification to wait on).
-#[derive(Debug, Default)]
-struct Backoff {
-    polls: u32,
-}
-
-impl Backoff {
-    fn wait(&mut self) {
-        self.polls += 1;
-        if self.polls < 64 {
-            std::thread::yield_now();
-        } else {
-            let us = 10u64 << (self.polls - 64).min(6);
-            std::thread::sleep(Duration::from_micros(us.min(500)));
-        }
-    }
+/// How an actor rank polls: a short spin, then pauses up to half a
+/// millisecond.
+fn backoff() -> Backoff {
+    Backoff::new(64, Duration::from_micros(500))
 }
 
 /// Messages between this actor rank and the lead learner.
@@ -66,7 +53,7 @@ impl Link for MpiLink {
         }
         let frame = wire::encode(msg);
         if let (Some(mb), Message::Experience(_)) = (&self.mailbox, msg) {
-            let mut backoff = Backoff::default();
+            let mut backoff = backoff();
             while !mb.deposit(&self.window, &frame)? {
                 backoff.wait();
             }
@@ -79,7 +66,7 @@ impl Link for MpiLink {
     }
 
     async fn recv(&mut self) -> Result<Message, String> {
-        let mut backoff = Backoff::default();
+        let mut backoff = backoff();
         loop {
             let probed = self
                 .comm()
@@ -101,12 +88,13 @@ pub struct MpiActor {
     pub fail_after_batches: Option<u64>,
 }
 
-/// Runs this rank as an actor of the job; returns its report (or why it
-/// failed, after telling the learner).
-pub fn run(
-    args: MpiActor,
-    cancel: CancellationToken,
-) -> anyhow::Result<crate::remote::ActorReport> {
+/// Runs this rank as an actor of the job and prints how its run went
+/// (the report, or why it failed after telling the learner). `Err` only
+/// when the rank could not join the job at all.
+pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let universe = mpi::init().map_err(anyhow::Error::msg)?;
     // The window borrows the world for as long as it lives: the rest of
     // the process.
@@ -132,7 +120,11 @@ pub fn run(
     let window = Window::allocate(world, 0);
     let mut player = args.player;
     if player.actor_id.len() > mpi::mailbox::MAX_ACTOR_ID {
-        player.actor_id.truncate(mpi::mailbox::MAX_ACTOR_ID);
+        let end = (0..=mpi::mailbox::MAX_ACTOR_ID)
+            .rev()
+            .find(|&i| player.actor_id.is_char_boundary(i))
+            .unwrap_or(0);
+        player.actor_id.truncate(end);
     }
     let mut link = MpiLink {
         window,
@@ -142,13 +134,22 @@ pub fn run(
         fail_after: args.fail_after_batches,
         batches: 0,
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let result = runtime.block_on(run_link(&player, &mut link, cancel));
+    // Said before MPI_Finalize: mpirun need not forward what a rank writes
+    // after it. A failure exits 0 all the same: the learner is told why (the
+    // `bye`) and re-issues the rank's episodes, while a non-zero exit would
+    // make mpirun abort the whole job, the learner included.
     let why = match &result {
-        Ok(_) => BYE_DONE.to_string(),
-        Err(e) => format!("{e:#}"),
+        Ok(report) => {
+            // One write, so lines of ranks sharing a terminal do not mix.
+            let line = format!("{report}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            BYE_DONE.to_string()
+        }
+        Err(e) => {
+            eprintln!("error: {e:#} (this actor rank left the run; the learner carries on)");
+            format!("{e:#}")
+        }
     };
     world
         .process_at_rank(learner)
@@ -156,5 +157,5 @@ pub fn run(
     // Collective: waits until the learner has seen every actor leave.
     drop(link);
     drop(universe);
-    result
+    Ok(())
 }

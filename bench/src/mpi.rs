@@ -36,7 +36,7 @@ fn mpirun() -> Command {
     c
 }
 
-/// Starts `mpirun -n 2 rlfleet-bench rma-ranks` and reads rank 0's rows.
+/// Starts `mpirun -n 2 rlfleet-bench rma-ranks` and reads its rows.
 pub fn rma(iters: u32, out: &Path) -> anyhow::Result<()> {
     let exe = std::env::current_exe()?;
     let o = mpirun()
@@ -59,8 +59,9 @@ pub fn rma(iters: u32, out: &Path) -> anyhow::Result<()> {
     crate::write_json(out, "mpi_rma", &rows)
 }
 
-/// The two ranks of the `rma` benchmark (run by `mpirun`); rank 0 prints
-/// the rows as JSON.
+/// The two ranks of the `rma` benchmark (run by `mpirun`): rank 0 times
+/// the ping-pong and hands its figure to rank 1, which times the window
+/// operations on rank 0 and prints every row as JSON.
 pub fn rma_ranks(iters: u32) -> anyhow::Result<()> {
     mpi::steer_components();
     let universe = mpi::init().map_err(anyhow::Error::msg)?;
@@ -68,22 +69,16 @@ pub fn rma_ranks(iters: u32) -> anyhow::Result<()> {
     let (me, peer) = (world.rank(), 1 - world.rank());
     anyhow::ensure!(world.size() == 2, "run with mpirun -n 2");
     let payload = vec![7u8; 1800];
-    // The mailbox of the "actor" (rank 1) on rank 0: one slot of 1.8 kB.
+    // Rank 0's window: the mailbox of the "actor" (rank 1), one slot of
+    // 2 kB, then scratch space for the other operations.
     let layout = Layout {
         rank: me,
         ranks: vec![(Role::Learner, 0), (Role::Actor, 1)],
     };
     let geometry = Geometry::plan(&layout, 1, |_| 2048);
-    let window = Window::allocate(
-        &world,
-        if me == 0 {
-            geometry.total_bytes().max(4096)
-        } else {
-            0
-        },
-    );
-    let mut rows = Vec::new();
-    let mut time = |name: &str, bytes: usize, f: &mut dyn FnMut()| {
+    let scratch = geometry.total_bytes().next_multiple_of(8);
+    let window = Window::allocate(&world, if me == 0 { scratch + 2048 } else { 0 });
+    let time = |f: &mut dyn FnMut()| {
         for _ in 0..iters / 10 {
             f();
         }
@@ -91,79 +86,75 @@ pub fn rma_ranks(iters: u32) -> anyhow::Result<()> {
         for _ in 0..iters {
             f();
         }
-        rows.push((
-            name.to_string(),
-            bytes,
-            t.elapsed().as_secs_f64() * 1e6 / f64::from(iters),
-        ));
+        t.elapsed().as_secs_f64() * 1e6 / f64::from(iters)
     };
     let p = world.process_at_rank(peer);
     let mut buf = [0u8; 8];
-    // Rank 1 echoes 8 bytes; rank 0 times the round trip.
     if me == 0 {
-        time("ping-pong (two-sided)", 8, &mut || {
+        // Rank 1 echoes 8 bytes; rank 0 times the round trip.
+        let base = time(&mut || {
             p.send(&buf[..]);
             p.receive_into(&mut buf[..]);
         });
+        p.send(&base);
     } else {
         for _ in 0..iters + iters / 10 {
             p.receive_into(&mut buf[..]);
             p.send(&buf[..]);
         }
-    }
-    world.barrier();
-    if me == 1 {
+        let (base, _) = p.receive::<f64>();
         let mut got = vec![0u8; payload.len()];
         let mb = geometry.mailbox(0, 1).expect("rank 1 has a mailbox");
-        time("get", got.len(), &mut || {
-            window.lock(0, true).get(2048, &mut got)
-        });
-        time("put", payload.len(), &mut || {
-            window.lock(0, true).put(2048, &payload)
-        });
-        time("accumulate (u64 sum)", 8, &mut || {
-            window.lock(0, true).accumulate_u64s(0, &[1])
-        });
-        time("fetch-and-add (u64)", 8, &mut || {
-            window.lock(0, true).fetch_add_u64(8, 1);
-        });
-        time("compare-and-swap (u64)", 8, &mut || {
-            window.lock(0, true).compare_and_swap_u64(8, 0, 1);
-        });
-        // A deposit and the owner's drain, which frees the slot again.
         let mut frames = Vec::new();
-        time("mailbox deposit + drain", payload.len(), &mut || {
-            assert!(mb.deposit(&window, &payload).expect("fits"));
-            frames.clear();
-            mb.drain(&window.lock(0, true), &mut frames).expect("drain");
-        });
-        let words: Vec<f64> = rows.iter().map(|r| r.2).collect();
-        world.process_at_rank(0).send(&words[..]);
-    } else {
-        let (words, _) = world.process_at_rank(1).receive_vec::<f64>();
-        let names = [
-            ("get", 1800),
-            ("put", 1800),
-            ("accumulate (u64 sum)", 8),
-            ("fetch-and-add (u64)", 8),
-            ("compare-and-swap (u64)", 8),
-            ("mailbox deposit + drain", 1800),
-        ];
-        let base = rows[0].2;
-        let mut out: Vec<RmaRow> = vec![RmaRow {
-            operation: rows[0].0.clone(),
-            bytes: 8,
-            micros: base,
-            ratio_vs_ping_pong: 1.0,
-        }];
-        for ((name, bytes), us) in names.iter().zip(words) {
-            out.push(RmaRow {
-                operation: (*name).into(),
-                bytes: *bytes,
-                micros: us,
-                ratio_vs_ping_pong: us / base,
-            });
-        }
+        let mut rows = vec![("ping-pong (two-sided)", 8, base)];
+        rows.push((
+            "get",
+            got.len(),
+            time(&mut || window.lock(0, true).get(scratch, &mut got)),
+        ));
+        rows.push((
+            "put",
+            payload.len(),
+            time(&mut || window.lock(0, true).put(scratch, &payload)),
+        ));
+        rows.push((
+            "accumulate (u64 sum)",
+            8,
+            time(&mut || window.lock(0, true).accumulate_u64s(scratch, &[1])),
+        ));
+        rows.push((
+            "fetch-and-add (u64)",
+            8,
+            time(&mut || {
+                window.lock(0, true).fetch_add_u64(scratch + 8, 1);
+            }),
+        ));
+        rows.push((
+            "compare-and-swap (u64)",
+            8,
+            time(&mut || {
+                window.lock(0, true).compare_and_swap_u64(scratch + 8, 0, 1);
+            }),
+        ));
+        // A deposit and the owner's drain, which frees the slot again.
+        rows.push((
+            "mailbox deposit + drain",
+            payload.len(),
+            time(&mut || {
+                assert!(mb.deposit(&window, &payload).expect("fits"));
+                frames.clear();
+                mb.drain(&window.lock(0, true), &mut frames).expect("drain");
+            }),
+        ));
+        let out: Vec<RmaRow> = rows
+            .into_iter()
+            .map(|(operation, bytes, micros)| RmaRow {
+                operation: operation.into(),
+                bytes,
+                micros,
+                ratio_vs_ping_pong: micros / base,
+            })
+            .collect();
         println!("{}", serde_json::to_string(&out)?);
     }
     world.barrier();

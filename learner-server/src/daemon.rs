@@ -90,6 +90,21 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
 }
 
 impl Daemon {
+    /// Writes where the daemon listens (`actors`, `api`), the certificate's
+    /// `fingerprint` and `cert` path as JSON, atomically (a reader never
+    /// sees a partial file).
+    pub fn write_ready_file(&self, path: &std::path::Path) -> std::io::Result<()> {
+        let info = serde_json::json!({
+            "actors": self.actors_addr.to_string(),
+            "api": self.api_addr.to_string(),
+            "fingerprint": self.fingerprint,
+            "cert": self.cert_path,
+        });
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, info.to_string())?;
+        std::fs::rename(&tmp, path)
+    }
+
     /// Waits for the shutdown token, then drains everything.
     pub async fn wait(self) {
         self.hub.shutdown.cancelled().await;

@@ -62,21 +62,7 @@ enum Command {
     },
     /// The learner rank of an MPI job (built with the `mpi` feature):
     /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
-    Mpi {
-        /// The run config (TOML); its transport is taken to be "mpi".
-        config: PathBuf,
-        /// Resume from this checkpoint.
-        #[arg(long)]
-        resume: Option<PathBuf>,
-        /// Listeners and tokens (server TOML) for QUIC actors joining the
-        /// run from outside the job (default: loopback, ephemeral port).
-        #[arg(long)]
-        server_config: Option<PathBuf>,
-        /// Once listening, write the QUIC address and the certificate
-        /// fingerprint here as JSON.
-        #[arg(long)]
-        ready_file: Option<PathBuf>,
-    },
+    Mpi(MpiArgs),
     /// Check a run config and print it with every default filled in.
     Check { config: PathBuf },
     /// Write a finished run's policy as a standalone ONNX model.
@@ -92,6 +78,24 @@ enum Command {
         #[arg(long)]
         latest: bool,
     },
+}
+
+/// Flags of `learner-server mpi`.
+#[derive(clap::Args, Debug)]
+struct MpiArgs {
+    /// The run config (TOML); its transport is taken to be "mpi".
+    config: PathBuf,
+    /// Resume from this checkpoint.
+    #[arg(long)]
+    resume: Option<PathBuf>,
+    /// Listeners and tokens (server TOML) for QUIC actors joining the
+    /// run from outside the job (default: loopback, ephemeral port).
+    #[arg(long)]
+    server_config: Option<PathBuf>,
+    /// Once listening, write the QUIC address and the certificate
+    /// fingerprint here as JSON.
+    #[arg(long)]
+    ready_file: Option<PathBuf>,
 }
 
 fn init_logging(format: LogFormat) {
@@ -144,17 +148,12 @@ fn finish(result: anyhow::Result<workflows::RunSummary>) -> ExitCode {
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_command(
-    config: PathBuf,
-    resume: Option<PathBuf>,
-    server_config: Option<PathBuf>,
-    ready_file: Option<PathBuf>,
-) -> ExitCode {
+fn mpi_command(a: MpiArgs) -> ExitCode {
     let args = learner_server::mpi_run::MpiRun {
-        config,
-        options: RunOptions::new(resume, false),
-        server_config,
-        ready_file,
+        config: a.config,
+        options: RunOptions::new(a.resume, false),
+        server_config: a.server_config,
+        ready_file: a.ready_file,
     };
     // Before the signal thread: it sets an environment variable.
     rlfleet_shared::mpi::steer_components();
@@ -174,12 +173,7 @@ fn mpi_command(
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_command(
-    _config: PathBuf,
-    _resume: Option<PathBuf>,
-    _server_config: Option<PathBuf>,
-    _ready_file: Option<PathBuf>,
-) -> ExitCode {
+fn mpi_command(_: MpiArgs) -> ExitCode {
     eprintln!(
         "error: this learner-server was built without MPI: cargo build --release --features mpi \
          (needs an MPI library and libclang; see SETUP.md)"
@@ -223,12 +217,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
-        Command::Mpi {
-            config,
-            resume,
-            server_config,
-            ready_file,
-        } => mpi_command(config, resume, server_config, ready_file),
+        Command::Mpi(args) => mpi_command(args),
         Command::Serve { config, ready_file } => {
             let cfg = match ServerConfig::load(&config) {
                 Ok(c) => c,
@@ -247,19 +236,10 @@ fn main() -> ExitCode {
                 tokio::spawn(cancel_on_signal(shutdown.clone()));
                 match daemon::start(&cfg, shutdown).await {
                     Ok(d) => {
-                        if let Some(path) = ready_file {
-                            let info = serde_json::json!({
-                                "actors": d.actors_addr.to_string(),
-                                "api": d.api_addr.to_string(),
-                                "fingerprint": d.fingerprint,
-                                "cert": d.cert_path,
-                            });
-                            let tmp = path.with_extension("tmp");
-                            if let Err(e) = std::fs::write(&tmp, info.to_string())
-                                .and_then(|_| std::fs::rename(&tmp, &path))
-                            {
-                                eprintln!("error: cannot write {}: {e}", path.display());
-                            }
+                        if let Some(path) = ready_file
+                            && let Err(e) = d.write_ready_file(&path)
+                        {
+                            eprintln!("error: cannot write {}: {e}", path.display());
                         }
                         d.wait().await;
                         ExitCode::SUCCESS

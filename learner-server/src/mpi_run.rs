@@ -129,7 +129,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
     };
     let geometry = geometry(&cfg, &layout).unwrap_or_else(|e| mpi::abort(&e, 2));
     let lead = layout.lead_learner().expect("this rank is a learner");
-    let mut words = geometry.to_words(layout.ranks.len());
+    let mut words = geometry.to_words();
     world.process_at_rank(lead).broadcast_into(&mut words[..]);
     // (Collective over the world, then over the learners.)
     let learners = mpi::split_by_role(&world, Role::Learner);
@@ -165,11 +165,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         let shutdown = CancellationToken::new();
         let d = daemon::start(&scfg, shutdown.clone()).await?;
         if let Some(path) = &args.ready_file {
-            let info = serde_json::json!({
-                "actors": d.actors_addr.to_string(),
-                "fingerprint": d.fingerprint,
-            });
-            std::fs::write(path, info.to_string())?;
+            d.write_ready_file(path)?;
         }
         let id = d.hub.start_run(cfg, args.options.clone())?;
         let opts = MpiOptions {

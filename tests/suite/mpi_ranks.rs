@@ -139,8 +139,8 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
     let cfg_path = dir.path().join("mixed.toml");
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
     let ready = dir.path().join("ready.json");
-    let job = Command::new("mpirun")
-        .args(["--oversubscribe", "-n", "1"])
+    let job = rlfleet_tests::mpirun()
+        .args(["-n", "1"])
         .arg(rlfleet_tests::binary("learner-server"))
         .arg("mpi")
         .arg(&cfg_path)
@@ -150,8 +150,6 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
         .arg(rlfleet_tests::binary("actor-client"))
         .args(["mpi", "--actor-id", "rank-actor"])
         .env("RUST_LOG", "warn")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -164,7 +162,6 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
         );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
-    std::thread::sleep(std::time::Duration::from_millis(20));
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
     let quic = Command::new(rlfleet_tests::binary("actor-client"))
@@ -229,12 +226,10 @@ fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
 /// (no lost update), and each rank's put reads back as written.
 #[test]
 fn rma_operations_are_exact_under_contention() {
-    let out = std::process::Command::new("mpirun")
-        .args(["--oversubscribe", "-n", "4"])
+    let out = rlfleet_tests::mpirun()
+        .args(["-n", "4"])
         .arg(rlfleet_tests::binary("rlfleet-bench"))
         .args(["rma-check", "--ops", "2000"])
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .unwrap();
     let (stdout, stderr) = (

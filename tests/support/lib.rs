@@ -93,6 +93,16 @@ pub fn run_single(cfg: &rlfleet_shared::config::RunConfig, dir: &Path) -> Embedd
     run_learner(cfg, dir, &[])
 }
 
+/// `mpirun` as the MPI tests start it: allowed as root, and
+/// oversubscribed (more ranks than cores).
+pub fn mpirun() -> Command {
+    let mut c = Command::new("mpirun");
+    c.arg("--oversubscribe")
+        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    c
+}
+
 /// Writes `cfg` resolved into `dir` and runs it as an MPI job under real
 /// `mpirun`: `-n 1 learner-server mpi CONFIG : -n ACTORS actor-client mpi
 /// [actor_args]` (as root, oversubscribed: more ranks than cores).
@@ -115,8 +125,8 @@ pub fn run_mpi_groups(
 ) -> Embedded {
     let cfg_path = dir.join(format!("{}-{}-mpi.toml", cfg.name, cfg.workflow));
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
-    let mut cmd = Command::new("mpirun");
-    cmd.args(["--oversubscribe", "-n", &learners.to_string()])
+    let mut cmd = mpirun();
+    cmd.args(["-n", &learners.to_string()])
         .arg(binary("learner-server"))
         .arg("mpi")
         .arg(&cfg_path);
@@ -128,8 +138,6 @@ pub fn run_mpi_groups(
     }
     let out = cmd
         .env("RUST_LOG", "warn")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .output()
         .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)");
     Embedded {

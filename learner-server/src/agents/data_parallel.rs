@@ -11,11 +11,11 @@
 
 use super::{Agent, AgentError, AgentState, GradientReduce, NamedTensor, Weights};
 use crate::replay::Transition;
-use rlfleet_shared::mpi::Group;
 use rlfleet_shared::mpi::rsmpi::collective::SystemOperation;
 use rlfleet_shared::mpi::rsmpi::traits::{
     Communicator, CommunicatorCollectives, Destination, MatchedReceiveVec, Source,
 };
+use rlfleet_shared::mpi::{Backoff, Group};
 use std::path::Path;
 
 /// Averages gradients over the learners' group.
@@ -351,17 +351,12 @@ pub fn serve_helper(mut agent: Box<dyn Agent>, commands: Group, reduce: Group) {
     loop {
         // Polls (yielding, then pausing briefly) rather than block in MPI,
         // which spins: the ranks share few cores with the actors.
-        let mut polls = 0u32;
+        let mut backoff = Backoff::new(1000, std::time::Duration::from_micros(20));
         let probed = loop {
             if let Some(p) = lead.immediate_matched_probe() {
                 break p;
             }
-            polls += 1;
-            if polls < 1000 {
-                std::thread::yield_now();
-            } else {
-                std::thread::sleep(std::time::Duration::from_micros(20));
-            }
+            backoff.wait();
         };
         let (msg, _) = probed.matched_receive_vec::<u8>();
         let mut r = Reader(&msg);

@@ -49,20 +49,7 @@ pub fn connect(hub: &Arc<Hub>) -> InprocLink {
             from_actor,
             to_actor,
         };
-        let mut session = Session::new(wire, id, hub.clone(), None);
-        match session.run("inproc").await {
-            End::Refused(code, text) => {
-                tracing::warn!(code = code.label(), "refused in-process actor: {text}");
-                hub.metrics
-                    .protocol_errors
-                    .with_label_values(&[code.label()])
-                    .inc();
-                let _ = session.wire.send(&code.message(text)).await;
-            }
-            End::Lost => tracing::info!("in-process actor gone"),
-            End::Clean | End::Answered(_) => {}
-        }
-        hub.actor_disconnected(id);
+        Session::new(wire, id, hub, None).serve("inproc").await;
     });
     InprocLink {
         to_learner,

@@ -12,8 +12,8 @@ use crate::hub::Hub;
 use crate::metrics::Metrics;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, MatchedReceiveVec, Source};
 use rlfleet_shared::mpi::{
-    self, BYE_DONE, Geometry, Layout, Outbox, SimpleCommunicator, TAG_BYE, TAG_MESSAGE, Window,
-    mailbox::Mailbox,
+    self, BYE_DONE, Backoff, Epoch, Geometry, Layout, Outbox, SimpleCommunicator, TAG_BYE,
+    TAG_MESSAGE, Window, mailbox::Mailbox,
 };
 use rlfleet_shared::wire::{self, ErrorCode, FrameError, Message};
 use std::collections::BTreeMap;
@@ -61,7 +61,8 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
             left: left.clone(),
             metrics: hub.metrics.clone(),
         };
-        rt.spawn(session(wire, hub.clone()));
+        let session = Session::new(wire, hub.new_conn_id(), hub.clone(), None);
+        rt.spawn(async move { session.serve(&format!("mpi rank {rank}")).await });
         peers.insert(
             rank,
             Peer {
@@ -73,17 +74,10 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
     }
     drop(out_tx);
     let mut outbox = Outbox::default();
-    let mut pause = Duration::ZERO;
-    let mut frames = Vec::new();
-    let deliver = |peer: &mut Peer, bytes: &[u8]| {
-        hub.metrics
-            .bytes_received
-            .with_label_values(&["mpi"])
-            .inc_by(bytes.len() as u64);
-        let m = mpi::decode_frame(bytes, opts.max_frame_bytes).map_err(refusal);
-        if let Some(tx) = &peer.to_session {
-            let _ = tx.send(m);
-        }
+    let mut backoff = Backoff::new(0, MAX_PAUSE);
+    let relay = Relay {
+        metrics: hub.metrics.clone(),
+        max_frame_bytes: opts.max_frame_bytes,
     };
     loop {
         let mut busy = false;
@@ -94,18 +88,8 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
         outbox.progress();
         if opts.geometry.slots > 0 {
             let epoch = window.lock(me, true);
-            for peer in peers.values_mut() {
-                if let (Some(mb), Some(_)) = (&peer.mailbox, &peer.to_session) {
-                    frames.clear();
-                    if let Err(e) = mb.drain(&epoch, &mut frames) {
-                        mpi::abort(&format!("a mailbox is corrupt: {e}"), 1);
-                    }
-                    for f in &frames {
-                        hub.metrics.rma_deposits.inc();
-                        deliver(peer, f);
-                        busy = true;
-                    }
-                }
+            for peer in peers.values() {
+                busy |= relay.drain(peer, &epoch);
             }
         }
         while let Some(probed) = world.any_process().immediate_matched_probe() {
@@ -122,15 +106,8 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
             };
             if tag == TAG_BYE {
                 // Deposits it made before leaving come first.
-                if let Some(mb) = &peer.mailbox {
-                    frames.clear();
-                    let epoch = window.lock(me, true);
-                    let _ = mb.drain(&epoch, &mut frames);
-                    drop(epoch);
-                    for f in &frames {
-                        hub.metrics.rma_deposits.inc();
-                        deliver(peer, f);
-                    }
+                if peer.mailbox.is_some() {
+                    relay.drain(peer, &window.lock(me, true));
                 }
                 let why = String::from_utf8_lossy(&bytes);
                 if why != BYE_DONE {
@@ -142,18 +119,17 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
                 }
                 peer.to_session = None;
                 peer.left.cancel();
-            } else if peer.to_session.is_some() {
-                deliver(peer, &bytes);
+            } else {
+                relay.deliver(peer, &bytes);
             }
         }
         if peers.values().all(|p| p.to_session.is_none()) && outbox.progress() == 0 {
             break;
         }
         if busy {
-            pause = Duration::ZERO;
+            backoff.reset();
         } else {
-            pause = (pause * 2).clamp(Duration::from_micros(10), MAX_PAUSE);
-            std::thread::sleep(pause);
+            backoff.wait();
         }
     }
     outbox.flush();
@@ -161,30 +137,47 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
     drop(window);
 }
 
+/// Hands what arrives to the actor ranks' sessions.
+struct Relay {
+    metrics: Arc<Metrics>,
+    max_frame_bytes: u32,
+}
+
+impl Relay {
+    /// Decodes one frame for `peer`'s session (a bad one ends it with
+    /// the refusal), unless the rank has left.
+    fn deliver(&self, peer: &Peer, bytes: &[u8]) {
+        let Some(tx) = &peer.to_session else { return };
+        self.metrics
+            .bytes_received
+            .with_label_values(&["mpi"])
+            .inc_by(bytes.len() as u64);
+        let _ = tx.send(mpi::decode_frame(bytes, self.max_frame_bytes).map_err(refusal));
+    }
+
+    /// Delivers what `peer` deposited in its mailbox (within an epoch on
+    /// this rank's window); true when there was something.
+    fn drain(&self, peer: &Peer, epoch: &Epoch) -> bool {
+        let (Some(mb), Some(_)) = (&peer.mailbox, &peer.to_session) else {
+            return false;
+        };
+        let mut frames = Vec::new();
+        if let Err(e) = mb.drain(epoch, &mut frames) {
+            mpi::abort(&format!("a mailbox is corrupt: {e}"), 1);
+        }
+        for f in &frames {
+            self.metrics.rma_deposits.inc();
+            self.deliver(peer, f);
+        }
+        !frames.is_empty()
+    }
+}
+
 fn refusal(e: FrameError) -> End {
     match e {
         FrameError::TooLarge { .. } => End::Refused(ErrorCode::FrameTooLarge, e.to_string()),
         _ => End::Refused(ErrorCode::BadFrame, e.to_string()),
     }
-}
-
-async fn session(wire: MpiWire, hub: Arc<Hub>) {
-    let id = hub.new_conn_id();
-    let rank = wire.rank;
-    let mut session = Session::new(wire, id, hub.clone(), None);
-    match session.run(&format!("mpi rank {rank}")).await {
-        End::Refused(code, text) => {
-            tracing::warn!(rank, code = code.label(), "refused actor input: {text}");
-            hub.metrics
-                .protocol_errors
-                .with_label_values(&[code.label()])
-                .inc();
-            let _ = session.wire.send(&code.message(text)).await;
-        }
-        End::Lost => tracing::info!(rank, "actor rank gone"),
-        End::Clean | End::Answered(_) => {}
-    }
-    hub.actor_disconnected(id);
 }
 
 /// One actor rank's messages, relayed by the transport thread.

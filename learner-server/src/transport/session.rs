@@ -114,6 +114,26 @@ impl<W: Wire> Session<W> {
         })
     }
 
+    /// [`Session::run`] to its end, for a transport with no connection to
+    /// close (in-process, MPI): a refusal is logged, counted and answered
+    /// with an `Error`; then the actor leaves the hub.
+    pub async fn serve(mut self, addr: &str) {
+        match self.run(addr).await {
+            End::Refused(code, text) => {
+                tracing::warn!(%addr, code = code.label(), "refused actor input: {text}");
+                self.hub
+                    .metrics
+                    .protocol_errors
+                    .with_label_values(&[code.label()])
+                    .inc();
+                let _ = self.wire.send(&code.message(text)).await;
+            }
+            End::Lost => tracing::info!(%addr, "actor gone"),
+            End::Clean | End::Answered(_) => {}
+        }
+        self.hub.actor_disconnected(self.id);
+    }
+
     /// Hello, then the actor's requests relayed to the active run (and to
     /// the next run, unless it leaves) until it stops or is refused.
     pub async fn run(&mut self, addr: &str) -> End {

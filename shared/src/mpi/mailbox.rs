@@ -74,15 +74,11 @@ impl Geometry {
             .unwrap_or(0) as usize
     }
 
-    /// As words, for `MPI_Bcast` (the length first).
-    pub fn to_words(&self, world_size: usize) -> Vec<u64> {
-        let mut w = vec![0u64; 1 + 2 * world_size];
-        w[0] = self.slots;
-        for (i, (at, size)) in self.regions.iter().enumerate().take(world_size) {
-            w[1 + 2 * i] = *at;
-            w[2 + 2 * i] = *size;
-        }
-        w
+    /// As words, for `MPI_Bcast`: the slot count, then (offset, slot
+    /// bytes) per world rank.
+    pub fn to_words(&self) -> Vec<u64> {
+        let regions = self.regions.iter().flat_map(|&(at, size)| [at, size]);
+        std::iter::once(self.slots).chain(regions).collect()
     }
 
     pub fn from_words(w: &[u64]) -> Geometry {
@@ -219,7 +215,7 @@ mod tests {
         let g = Geometry::plan(&layout, 4, |envs| 100 * u64::from(envs));
         assert_eq!(g.regions, vec![(0, 0), (0, 200), (816, 100)]);
         assert_eq!(g.total_bytes(), 816 + 16 + 400);
-        assert_eq!(Geometry::from_words(&g.to_words(3)), g);
+        assert_eq!(Geometry::from_words(&g.to_words()), g);
         assert!(g.mailbox(0, 0).is_none());
         assert!(Geometry::plan(&layout, 0, |_| 8).mailbox(0, 1).is_none());
     }

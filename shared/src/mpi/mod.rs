@@ -26,6 +26,42 @@ pub use mpi::topology::SimpleCommunicator;
 
 use crate::wire::{FrameError, Message};
 
+/// Polling where MPI has no readiness notification to wait on: a few
+/// yields, then pauses that double from 10 µs up to `max`; `reset` after
+/// finding work.
+#[derive(Debug, Clone)]
+pub struct Backoff {
+    polls: u32,
+    spins: u32,
+    max: std::time::Duration,
+}
+
+impl Backoff {
+    pub fn new(spins: u32, max: std::time::Duration) -> Backoff {
+        Backoff {
+            polls: 0,
+            spins,
+            max,
+        }
+    }
+
+    /// Waits a little longer than last time.
+    pub fn wait(&mut self) {
+        self.polls = self.polls.saturating_add(1);
+        if self.polls <= self.spins {
+            std::thread::yield_now();
+        } else {
+            let doublings = (self.polls - self.spins - 1).min(6);
+            let pause = std::time::Duration::from_micros(10 << doublings);
+            std::thread::sleep(pause.min(self.max));
+        }
+    }
+
+    pub fn reset(&mut self) {
+        self.polls = 0;
+    }
+}
+
 /// A framed [`crate::wire::Message`] (length prefix included).
 pub const TAG_MESSAGE: i32 = 1;
 /// An actor rank leaves; the payload is its reason in UTF-8 (`done`

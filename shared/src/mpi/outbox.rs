@@ -61,10 +61,6 @@ impl Outbox {
         }
         self.pending.clear();
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
 }
 
 impl Drop for Outbox {
