@@ -135,6 +135,13 @@ pub async fn run(
     result
 }
 
+/// Writes what `/metrics` serves now to `metrics.prom` in `output_dir`.
+pub(crate) fn write_metrics(hub: &crate::hub::Hub, output_dir: &std::path::Path) {
+    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
+        tracing::warn!("cannot write metrics.prom: {e}");
+    }
+}
+
 /// Waits for the daemon's only run to end (stopping it when `cancel`
 /// fires), then writes the daemon's metrics beside the run's other output
 /// (what `/metrics` served last).
@@ -151,9 +158,7 @@ pub(crate) async fn wait_run(
             hub.wait_run(id).await
         }
     };
-    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
-        tracing::warn!("cannot write metrics.prom: {e}");
-    }
+    write_metrics(hub, output_dir);
     match result {
         Some(Ok(summary)) => Ok(summary),
         Some(Err(e)) => Err(anyhow::anyhow!(e)),

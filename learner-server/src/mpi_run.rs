@@ -10,8 +10,8 @@
 use crate::daemon;
 use crate::server_config::ServerConfig;
 use crate::transport::mpi::{MpiOptions, serve};
-use crate::workflows::{RunOptions, RunSummary};
-use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
+use crate::workflows::{LearnerRanks, RunOptions, RunSummary};
+use rlfleet_shared::config::{RunConfig, TransportKind};
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Root};
 use rlfleet_shared::mpi::{self, Geometry, Group, Layout, Role, mailbox};
 use std::path::{Path, PathBuf};
@@ -33,11 +33,7 @@ pub struct MpiRun {
 /// The mailbox geometry of a run: one slot per batch an actor may have in
 /// flight, for the workflows whose actors deposit one-sidedly.
 pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
-    let deposits = matches!(
-        cfg.workflow,
-        WorkflowKind::Rma | WorkflowKind::RmaQueuePopAll
-    );
-    if !deposits {
+    if !cfg.workflow.deposits() {
         return Ok(Geometry::plan(layout, 0, |_| 0));
     }
     let spec = rlfleet_shared::env::spec(&cfg.env).map_err(|e| e.to_string())?;
@@ -56,18 +52,23 @@ pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
 fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
     let mut cfg = RunConfig::load(path).map_err(|e| e.to_string())?;
     let (learners, actors) = (layout.learners().len(), layout.actors().len());
-    let multi = cfg.workflow == WorkflowKind::MlAsync;
+    let (w, multi) = (cfg.workflow, cfg.workflow.is_multi_learner());
     if multi && learners < 2 {
         return Err(format!(
-            "workflow `ml-async` trains on 2 or more learner ranks; this job has {learners}: \
+            "workflow `{w}` trains on 2 or more learner ranks; this job has {learners}: \
              mpirun -n 2 learner-server mpi RUN.toml : -n ACTORS actor-client mpi"
+        ));
+    }
+    if multi && w.deposits() && actors < learners {
+        return Err(format!(
+            "workflow `{w}` gives every learner rank actors of its own: it needs at least \
+             {learners} actor ranks (one per learner rank); this job has {actors}"
         ));
     }
     if !multi && learners != 1 {
         return Err(format!(
-            "workflow `{}` takes one learner rank; this job has {learners} (of the \
-             multi-learner workflows this build runs `ml-async`)",
-            cfg.workflow
+            "workflow `{w}` takes one learner rank; this job has {learners} (the multi-learner \
+             workflows are ml-async, ml-rma, ml-rma-queue and ml-rma-queue-short)"
         ));
     }
     if !cfg.workflow.is_distributed() {
@@ -88,7 +89,7 @@ fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
-/// A helper learner of `ml-async`: its share of the window's allocation,
+/// A helper learner of a multi-learner workflow: its share of the window's allocation,
 /// the same agent as the lead's (output under `learner-RANK/`), the lead's
 /// commands until the run ends, then the window's collective free.
 fn helper(
@@ -108,7 +109,7 @@ fn helper(
 }
 
 /// Runs a learner rank; returns the run's summary on the lead learner
-/// (`None` on a helper learner of `ml-async`).
+/// (`None` on a helper learner).
 pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<RunSummary>> {
     let universe = mpi::init().map_err(anyhow::Error::msg)?;
     let world = universe.world();
@@ -138,11 +139,14 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         return helper(&world, cfg, Group(learners), Group(reduce)).map(|()| None);
     }
     let mut args = args;
-    if cfg.workflow == WorkflowKind::MlAsync {
-        args.options.learners = Some(std::sync::Arc::new(std::sync::Mutex::new(Some((
-            Group(learners),
-            Group(reduce),
-        )))));
+    if cfg.workflow.is_multi_learner() {
+        args.options.learners = Some(std::sync::Arc::new(std::sync::Mutex::new(Some(
+            LearnerRanks {
+                commands: Group(learners),
+                reduce: Group(reduce),
+                actor_ranks: layout.actors().len(),
+            },
+        ))));
     } else {
         // Freed now: after MPI_Finalize it would be an error.
         drop((learners, reduce));
@@ -176,14 +180,18 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         let (hub, rt) = (d.hub.clone(), tokio::runtime::Handle::current());
         let transport = std::thread::Builder::new()
             .name("mpi-transport".into())
-            .spawn(move || serve(hub, opts, rt))?;
-        let result = crate::embedded::wait_run(&d.hub, &id, &cancel, &output_dir).await;
+            .spawn(move || serve(hub.clone(), opts, rt))?;
+        let hub = d.hub.clone();
+        let result = crate::embedded::wait_run(&hub, &id, &cancel, &output_dir).await;
         // Actor ranks waiting for a next run are told to stop.
         shutdown.cancel();
         d.wait().await;
         tokio::task::spawn_blocking(move || transport.join())
             .await?
             .map_err(|_| anyhow::anyhow!("the MPI transport thread panicked"))?;
+        // Again, with what actor ranks sent after the run ended (counted
+        // dropped) now that every one has left.
+        crate::embedded::write_metrics(&hub, &output_dir);
         result.map(Some)
     });
     drop(world);

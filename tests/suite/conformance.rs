@@ -5,9 +5,9 @@
 //! recognisable by its episode tag and step index) and the `probe` agent,
 //! which writes every transition it is given to `probe.csv` — and, built
 //! with the `mpi` feature, over `mpi` under real `mpirun` (1 learner rank,
-//! 3 actor ranks; the `rma` workflows deposit into RMA windows; `ml-async`
-//! with 2 learner ranks and 4 actor ranks, whose weights must end
-//! bit-identical). From the run's
+//! 3 actor ranks; the `rma` workflows deposit into RMA windows; the `ml-*`
+//! workflows with 2 learner ranks and 4 actor ranks, whose weights must
+//! end bit-identical). From the run's
 //! own output — `episodes.csv`, `batches.csv` (the learner's audit of every
 //! batch), `probe.csv`, `summary.toml`, `metrics.prom` — and the actors'
 //! reports it checks that:
@@ -26,7 +26,9 @@
 //!   (Policy versions an actor sees are monotonic: the actor refuses older
 //!   weights and would fail the run.)
 
-use rlfleet_shared::config::{AgentKind, DataStructure, Overflow, RunConfig, TransportKind};
+use rlfleet_shared::config::{
+    AgentKind, DataStructure, Overflow, RunConfig, TransportKind, WindowSelector,
+};
 use rlfleet_tests::daemon::{ActorCounts, actor_counts};
 use rlfleet_tests::{heavy, run_embedded, run_mpi, run_mpi_groups};
 use std::collections::{BTreeMap, HashSet};
@@ -150,6 +152,33 @@ fn cases() -> Vec<Case> {
             tweak: |_| {},
             pool: None,
         },
+        Case {
+            workflow: "ml-rma",
+            allowed: &[],
+            tweak: |c| c.distributed.window_selector = WindowSelector::Random,
+            pool: Some((DataStructure::Queue, Overflow::Reject)),
+        },
+        Case {
+            workflow: "ml-rma",
+            allowed: &["overflow"],
+            tweak: |c| c.distributed.window_selector = WindowSelector::Bin,
+            pool: Some((DataStructure::Stack, Overflow::DropOldest)),
+        },
+        Case {
+            workflow: "ml-rma-queue",
+            allowed: &[],
+            tweak: |c| c.distributed.data_structure_length = 3,
+            pool: None,
+        },
+        // Ends when the first learner's actor group is exhausted: episodes
+        // other actors were still playing never finish, and what is left
+        // in their queues is dropped.
+        Case {
+            workflow: "ml-rma-queue-short",
+            allowed: &["run_ended"],
+            tweak: |c| c.distributed.data_structure_length = 3,
+            pool: None,
+        },
     ]
 }
 
@@ -245,18 +274,38 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     let dir = &cfg.output_dir;
     let summary: toml::Value =
         toml::from_str(&std::fs::read_to_string(dir.join("summary.toml")).unwrap()).unwrap();
-    assert_eq!(
-        summary["reason"].as_str(),
-        Some("episode limit reached"),
-        "{what}"
-    );
-    assert_eq!(summary["episodes"].as_integer(), Some(EPISODES as i64));
+    // `ml-rma-queue-short` ends early, on a group; every other workflow
+    // finishes every episode.
+    let short = case.workflow == "ml-rma-queue-short";
+    let reason = summary["reason"].as_str().unwrap();
+    if short {
+        assert!(
+            ["learner 0", "learner 1"]
+                .iter()
+                .any(|l| reason == format!("{l}'s actor group is exhausted")),
+            "{what}: {reason}"
+        );
+    } else {
+        assert_eq!(reason, "episode limit reached", "{what}");
+    }
 
     // Episodes: ids 0..N once each, lengths and returns as the env says.
     let eps = learner_server::output::read_episodes(&dir.join("episodes.csv")).unwrap();
+    let finished = eps.len() as u64;
+    assert_eq!(summary["episodes"].as_integer(), Some(finished as i64));
     let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
     ids.sort();
-    assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "{what}");
+    ids.dedup();
+    assert_eq!(
+        ids.len() as u64,
+        finished,
+        "{what}: an episode finished twice"
+    );
+    if short {
+        assert!(ids.iter().all(|&i| i < EPISODES), "{what}: {ids:?}");
+    } else {
+        assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "{what}");
+    }
     for e in &eps {
         let l = length_of(e.episode);
         assert_eq!(u64::from(e.length), l, "{what}: episode {}", e.episode);
@@ -269,12 +318,19 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     }
     let all_steps: u64 = (0..EPISODES).map(length_of).sum();
 
-    // Actors: every step they took belongs to a counted episode.
+    // Actors: every step they took belongs to a counted episode (in a
+    // short run, at least the finished episodes' steps were taken).
     assert_eq!(reports.len(), actors, "{what}");
     let actor_steps: u64 = reports.iter().map(|r| r.env_steps).sum();
     let actor_episodes: u64 = reports.iter().map(|r| r.episodes).sum();
-    assert_eq!(actor_steps, all_steps, "{what}: actor steps");
-    assert_eq!(actor_episodes, EPISODES, "{what}: actor episodes");
+    if short {
+        let finished_steps: u64 = ids.iter().map(|&i| length_of(i)).sum();
+        assert!(actor_steps >= finished_steps, "{what}: actor steps");
+        assert!(actor_episodes >= finished, "{what}: actor episodes");
+    } else {
+        assert_eq!(actor_steps, all_steps, "{what}: actor steps");
+        assert_eq!(actor_episodes, EPISODES, "{what}: actor episodes");
+    }
     assert!(reports.iter().all(|r| r.sessions == 1), "{what}");
 
     // Batches: each sent batch has exactly one line; steps add up.
@@ -296,6 +352,9 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     let central = case.workflow.starts_with("seed");
     if central {
         assert_eq!(sent, 0, "{what}");
+    } else if short {
+        // Steps of a batch being filled when the run ended were never sent.
+        assert!(logged_steps <= actor_steps, "{what}: batch steps");
     } else {
         assert_eq!(
             logged_steps, actor_steps,
@@ -329,15 +388,33 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
             }
         }
     }
-    eprintln!("{what}: {outcomes:?} (batches, steps) by outcome; {actor_steps} actor steps");
+    eprintln!(
+        "{what}: {outcomes:?} (batches, steps) by outcome; {actor_steps} actor steps; \
+         {finished} episodes; {reason}"
+    );
     let (trained_batches, trained_steps) = outcomes.get("trained").copied().unwrap_or_default();
 
     // The agent: each trained transition once, intact (over the learners
     // of a multi-learner run, each with its own probe.csv).
-    let mut probe = read_csv(&dir.join("probe.csv"));
-    for k in 1..learners(case) {
-        probe.extend(read_csv(&dir.join(format!("learner-{k}/probe.csv"))));
+    // (Each row with the learner that trained on it.)
+    let mut probe: Vec<(usize, Vec<String>)> = Vec::new();
+    for k in 0..learners(case) {
+        let file = match k {
+            0 => dir.join("probe.csv"),
+            k => dir.join(format!("learner-{k}/probe.csv")),
+        };
+        let rows = read_csv(&file);
+        if case.workflow != "random" {
+            assert!(!rows.is_empty(), "{what}: learner {k} trained on nothing");
+        }
+        probe.extend(rows.into_iter().map(|r| (k, r)));
     }
+    // Learners that keep to their own actors (`bin`; `short`, which never
+    // helps): each trained only on episodes its actor group played (the
+    // 4 actors split 2 + 2; finished episodes say who played them).
+    let keeps_to_group = short
+        || (case.workflow == "ml-rma" && cfg.distributed.window_selector == WindowSelector::Bin);
+    let player: BTreeMap<u64, u32> = eps.iter().map(|e| (e.episode, e.actor)).collect();
     if learners(case) > 1 {
         let l = std::fs::read_to_string(dir.join("learners.toml")).unwrap();
         assert!(
@@ -354,7 +431,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
             )
         })
         .collect();
-    for p in &probe {
+    for (learner, p) in &probe {
         let nums = |s: &str| -> Vec<f64> { s.split(';').map(|v| v.parse().unwrap()).collect() };
         let (action, reward, terminated) = (
             p[1].parse::<f64>().unwrap(),
@@ -374,6 +451,13 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         assert_eq!(terminated, t + 1 == natural, "{what}: {p:?}");
         assert!(t < length_of(episode), "{what}: {p:?}");
         assert!(seen.insert((episode, t)), "{what}: ({episode}, {t}) twice");
+        if keeps_to_group && let Some(&actor) = player.get(&episode) {
+            assert_eq!(
+                actor as usize * 2 / actors,
+                *learner,
+                "{what}: learner {learner} trained on actor {actor}'s episode {episode}"
+            );
+        }
     }
     let lossless = case.allowed.is_empty();
     match case.workflow {
@@ -388,13 +472,23 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
             if lossless {
                 assert_eq!(trained_steps, all_steps, "{what}: lossless");
             }
+            if short {
+                let ended = outcomes.get("run_ended").map_or(0, |o| o.1);
+                assert_eq!(trained_steps + ended, logged_steps, "{what}");
+            }
         }
     }
 
     // The learner's own counts and the metrics agree with the log.
     let learner = &summary["learner"];
     let int = |v: &toml::Value| v.as_integer().unwrap() as u64;
-    assert_eq!(int(&learner["batches_received"]), sent, "{what}");
+    // A short run's summary is written while the other group's actors may
+    // still deposit: each batch it has not seen is one the log says was
+    // dropped because the run had ended.
+    let late = sent - int(&learner["batches_received"]);
+    if !short {
+        assert_eq!(late, 0, "{what}: batches received");
+    }
     assert_eq!(int(&learner["batches_trained"]), trained_batches, "{what}");
     let prom = std::fs::read_to_string(dir.join("metrics.prom")).unwrap();
     assert_eq!(metric(&prom, "rlfleet_batches_received_total"), sent as f64);
@@ -405,7 +499,9 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     );
     for (reason, (n, _)) in &outcomes {
         if *reason != "trained" {
-            assert_eq!(int(&learner["batches_dropped"][*reason]), *n, "{what}");
+            let after = if *reason == "run_ended" { late } else { 0 };
+            let counted = learner["batches_dropped"].get(*reason).map_or(0, int);
+            assert_eq!(counted + after, *n, "{what}: {reason}");
             assert_eq!(
                 metric(
                     &prom,
@@ -424,7 +520,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     );
     assert_eq!(
         metric(&prom, "rlfleet_episodes_finished_total"),
-        EPISODES as f64
+        finished as f64
     );
     assert_eq!(
         metric(&prom, "rlfleet_episodes_issued_total"),
@@ -433,7 +529,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     // Over MPI the `rma` workflows' batches travel one-sidedly: every
     // sending of one (a refused one goes again) is one deposit into the
     // learner's RMA window; nothing else deposits.
-    let one_sided = cfg.transport == TransportKind::Mpi && case.workflow.starts_with("rma");
+    let one_sided = cfg.transport == TransportKind::Mpi && case.workflow.contains("rma");
     let sendings: u64 = reports
         .iter()
         .map(|r| r.batches + r.resent + r.refused)

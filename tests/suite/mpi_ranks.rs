@@ -3,10 +3,11 @@
 //! rank that leaves early does not hang the run (its episodes are
 //! re-issued and every id finishes once), a QUIC actor joins the run of
 //! an MPI job (a mixed fleet), a learner rank's config error ends the
-//! job with the reason, `ml-async` reaches the target with identical
-//! learners, and the RMA operations stay exact with 3 ranks contending.
+//! job with the reason, `ml-async` and `ml-rma` reach the target with
+//! identical learners, and the RMA operations stay exact with 3 ranks
+//! contending.
 
-use rlfleet_shared::config::{RunConfig, TransportKind};
+use rlfleet_shared::config::{RunConfig, TransportKind, WindowSelector};
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, workspace_root};
 
 #[test]
@@ -125,6 +126,20 @@ fn a_bad_config_ends_the_whole_job_with_its_reason() {
         "{}",
         out.stderr
     );
+    // The multi-learner `rma` workflows give each learner rank actors of
+    // its own.
+    let mut cfg = counting("async", dir.path());
+    cfg.workflow = rlfleet_shared::config::WorkflowKind::MlRmaQueue;
+    let out = run_mpi_groups(&cfg, dir.path(), 2, &[(1, &[])]);
+    assert!(!out.success);
+    assert!(
+        out.stderr.contains(
+            "workflow `ml-rma-queue` gives every learner rank actors of its own: it needs at \
+             least 2 actor ranks (one per learner rank); this job has 1"
+        ),
+        "{}",
+        out.stderr
+    );
 }
 
 /// A mixed fleet: while the MPI job runs, an `actor-client` process over
@@ -192,16 +207,15 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
     );
 }
 
-/// `ml-async`: 2 learner ranks train one DQN data-parallel (gradients
-/// averaged with `MPI_Allreduce`) from 4 actor ranks, reach the target, and
-/// end with bit-identical weights.
-#[test]
-fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
+/// Trains the shipped config `file` on 2 learner ranks and 4 actor ranks:
+/// it must reach the target with bit-identical, gradient-averaging
+/// learners and 4 actor reports. Returns the run's `metrics.prom`.
+fn reaches_475_on_two_learner_ranks(file: &str, check: impl Fn(&RunConfig)) -> String {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/cartpole-dqn-ml-async.toml");
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("ml-async");
+    let mut cfg = RunConfig::load(&workspace_root().join("config").join(file)).unwrap();
+    check(&cfg);
+    cfg.output_dir = dir.path().join(cfg.workflow.to_string());
     let out = run_mpi_groups(&cfg, dir.path(), 2, &[(4, &[])]);
     let (stdout, stderr) = (&out.stdout, &out.stderr);
     assert!(out.success, "{stdout}\n{stderr}");
@@ -218,7 +232,32 @@ fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
         .filter_map(rlfleet_tests::daemon::actor_counts)
         .collect();
     assert_eq!(reports.len(), 4, "{stderr}");
-    eprintln!("ml-async over mpi: {}", stdout.trim());
+    eprintln!("{} over mpi: {}", cfg.workflow, stdout.trim());
+    std::fs::read_to_string(cfg.output_dir.join("metrics.prom")).unwrap()
+}
+
+/// `ml-async`: 2 learner ranks train one DQN data-parallel (gradients
+/// averaged with `MPI_Allreduce`) from 4 actor ranks, reach the target, and
+/// end with bit-identical weights.
+#[test]
+fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
+    reaches_475_on_two_learner_ranks("cartpole-dqn-ml-async.toml", |_| {});
+}
+
+/// `ml-rma` with `bin` selection: actor ranks deposit into queues in the
+/// lead learner's RMA window, each of the 2 learner ranks takes from its own
+/// range of actors, the learners step together, reach the target and end
+/// with bit-identical weights.
+#[test]
+fn dqn_reaches_475_with_ml_rma_on_two_learner_ranks() {
+    let prom = reaches_475_on_two_learner_ranks("cartpole-dqn-ml-rma.toml", |cfg| {
+        assert_eq!(cfg.distributed.window_selector, WindowSelector::Bin);
+    });
+    assert!(
+        prom.lines()
+            .any(|l| l.starts_with("rlfleet_rma_deposits_total ") && !l.ends_with(" 0")),
+        "no deposits: {prom}"
+    );
 }
 
 /// The RMA wrapper under contention: 3 ranks at once on rank 0's window —

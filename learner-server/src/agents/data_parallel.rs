@@ -1,7 +1,8 @@
-//! Data-parallel learners over MPI (feature `mpi`, workflow `ml-async`).
+//! Data-parallel learners over MPI (feature `mpi`, the `ml-*` workflows).
 //! On the lead learner, [`DataParallel`] wraps the run's agent: it keeps
-//! the transitions of episodes `e` with `e % L == 0` and sends the others
-//! to learner `e % L`; before each group of gradient steps it tells every
+//! the transitions meant for learner 0 and sends the others to their
+//! learner — by episode (`e % L`, `ml-async`), or to the learner the run
+//! picked for the batch ([`Agent::route_to`], the `ml-rma` family); before each group of gradient steps it tells every
 //! helper how many to take, and each step's gradient is averaged over the
 //! learners (`MPI_Allreduce`, [`AllreduceMean`]) before every learner
 //! applies the same optimizer step, so the models stay identical. Helper
@@ -150,6 +151,9 @@ pub struct DataParallel {
     pending: Vec<Vec<u8>>,
     batch_size: u64,
     synced: bool,
+    /// The learner the run picked for what is observed next (else by
+    /// episode).
+    route: Option<usize>,
 }
 
 impl std::fmt::Debug for DataParallel {
@@ -177,11 +181,13 @@ impl DataParallel {
             pending: vec![Vec::new(); learners],
             batch_size,
             synced: false,
+            route: None,
         }
     }
 
     fn owner(&self, episode: u64) -> usize {
-        (episode % self.learners as u64) as usize
+        self.route
+            .unwrap_or((episode % self.learners as u64) as usize)
     }
 
     fn pending_for(&mut self, k: usize) -> &mut Vec<u8> {
@@ -276,6 +282,10 @@ impl Agent for DataParallel {
             self.inner.sample_step();
         }
         n
+    }
+
+    fn route_to(&mut self, learner: usize) {
+        self.route = Some(learner % self.learners);
     }
 
     fn last_loss(&self) -> Option<f64> {

@@ -134,6 +134,10 @@ pub trait Agent: Send {
     fn set_gradient_reduce(&mut self, _reduce: Box<dyn GradientReduce>) -> bool {
         false
     }
+    /// Data-parallel learners: the transitions observed from here on go to
+    /// learner `learner`'s replay (the multi-learner `rma` workflows pick
+    /// a learner per batch). Single learners ignore it.
+    fn route_to(&mut self, _learner: usize) {}
     /// The run ended (before its summary is written): a data-parallel
     /// group checks its learners here.
     fn finish_run(&mut self, _output_dir: &std::path::Path) -> anyhow::Result<()> {

@@ -72,15 +72,19 @@ impl<W: Wire> Session<W> {
 
     /// Reads `Hello` and checks it.
     async fn hello(&mut self) -> Result<Option<Hello>, End> {
-        let hello = match self.wire.recv().await? {
-            Some(Message::Hello(h)) => h,
-            Some(other) => {
-                return Err(End::Refused(
-                    ErrorCode::Unexpected,
-                    format!("expected hello, got {}", other.kind()),
-                ));
+        let hello = loop {
+            match self.wire.recv().await? {
+                Some(Message::Hello(h)) => break h,
+                // Batches the actor had in flight when its run ended.
+                Some(Message::Experience(e)) if self.registered => self.count_late(&e),
+                Some(other) => {
+                    return Err(End::Refused(
+                        ErrorCode::Unexpected,
+                        format!("expected hello, got {}", other.kind()),
+                    ));
+                }
+                None => return Ok(None),
             }
-            None => return Ok(None),
         };
         if hello.protocol != wire::PROTOCOL_VERSION {
             return Err(End::Refused(
@@ -101,6 +105,19 @@ impl<W: Wire> Session<W> {
             ));
         }
         Ok(Some(hello))
+    }
+
+    /// A batch that reached the session after its run ended: counted as
+    /// received and dropped (`run_ended`).
+    fn count_late(&self, e: &wire::Experience) {
+        if !e.transitions.is_empty() {
+            self.hub.metrics.batches_received.inc();
+            self.hub
+                .metrics
+                .batches_dropped
+                .with_label_values(&["run_ended"])
+                .inc();
+        }
     }
 
     fn stop_message(&self) -> Message {
@@ -263,16 +280,8 @@ impl<W: Wire> Session<W> {
             if let Err(refused) = events.send(request)
                 && let Event::Request { msg, .. } = *refused
             {
-                if let Message::Experience(e) = &msg
-                    && !e.transitions.is_empty()
-                {
-                    // The run ended before this batch reached it.
-                    self.hub.metrics.batches_received.inc();
-                    self.hub
-                        .metrics
-                        .batches_dropped
-                        .with_label_values(&["run_ended"])
-                        .inc();
+                if let Message::Experience(e) = &msg {
+                    self.count_late(e);
                 }
                 let stop = self.stop_message();
                 self.wire.send(&stop).await?;

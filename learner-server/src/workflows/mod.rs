@@ -29,8 +29,8 @@ pub struct RunOptions {
     pub resume: Option<std::path::PathBuf>,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
-    /// `ml-async` under MPI: the learner ranks' communicators (commands,
-    /// gradient allreduce), taken by the run that trains with them.
+    /// The multi-learner workflows under MPI: the learner ranks, taken by
+    /// the run that trains with them.
     #[cfg(feature = "mpi")]
     pub learners: Option<LearnerGroup>,
 }
@@ -46,12 +46,20 @@ impl RunOptions {
     }
 }
 
-/// The lead learner's two communicators over the learner ranks, handed
-/// once to the run (whose agent becomes a `DataParallel`).
+/// What the lead learner of a multi-learner job hands its run, once: two
+/// communicators over the learner ranks (commands, gradient allreduce) —
+/// the run's agent becomes a `DataParallel` — and how many actor ranks
+/// the job has (the `ml-rma` family groups actors per learner by it).
 #[cfg(feature = "mpi")]
-pub type LearnerGroup = std::sync::Arc<
-    std::sync::Mutex<Option<(rlfleet_shared::mpi::Group, rlfleet_shared::mpi::Group)>>,
->;
+#[derive(Debug)]
+pub struct LearnerRanks {
+    pub commands: rlfleet_shared::mpi::Group,
+    pub reduce: rlfleet_shared::mpi::Group,
+    pub actor_ranks: usize,
+}
+
+#[cfg(feature = "mpi")]
+pub type LearnerGroup = std::sync::Arc<std::sync::Mutex<Option<LearnerRanks>>>;
 
 /// Runs a config to its stop condition (or until `cancel` fires).
 pub fn run(

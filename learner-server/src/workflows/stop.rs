@@ -9,11 +9,19 @@ use std::fmt;
 /// Why a run ended.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum StopReason {
-    TargetReached { mean_return: f64, env_steps: u64 },
+    TargetReached {
+        mean_return: f64,
+        env_steps: u64,
+    },
     MaxEnvSteps,
     MaxEpisodes,
     MaxWallTime,
     Cancelled,
+    /// `ml-rma-queue-short`: this learner's actors are done and their
+    /// pools empty.
+    GroupExhausted {
+        learner: usize,
+    },
 }
 
 impl fmt::Display for StopReason {
@@ -32,6 +40,9 @@ impl fmt::Display for StopReason {
             StopReason::MaxEpisodes => f.write_str("episode limit reached"),
             StopReason::MaxWallTime => f.write_str("wall time limit reached"),
             StopReason::Cancelled => f.write_str("stopped on request"),
+            StopReason::GroupExhausted { learner } => {
+                write!(f, "learner {learner}'s actor group is exhausted")
+            }
         }
     }
 }

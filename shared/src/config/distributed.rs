@@ -32,6 +32,20 @@ pub enum Overflow {
     Reject,
 }
 
+/// `ml-rma`: which actor pool each learner takes its next batch from
+/// (EXARL mlrma_v1's `rma_window_selector`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WindowSelector {
+    /// A pool drawn at random (seeded by the run's seed) among those
+    /// holding a batch; two learners may draw the same one.
+    #[default]
+    Random,
+    /// Each learner owns a contiguous range of actors and takes from its
+    /// own range, in turn.
+    Bin,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DistributedConfig {
@@ -65,6 +79,8 @@ pub struct DistributedConfig {
     /// `rma` with `queue`/`stack`: what a deposit into a full pool does
     /// (`rma-queue-pop-all` always rejects: it is lossless).
     pub overflow: Overflow,
+    /// `ml-rma`: how each learner picks the actor pool it takes from.
+    pub window_selector: WindowSelector,
     /// `random`: act greedily with the best evaluated weights of this
     /// checkpoint (its latest when it has none) instead of uniformly random
     /// actions.
@@ -98,6 +114,7 @@ impl Default for DistributedConfig {
             data_structure: DataStructure::Queue,
             data_structure_length: 32,
             overflow: Overflow::DropOldest,
+            window_selector: WindowSelector::Random,
             fixed_policy: None,
             samples_per_insert: 32.0,
             min_size_to_sample: 1_000,

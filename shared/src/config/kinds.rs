@@ -83,6 +83,9 @@ impl WorkflowKind {
         WorkflowKind::SeedA2c,
         WorkflowKind::Orchestrated,
         WorkflowKind::MlAsync,
+        WorkflowKind::MlRma,
+        WorkflowKind::MlRmaQueue,
+        WorkflowKind::MlRmaQueueShort,
     ];
 
     /// Workflows that end when every episode id has been handed out and
@@ -96,6 +99,33 @@ impl WorkflowKind {
                 | WorkflowKind::Rma
                 | WorkflowKind::RmaQueuePopAll
                 | WorkflowKind::Random
+                | WorkflowKind::MlRma
+                | WorkflowKind::MlRmaQueue
+                | WorkflowKind::MlRmaQueueShort
+        )
+    }
+
+    /// Several learner ranks train one model data-parallel (MPI).
+    pub fn is_multi_learner(self) -> bool {
+        matches!(
+            self,
+            WorkflowKind::MlAsync
+                | WorkflowKind::MlRma
+                | WorkflowKind::MlRmaQueue
+                | WorkflowKind::MlRmaQueueShort
+        )
+    }
+
+    /// Actors deposit their batches into pools on the learner (one-sided
+    /// over MPI) rather than send them as requests.
+    pub fn deposits(self) -> bool {
+        matches!(
+            self,
+            WorkflowKind::Rma
+                | WorkflowKind::RmaQueuePopAll
+                | WorkflowKind::MlRma
+                | WorkflowKind::MlRmaQueue
+                | WorkflowKind::MlRmaQueueShort
         )
     }
 

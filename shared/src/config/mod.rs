@@ -18,7 +18,7 @@ mod validate;
 mod validate_agents;
 
 pub use a2c::{A2cConfig, TrainOn};
-pub use distributed::{DataStructure, DistributedConfig, Overflow};
+pub use distributed::{DataStructure, DistributedConfig, Overflow, WindowSelector};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};

@@ -76,13 +76,24 @@ fn unknown_enum_values_list_the_choices() {
 }
 
 #[test]
-fn unimplemented_workflow_and_wrong_pairings_are_rejected() {
-    let e = err(&MINIMAL.replace("\"single\"", "\"ml-rma\""));
-    assert_eq!(
-        e,
-        "`workflow` = \"ml-rma\" is not supported: this build runs single, async, sync, \
-         seed, nb-async, async-window, rma, rma-queue-pop-all, random, seed-a2c, orchestrated, \
-         ml-async"
+fn wrong_workflow_pairings_are_rejected() {
+    for w in ["ml-async", "ml-rma", "ml-rma-queue", "ml-rma-queue-short"] {
+        let e = err(&MINIMAL.replace("\"single\"", &format!("\"{w}\"\ntransport = \"quic\"")));
+        assert_eq!(
+            e,
+            format!(
+                "`transport` = \"quic\" is not supported: workflow `{w}` trains on several \
+                 learner ranks: use \"mpi\""
+            )
+        );
+    }
+    let e = err(
+        &(MINIMAL.replace("\"single\"", "\"ml-rma\"\ntransport = \"mpi\"")
+            + "[distributed]\nwindow_selector = \"nearest\"\n"),
+    );
+    assert!(
+        e.contains("unknown variant `nearest`, expected `random` or `bin`"),
+        "{e}"
     );
     let orchestrated = |distributed: &str| {
         MINIMAL.replace("\"single\"", "\"orchestrated\"\ntransport = \"quic\"")

@@ -92,28 +92,27 @@ impl RunConfig {
                 allowed: "workflow `single` runs in one process: use \"inproc\"".into(),
             });
         }
-        if self.workflow == WorkflowKind::MlAsync {
+        if self.workflow.is_multi_learner() {
+            let w = self.workflow;
             if self.transport != TransportKind::Mpi {
                 return Err(ConfigError::Unsupported {
                     key: "transport",
                     value: format!("\"{}\"", self.transport),
-                    allowed: "workflow `ml-async` trains on several learner ranks: use \"mpi\""
-                        .into(),
+                    allowed: format!("workflow `{w}` trains on several learner ranks: use \"mpi\""),
                 });
             }
             if !matches!(self.agent, AgentKind::Dqn | AgentKind::Probe) {
                 return Err(ConfigError::Conflict(format!(
-                    "workflow `ml-async` runs data-parallel DQN (or the probe) in this build, \
+                    "workflow `{w}` runs data-parallel DQN (or the probe) in this build, \
                      not agent `{}`",
                     self.agent
                 )));
             }
             if self.agent == AgentKind::Dqn && self.dqn.n_step != 1 {
-                return Err(ConfigError::Conflict(
-                    "workflow `ml-async` needs dqn.n_step = 1 (the lead learner counts what each \
+                return Err(ConfigError::Conflict(format!(
+                    "workflow `{w}` needs dqn.n_step = 1 (the lead learner counts what each \
                      learner's replay holds)"
-                        .into(),
-                ));
+                )));
             }
         }
         if self.workflow.ends_on_episodes() && self.stop.max_episodes.is_none() {

@@ -9,6 +9,7 @@ use rlfleet_shared::wire::Experience;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The header of `batches.csv`.
@@ -20,6 +21,9 @@ pub(super) struct Accounts {
     pub tally: Mutex<Tally>,
     metrics: Arc<Metrics>,
     log: Option<Mutex<BufWriter<File>>>,
+    /// The run has ended: a line written now (a late deposit) is flushed
+    /// at once, as nothing flushes the log later.
+    ended: AtomicBool,
 }
 
 impl Accounts {
@@ -36,6 +40,7 @@ impl Accounts {
             tally: Mutex::default(),
             metrics,
             log,
+            ended: AtomicBool::new(false),
         })
     }
 
@@ -53,6 +58,9 @@ impl Accounts {
                 e.transitions.len(),
                 outcome
             );
+            if self.ended.load(Ordering::Acquire) {
+                let _ = w.flush();
+            }
         }
     }
 
@@ -98,7 +106,10 @@ impl Accounts {
         self.record(e, learner_version, reason);
     }
 
+    /// The run ended: writes out what the log holds, and every later line
+    /// as it comes.
     pub fn flush(&self) {
+        self.ended.store(true, Ordering::Release);
         if let Some(log) = &self.log {
             let _ = log.lock().expect("batch log lock").flush();
         }

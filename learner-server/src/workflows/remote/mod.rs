@@ -1,6 +1,7 @@
 //! The learner side of the workflows in which actors feed the learner over
 //! a transport: `async`, `nb-async`, `async-window`, `sync`, `rma`,
-//! `rma-queue-pop-all`, `random` and `seed`. One thread owns the agent and
+//! `rma-queue-pop-all`, `random`, `seed`, `seed-a2c`, `orchestrated` and
+//! the multi-learner `ml-*` (on the lead learner rank). One thread owns the agent and
 //! runs [`RemoteRun::run`], a loop over transport [`Event`]s; the transport
 //! never touches the model, and the workflow never touches a socket.
 
@@ -9,6 +10,7 @@ mod experience;
 mod ledger;
 mod pools;
 mod seed;
+mod select;
 
 pub use accounts::BATCH_LOG_HEADER;
 pub use ledger::{EpisodeLedger, Finish};
@@ -23,7 +25,7 @@ use crate::transport::{ConnId, Event, Reply, RunInbox};
 use accounts::Accounts;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::wire::{self, EpisodeStart, ErrorCode, Hello, Message, WeightsMsg};
+use rlfleet_shared::wire::{self, EpisodeStart, ErrorCode, Experience, Hello, Message, WeightsMsg};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -186,6 +188,8 @@ pub struct RemoteRun {
     fixed: Option<f32>,
     /// `rma-queue-pop-all`'s fetcher thread.
     fetcher: Option<std::thread::JoinHandle<()>>,
+    /// The multi-learner `rma` workflows: which learner takes which batch.
+    select: Option<select::Selector>,
     /// The policy as an ONNX model with its weights as an input (every
     /// `Welcome` carries it).
     onnx: Vec<u8>,
@@ -211,13 +215,24 @@ impl RemoteRun {
         let spec = rlfleet_shared::env::spec(&cfg.env)?;
         let device = crate::device::select(1);
         let mut agent = agents::build_agent(cfg, &spec, device);
+        // (learner ranks, actor ranks) of a multi-learner job.
+        let ranks = (1, 0);
         #[cfg(feature = "mpi")]
-        if let Some(group) = opts.learners.as_ref().and_then(|g| g.lock().ok()?.take()) {
-            let batch = u64::from(cfg.dqn.batch_size);
-            agent = Box::new(agents::data_parallel::DataParallel::new(
-                agent, group.0, group.1, batch,
-            ));
-        }
+        let ranks = match opts.learners.as_ref().and_then(|g| g.lock().ok()?.take()) {
+            Some(group) => {
+                use rlfleet_shared::mpi::rsmpi::traits::Communicator;
+                let batch = u64::from(cfg.dqn.batch_size);
+                let ranks = (group.commands.0.size() as usize, group.actor_ranks);
+                agent = Box::new(agents::data_parallel::DataParallel::new(
+                    agent,
+                    group.commands,
+                    group.reduce,
+                    batch,
+                ));
+                ranks
+            }
+            None => ranks,
+        };
         let book = RunBook::open(cfg, opts, agent.as_mut())?;
         let ledger = Arc::new(Mutex::new(EpisodeLedger::new(
             cfg.stop.max_episodes,
@@ -251,17 +266,21 @@ impl RemoteRun {
                 ))
             }
             WorkflowKind::Sync => Mode::Sync(experience::Round::default()),
-            WorkflowKind::Rma | WorkflowKind::RmaQueuePopAll => {
+            w if w.deposits() => {
                 let d = &cfg.distributed;
-                let pop_all = cfg.workflow == WorkflowKind::RmaQueuePopAll;
+                let pop_all = w == WorkflowKind::RmaQueuePopAll;
+                // Lossless queues: `rma-queue-pop-all` and the
+                // `ml-rma-queue` pair (which end on empty queues).
+                let queues = pop_all
+                    || matches!(w, WorkflowKind::MlRmaQueue | WorkflowKind::MlRmaQueueShort);
                 let rules = pools::PoolRules {
-                    structure: if pop_all {
+                    structure: if queues {
                         rlfleet_shared::config::DataStructure::Queue
                     } else {
                         d.data_structure
                     },
                     length: d.data_structure_length as usize,
-                    overflow: if pop_all {
+                    overflow: if queues {
                         rlfleet_shared::config::Overflow::Reject
                     } else {
                         d.overflow
@@ -318,6 +337,13 @@ impl RemoteRun {
             published_version: 0,
             fixed,
             fetcher: None,
+            select: select::Selector::for_workflow(
+                cfg.workflow,
+                cfg.distributed.window_selector,
+                ranks.0,
+                ranks.1,
+                cfg.seed,
+            ),
         })
     }
 
@@ -369,11 +395,10 @@ impl RemoteRun {
     /// Batches an actor may have in flight.
     fn in_flight(&self) -> u32 {
         match self.cfg().workflow {
-            WorkflowKind::NbAsync
-            | WorkflowKind::AsyncWindow
-            | WorkflowKind::Rma
-            | WorkflowKind::RmaQueuePopAll
-            | WorkflowKind::Orchestrated => self.cfg().distributed.in_flight,
+            WorkflowKind::NbAsync | WorkflowKind::AsyncWindow | WorkflowKind::Orchestrated => {
+                self.cfg().distributed.in_flight
+            }
+            w if w.deposits() => self.cfg().distributed.in_flight,
             _ => 1,
         }
     }
@@ -462,19 +487,25 @@ impl RemoteRun {
         Ok(summary)
     }
 
-    /// The stop rules; `rma-queue-pop-all` ends on its actors' sentinels
-    /// once every episode has finished.
+    /// The stop rules. `rma-queue-pop-all` and `ml-rma-queue` end on their
+    /// actors' sentinels and empty pools once every episode has finished;
+    /// `ml-rma-queue-short` ends when one learner's actor group is
+    /// exhausted.
     fn poll_stop(&mut self) -> anyhow::Result<Option<StopReason>> {
         let r = self.book.poll()?;
-        if let (
-            Some(StopReason::MaxEpisodes),
-            Mode::Pools {
-                pools,
-                pop_all: true,
-            },
-        ) = (&r, &self.mode)
-            && !pools.all_ended()
+        let Mode::Pools { pools, pop_all } = &self.mode else {
+            return Ok(r);
+        };
+        let w = self.cfg().workflow;
+        if w == WorkflowKind::MlRmaQueueShort
+            && let Some(select) = &self.select
+            && let Some(learner) = pools.exhausted_group(select)
         {
+            return Ok(Some(StopReason::GroupExhausted { learner }));
+        }
+        let waits_for_sentinels =
+            *pop_all || matches!(w, WorkflowKind::MlRmaQueue | WorkflowKind::MlRmaQueueShort);
+        if r == Some(StopReason::MaxEpisodes) && waits_for_sentinels && !pools.all_ended() {
             return Ok(None);
         }
         Ok(r)
@@ -483,16 +514,38 @@ impl RemoteRun {
     /// Trains on batches taken from the pools and publishes the weights
     /// deposits will read.
     fn train_popped(&mut self, popped: pools::Popped) -> anyhow::Result<()> {
-        let Mode::Pools { pools, .. } = &self.mode else {
-            return Ok(());
-        };
         if popped.is_empty() {
             return Ok(());
         }
-        let pools = pools.clone();
         for (conn, e) in popped {
             self.ingest(conn, &e, true)?;
         }
+        self.publish_to_pools();
+        Ok(())
+    }
+
+    /// The multi-learner `rma` workflows: each batch goes to the replay of
+    /// the learner that took it, then the learners step together.
+    fn train_picked(
+        &mut self,
+        picked: Vec<(usize, ConnId, Arc<Experience>)>,
+    ) -> anyhow::Result<()> {
+        if picked.is_empty() {
+            return Ok(());
+        }
+        for (learner, conn, e) in picked {
+            self.agent.route_to(learner);
+            self.ingest(conn, &e, true)?;
+        }
+        self.publish_to_pools();
+        Ok(())
+    }
+
+    fn publish_to_pools(&mut self) {
+        let Mode::Pools { pools, .. } = &self.mode else {
+            return;
+        };
+        let pools = pools.clone();
         let w = self.weights_msg();
         if w.version != self.published_version {
             self.published_version = w.version;
@@ -500,7 +553,6 @@ impl RemoteRun {
         } else {
             pools.epsilon(self.actor_epsilon());
         }
-        Ok(())
     }
 
     /// `rma-queue-pop-all`: a set the fetcher took. It may take the next
@@ -538,6 +590,12 @@ impl RemoteRun {
                 if pop_all {
                     // Its fetcher hands sets over as `Event::Fetched`.
                     return Ok(false);
+                }
+                if let Some(select) = &mut self.select {
+                    let picked = pools.pop_for_learners(select);
+                    let busy = !picked.is_empty();
+                    self.train_picked(picked)?;
+                    return Ok(busy);
                 }
                 let popped = pools.pop_round();
                 let busy = !popped.is_empty();
@@ -928,7 +986,17 @@ impl RemoteRun {
                 for f in pools.take_finished() {
                     self.record_episode(f.actor, f.episode, f.ret, f.length)?;
                 }
+                let short = self.cfg().workflow == WorkflowKind::MlRmaQueueShort;
                 for (conn, e) in pools.drain() {
+                    if short {
+                        // Its run ends without the rest of the queues.
+                        self.accounts.dropped(&e, version, "run_ended");
+                        continue;
+                    }
+                    if let Some(select) = &self.select {
+                        let group = pools.index_of(conn).map_or(0, |i| select.group_of(i));
+                        self.agent.route_to(group);
+                    }
                     self.ingest(conn, &e, true)?;
                 }
             }

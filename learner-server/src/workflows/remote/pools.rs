@@ -10,6 +10,7 @@
 
 use super::accounts::Accounts;
 use super::experience::check_experience;
+use super::select::{Seen, Selector};
 use super::{EpisodeLedger, Finish, issue_starts};
 use crate::metrics::Metrics;
 use crate::transport::{ConnId, Event, Reply};
@@ -393,26 +394,76 @@ impl Pools {
         let structure = self.rules.structure;
         let mut out = Vec::new();
         for (&conn, pool) in g.pools.iter_mut() {
-            let batch = match structure {
-                DataStructure::Queue | DataStructure::BuffChecked => pool.batches.pop_front(),
-                DataStructure::Stack => pool.batches.pop_back(),
-                DataStructure::BuffUnchecked => {
-                    let latest = pool.batches.back().cloned();
-                    match latest {
-                        Some(b) if pool.last_read != Some(b.seq) => {
-                            pool.last_read = Some(b.seq);
-                            Some(b)
-                        }
-                        _ => None,
-                    }
-                }
-            };
-            if let Some(b) = batch {
+            if let Some(b) = pop_one(pool, structure) {
                 out.push((conn, b));
             }
         }
         g.pools.retain(|_, p| !(p.gone && unread(p, structure)));
         out
+    }
+
+    /// Every pool as the multi-learner selector sees it, in actor order.
+    fn seen(g: &Inner, structure: DataStructure) -> Vec<(ConnId, Seen)> {
+        let mut v: Vec<(ConnId, Seen)> = g
+            .pools
+            .iter()
+            .map(|(&conn, p)| {
+                let ready = match structure {
+                    DataStructure::BuffUnchecked => usize::from(!unread(p, structure)),
+                    _ => p.batches.len(),
+                };
+                let waiting = p.sentinel && p.parked.is_some();
+                let active = !p.gone && !waiting;
+                (
+                    conn,
+                    Seen {
+                        index: p.index,
+                        ready,
+                        active,
+                    },
+                )
+            })
+            .collect();
+        v.sort_by_key(|(_, s)| s.index);
+        v
+    }
+
+    /// The multi-learner `rma` workflows: the batches the learners take
+    /// this round, each with the learner `select` picked it for.
+    pub(super) fn pop_for_learners(
+        &self,
+        select: &mut Selector,
+    ) -> Vec<(usize, ConnId, Arc<Experience>)> {
+        let mut g = self.inner.lock().expect("pools lock");
+        let structure = self.rules.structure;
+        let seen = Self::seen(&g, structure);
+        let (conns, mut view): (Vec<ConnId>, Vec<Seen>) = seen.into_iter().unzip();
+        let mut out = Vec::new();
+        for (learner, at) in select.choose(&mut view) {
+            let pool = g.pools.get_mut(&conns[at]).expect("seen");
+            if let Some(b) = pop_one(pool, structure) {
+                out.push((learner, conns[at], b));
+            }
+        }
+        g.pools.retain(|_, p| !(p.gone && unread(p, structure)));
+        out
+    }
+
+    /// `ml-rma-queue-short`: the learner whose actor group is exhausted,
+    /// if one is.
+    pub(super) fn exhausted_group(&self, select: &Selector) -> Option<usize> {
+        let g = self.inner.lock().expect("pools lock");
+        let view: Vec<Seen> = Self::seen(&g, self.rules.structure)
+            .into_iter()
+            .map(|(_, s)| s)
+            .collect();
+        select.exhausted(&view)
+    }
+
+    /// The actor index of `conn`'s pool.
+    pub(super) fn index_of(&self, conn: ConnId) -> Option<u32> {
+        let g = self.inner.lock().expect("pools lock");
+        g.pools.get(&conn).map(|p| p.index)
     }
 
     /// `rma-queue-pop-all`'s fetcher, on its own thread: takes every
@@ -560,6 +611,25 @@ impl Pools {
                     reason: reason.to_string(),
                     shutdown: false,
                 }));
+            }
+        }
+    }
+}
+
+/// The batch the run thread reads next from `pool` (queue: the oldest;
+/// stack: the newest; buffers: the latest value, `buff-unchecked` only once).
+fn pop_one(pool: &mut Pool, structure: DataStructure) -> Option<Arc<Experience>> {
+    match structure {
+        DataStructure::Queue | DataStructure::BuffChecked => pool.batches.pop_front(),
+        DataStructure::Stack => pool.batches.pop_back(),
+        DataStructure::BuffUnchecked => {
+            let latest = pool.batches.back().cloned();
+            match latest {
+                Some(b) if pool.last_read != Some(b.seq) => {
+                    pool.last_read = Some(b.seq);
+                    Some(b)
+                }
+                _ => None,
             }
         }
     }
