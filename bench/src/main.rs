@@ -138,6 +138,17 @@ enum What {
         #[arg(long, default_value_t = 4)]
         actors: usize,
     },
+    /// DQN training (feature `mpi`): the multi-learner workflows on 2
+    /// learner ranks vs. their single-learner counterparts (`async`,
+    /// `rma`), same actor ranks and env steps.
+    #[cfg(feature = "mpi")]
+    MpiLearners {
+        /// Env steps per run.
+        #[arg(long, default_value_t = 30_000)]
+        steps: u64,
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
+    },
     /// The same DQN run under every workflow, vs. `single`.
     Workflows {
         /// Env steps per run.
@@ -388,6 +399,8 @@ fn main() -> anyhow::Result<()> {
         What::RmaCheck { ops } => mpi::rma_check(ops),
         #[cfg(feature = "mpi")]
         What::MpiTransports { steps, actors } => mpi::transports(steps, actors, &cli.out),
+        #[cfg(feature = "mpi")]
+        What::MpiLearners { steps, actors } => mpi::learners(steps, actors, &cli.out),
         What::Workflows {
             steps,
             workflows,
