@@ -180,7 +180,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         let (hub, rt) = (d.hub.clone(), tokio::runtime::Handle::current());
         let transport = std::thread::Builder::new()
             .name("mpi-transport".into())
-            .spawn(move || serve(hub.clone(), opts, rt))?;
+            .spawn(move || serve(hub, opts, rt))?;
         let hub = d.hub.clone();
         let result = crate::embedded::wait_run(&hub, &id, &cancel, &output_dir).await;
         // Actor ranks waiting for a next run are told to stop.

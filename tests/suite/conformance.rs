@@ -30,7 +30,7 @@ use rlfleet_shared::config::{
     AgentKind, DataStructure, Overflow, RunConfig, TransportKind, WindowSelector,
 };
 use rlfleet_tests::daemon::{ActorCounts, actor_counts};
-use rlfleet_tests::{heavy, run_embedded, run_mpi, run_mpi_groups};
+use rlfleet_tests::{counting_probe, heavy, run_embedded, run_mpi, run_mpi_groups};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -192,37 +192,19 @@ fn learners(case: &Case) -> usize {
 }
 
 fn config(case: &Case, transport: TransportKind, dir: &Path, n: usize) -> RunConfig {
-    let text = format!(
-        r#"
-name = "conformance"
-env = "Counting-v0"
-agent = "probe"
-workflow = "{}"
-transport = "{transport}"
-seed = {SEED}
-output_dir = "{}"
-[stop]
-max_episodes = {EPISODES}
-max_wall_secs = 120.0
-[eval]
-period_steps = 1000000
-episodes = 1
-[distributed]
-batch_step_frequency = 3
-steps_per_round = 3
-in_flight = 3
-batch_log = true
-[dqn]
-hidden = [8]
-[probe]
-train_every = 5
-"#,
+    let out = dir.join(format!("{}-{n}-{transport}", case.workflow));
+    let mut cfg = counting_probe(
+        "conformance",
         case.workflow,
-        dir.join(format!("{}-{n}-{transport}", case.workflow))
-            .display()
+        transport,
+        SEED,
+        EPISODES,
+        &out,
     );
-    let mut cfg = RunConfig::from_toml(&text, "conformance").unwrap();
-    cfg.transport = transport;
+    cfg.distributed.steps_per_round = 3;
+    cfg.distributed.in_flight = 3;
+    cfg.distributed.batch_log = true;
+    cfg.dqn.hidden = vec![8];
     (case.tweak)(&mut cfg);
     if let Some((structure, overflow)) = case.pool {
         cfg.distributed.data_structure = structure;

@@ -37,29 +37,14 @@ fn dqn_reaches_475_with_async_over_mpi() {
 }
 
 fn counting(workflow: &str, dir: &std::path::Path) -> RunConfig {
-    let text = format!(
-        r#"
-name = "mpi-fault"
-env = "Counting-v0"
-agent = "probe"
-workflow = "{workflow}"
-transport = "mpi"
-seed = 5
-output_dir = "{}"
-[stop]
-max_episodes = 60
-max_wall_secs = 120.0
-[eval]
-period_steps = 1000000
-episodes = 1
-[distributed]
-batch_step_frequency = 3
-[probe]
-train_every = 5
-"#,
-        dir.join(workflow).display()
-    );
-    RunConfig::from_toml(&text, "mpi-fault").unwrap()
+    rlfleet_tests::counting_probe(
+        "mpi-fault",
+        workflow,
+        TransportKind::Mpi,
+        5,
+        60,
+        &dir.join(workflow),
+    )
 }
 
 #[test]

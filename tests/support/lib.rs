@@ -75,6 +75,60 @@ pub struct Embedded {
     pub stderr: String,
 }
 
+/// A run of the counting env (`Counting-v0`, every transition
+/// recognisable) with the `probe` agent, which records every transition it
+/// trains on: `episodes` episodes, batches of 3 steps, a new policy
+/// version every 5 transitions, no evaluations to speak of.
+pub fn counting_probe(
+    name: &str,
+    workflow: &str,
+    transport: rlfleet_shared::config::TransportKind,
+    seed: u64,
+    episodes: u64,
+    output_dir: &Path,
+) -> rlfleet_shared::config::RunConfig {
+    let text = format!(
+        r#"
+name = "{name}"
+env = "Counting-v0"
+agent = "probe"
+workflow = "{workflow}"
+transport = "{transport}"
+seed = {seed}
+output_dir = "{}"
+[stop]
+max_episodes = {episodes}
+max_wall_secs = 120.0
+[eval]
+period_steps = 1000000
+episodes = 1
+[distributed]
+batch_step_frequency = 3
+[probe]
+train_every = 5
+"#,
+        output_dir.display()
+    );
+    rlfleet_shared::config::RunConfig::from_toml(&text, name).expect("a valid counting config")
+}
+
+impl From<Output> for Embedded {
+    fn from(out: Output) -> Embedded {
+        Embedded {
+            success: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Writes `cfg` resolved into `dir` as `NAME-WORKFLOW[-SUFFIX].toml`.
+fn write_config(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, suffix: &str) -> PathBuf {
+    let path = dir.join(format!("{}-{}{suffix}.toml", cfg.name, cfg.workflow));
+    std::fs::write(&path, cfg.to_resolved_toml()).expect("write the run config");
+    path
+}
+
 /// Writes `cfg` resolved into `dir` and runs `learner-server run
 /// --no-progress --local-actors 4 [extra] CONFIG` to completion.
 pub fn run_embedded(
@@ -123,8 +177,7 @@ pub fn run_mpi_groups(
     learners: usize,
     groups: &[(usize, &[&str])],
 ) -> Embedded {
-    let cfg_path = dir.join(format!("{}-{}-mpi.toml", cfg.name, cfg.workflow));
-    std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
+    let cfg_path = write_config(cfg, dir, "-mpi");
     let mut cmd = mpirun();
     cmd.args(["-n", &learners.to_string()])
         .arg(binary("learner-server"))
@@ -136,32 +189,22 @@ pub fn run_mpi_groups(
             .arg("mpi")
             .args(*args);
     }
-    let out = cmd
-        .env("RUST_LOG", "warn")
+    cmd.env("RUST_LOG", "warn")
         .output()
-        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)");
-    Embedded {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)")
+        .into()
 }
 
 fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str]) -> Embedded {
-    let cfg_path = dir.join(format!("{}-{}.toml", cfg.name, cfg.workflow));
-    std::fs::write(&cfg_path, cfg.to_resolved_toml()).expect("write the run config");
-    let out = Command::new(binary("learner-server"))
+    let cfg_path = write_config(cfg, dir, "");
+    Command::new(binary("learner-server"))
         .args(["run", "--no-progress"])
         .args(args)
         .arg(&cfg_path)
         .env("RUST_LOG", "warn")
         .output()
-        .expect("run learner-server");
-    Embedded {
-        success: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .expect("run learner-server")
+        .into()
 }
 
 /// The episode ids in a run's `episodes.csv`, sorted, and the sum of the

@@ -116,6 +116,16 @@ impl WorkflowKind {
         )
     }
 
+    /// Lossless queues that the run drains before it ends: it waits for
+    /// every actor's end sentinel and empty pools (`ml-rma-queue-short`
+    /// may end sooner, on a group).
+    pub fn ends_on_sentinels(self) -> bool {
+        matches!(
+            self,
+            WorkflowKind::RmaQueuePopAll | WorkflowKind::MlRmaQueue | WorkflowKind::MlRmaQueueShort
+        )
+    }
+
     /// Actors deposit their batches into pools on the learner (one-sided
     /// over MPI) rather than send them as requests.
     pub fn deposits(self) -> bool {

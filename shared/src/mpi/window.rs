@@ -152,36 +152,55 @@ impl Epoch<'_, '_> {
     /// Reads `out.len()` bytes at `offset` of the target.
     pub fn get(&self, offset: usize, out: &mut [u8]) {
         self.check(offset, out.len(), 1);
-        // SAFETY: in bounds (checked); `out` stays borrowed until the
-        // flush completes the get.
+        // SAFETY: in bounds (checked); `out` holds `out.len()` bytes.
         unsafe {
-            ffi::MPI_Get(
-                out.as_mut_ptr() as *mut c_void,
-                out.len() as c_int,
+            self.get_raw(
+                offset,
+                out.as_mut_ptr().cast(),
+                out.len(),
                 ffi::RSMPI_UINT8_T,
-                self.rank,
-                offset as ffi::MPI_Aint,
-                out.len() as c_int,
-                ffi::RSMPI_UINT8_T,
-                self.win.raw,
-            );
+            )
         }
-        self.flush();
     }
 
     /// Reads the `u64`s at `offset` (8-aligned).
     pub fn get_u64s(&self, offset: usize, out: &mut [u64]) {
         self.check(offset, 8 * out.len(), 8);
-        // SAFETY: as in `get`.
+        // SAFETY: in bounds (checked); `out` holds `out.len()` u64s.
+        unsafe {
+            self.get_raw(
+                offset,
+                out.as_mut_ptr().cast(),
+                out.len(),
+                ffi::RSMPI_UINT64_T,
+            )
+        }
+    }
+
+    /// `MPI_Get` of `count` elements of `datatype` at `offset` into `out`,
+    /// flushed.
+    ///
+    /// # Safety
+    /// The range was checked against the window, and `out` is valid for
+    /// `count` elements of `datatype` (it stays borrowed by the caller
+    /// until the flush has completed the get).
+    unsafe fn get_raw(
+        &self,
+        offset: usize,
+        out: *mut c_void,
+        count: usize,
+        datatype: ffi::MPI_Datatype,
+    ) {
+        // SAFETY: as the caller promises.
         unsafe {
             ffi::MPI_Get(
-                out.as_mut_ptr() as *mut c_void,
-                out.len() as c_int,
-                ffi::RSMPI_UINT64_T,
+                out,
+                count as c_int,
+                datatype,
                 self.rank,
                 offset as ffi::MPI_Aint,
-                out.len() as c_int,
-                ffi::RSMPI_UINT64_T,
+                count as c_int,
+                datatype,
                 self.win.raw,
             );
         }

@@ -269,10 +269,8 @@ impl RemoteRun {
             w if w.deposits() => {
                 let d = &cfg.distributed;
                 let pop_all = w == WorkflowKind::RmaQueuePopAll;
-                // Lossless queues: `rma-queue-pop-all` and the
-                // `ml-rma-queue` pair (which end on empty queues).
-                let queues = pop_all
-                    || matches!(w, WorkflowKind::MlRmaQueue | WorkflowKind::MlRmaQueueShort);
+                // Lossless queues for the workflows that drain them.
+                let queues = w.ends_on_sentinels();
                 let rules = pools::PoolRules {
                     structure: if queues {
                         rlfleet_shared::config::DataStructure::Queue
@@ -493,7 +491,7 @@ impl RemoteRun {
     /// exhausted.
     fn poll_stop(&mut self) -> anyhow::Result<Option<StopReason>> {
         let r = self.book.poll()?;
-        let Mode::Pools { pools, pop_all } = &self.mode else {
+        let Mode::Pools { pools, .. } = &self.mode else {
             return Ok(r);
         };
         let w = self.cfg().workflow;
@@ -503,9 +501,7 @@ impl RemoteRun {
         {
             return Ok(Some(StopReason::GroupExhausted { learner }));
         }
-        let waits_for_sentinels =
-            *pop_all || matches!(w, WorkflowKind::MlRmaQueue | WorkflowKind::MlRmaQueueShort);
-        if r == Some(StopReason::MaxEpisodes) && waits_for_sentinels && !pools.all_ended() {
+        if r == Some(StopReason::MaxEpisodes) && w.ends_on_sentinels() && !pools.all_ended() {
             return Ok(None);
         }
         Ok(r)
