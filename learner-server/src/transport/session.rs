@@ -57,6 +57,10 @@ pub struct Session<W> {
     /// Actors must present this token, when set.
     pub token: Option<String>,
     registered: bool,
+    /// The pools of the last run this actor took part in (`rma`
+    /// workflows): batches it had in flight when that run ended are
+    /// accounted there, in the run's batch log too.
+    last_deposits: Option<Arc<crate::workflows::remote::Pools>>,
 }
 
 impl<W: Wire> Session<W> {
@@ -67,6 +71,7 @@ impl<W: Wire> Session<W> {
             hub,
             token,
             registered: false,
+            last_deposits: None,
         }
     }
 
@@ -76,7 +81,7 @@ impl<W: Wire> Session<W> {
             match self.wire.recv().await? {
                 Some(Message::Hello(h)) => break h,
                 // Batches the actor had in flight when its run ended.
-                Some(Message::Experience(e)) if self.registered => self.count_late(&e),
+                Some(Message::Experience(e)) if self.registered => self.count_late(e),
                 Some(other) => {
                     return Err(End::Refused(
                         ErrorCode::Unexpected,
@@ -108,9 +113,12 @@ impl<W: Wire> Session<W> {
     }
 
     /// A batch that reached the session after its run ended: counted as
-    /// received and dropped (`run_ended`).
-    fn count_late(&self, e: &wire::Experience) {
-        if !e.transitions.is_empty() {
+    /// received and dropped (`run_ended`) — by the run's pools when it had
+    /// them (they are closed, and log it), else in the metrics alone.
+    fn count_late(&self, e: wire::Experience) {
+        if let Some(pools) = &self.last_deposits {
+            drop(pools.deposit(self.id, e));
+        } else if !e.transitions.is_empty() {
             self.hub.metrics.batches_received.inc();
             self.hub
                 .metrics
@@ -201,6 +209,7 @@ impl<W: Wire> Session<W> {
                 events: active.events.clone(),
                 conn: self.id,
             };
+            self.last_deposits = active.events.deposits.clone();
             let outcome = self.exchange(rx, &active.events).await;
             drop(guard);
             self.hub.actor_assigned(self.id, None);
@@ -280,7 +289,7 @@ impl<W: Wire> Session<W> {
             if let Err(refused) = events.send(request)
                 && let Event::Request { msg, .. } = *refused
             {
-                if let Message::Experience(e) = &msg {
+                if let Message::Experience(e) = msg {
                     self.count_late(e);
                 }
                 let stop = self.stop_message();
