@@ -88,7 +88,7 @@ impl Metrics {
         ))
         .expect("valid metric");
         r.register(Box::new(loss.clone())).expect("unique metric");
-        Metrics {
+        let m = Metrics {
             env_steps: counter(
                 &r,
                 "rlfleet_env_steps_total",
@@ -217,7 +217,19 @@ impl Metrics {
                 c
             },
             registry: r,
+        };
+        // Every label value a dashboard may query exists from start-up,
+        // at 0, so a healthy server shows 0, not "no data".
+        for reason in crate::workflows::remote::DropReason::ALL {
+            m.batches_dropped.with_label_values(&[reason.label()]);
         }
+        for code in rlfleet_shared::wire::ErrorCode::ALL {
+            m.protocol_errors.with_label_values(&[code.label()]);
+        }
+        for activity in ["train", "wait"] {
+            m.loop_seconds.with_label_values(&[activity]);
+        }
+        m
     }
 
     /// The Prometheus text exposition of every metric.
@@ -238,11 +250,8 @@ mod tests {
     #[test]
     fn the_dashboard_queries_only_exported_metrics() {
         let m = Metrics::new();
-        m.batches_dropped.with_label_values(&["duplicate"]).inc();
         m.bytes_received.with_label_values(&["quic"]).inc();
         m.bytes_sent.with_label_values(&["quic"]).inc();
-        m.protocol_errors.with_label_values(&["bad_frame"]).inc();
-        m.loop_seconds.with_label_values(&["train"]).inc_by(0.5);
         let text = m.render();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),

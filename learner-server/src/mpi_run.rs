@@ -10,7 +10,7 @@
 use crate::daemon;
 use crate::server_config::ServerConfig;
 use crate::transport::mpi::{MpiOptions, serve};
-use crate::workflows::{LearnerRanks, RunOptions, RunSummary};
+use crate::workflows::{Learners, RunOptions, RunSummary};
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Root};
 use rlfleet_shared::mpi::{self, Geometry, Group, Layout, Role, mailbox};
@@ -140,13 +140,16 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
     }
     let mut args = args;
     if cfg.workflow.is_multi_learner() {
-        args.options.learners = Some(std::sync::Arc::new(std::sync::Mutex::new(Some(
-            LearnerRanks {
-                commands: Group(learners),
-                reduce: Group(reduce),
-                actor_ranks: layout.actors().len(),
-            },
-        ))));
+        // The run's agent becomes the lead of the data-parallel learners.
+        let (commands, reduce) = (Group(learners), Group(reduce));
+        let count = commands.0.size() as usize;
+        let batch = u64::from(cfg.dqn.batch_size);
+        let lead = Box::new(move |agent| {
+            let lead =
+                crate::agents::data_parallel::DataParallel::new(agent, commands, reduce, batch);
+            Box::new(lead) as Box<dyn crate::agents::Agent>
+        });
+        args.options.learners = Some(Learners::new(count, layout.actors().len(), lead));
     } else {
         // Freed now: after MPI_Finalize it would be an error.
         drop((learners, reduce));

@@ -232,11 +232,10 @@ fn read_csv(path: &Path) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// `name{labels} value` lines of a Prometheus text dump.
+/// The value of the `name{labels}` series of a Prometheus text dump;
+/// panics when there is no such series.
 fn metric(prom: &str, name: &str) -> f64 {
-    prom.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or(0.0)
+    rlfleet_tests::metric_value(prom, name)
 }
 
 #[derive(Debug)]

@@ -198,16 +198,11 @@ impl Daemon {
         })
     }
 
-    /// The value of one metric line (`name` includes labels, if any).
+    /// The value of one series (`name` includes labels, if any) of `/metrics`; panics when the series does
+    /// not exist (so a renamed metric fails its test instead of reading 0).
     pub fn metric(&self, name: &str) -> f64 {
         let (_, text) = self.get("/metrics");
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(name)
-                    .and_then(|rest| rest.strip_prefix(' '))
-                    .map(|v| v.trim().parse().unwrap())
-            })
-            .unwrap_or(0.0)
+        crate::metric_value(&text, name)
     }
 
     /// An `actor-client` process connected to this daemon (stderr piped).

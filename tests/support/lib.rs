@@ -60,6 +60,21 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
 
 pub mod daemon;
 
+/// The value of the series `name` (with its labels, if any) in a
+/// Prometheus text dump. Panics when there is no such series: a metric
+/// that is renamed or never exported fails the test that reads it, rather
+/// than reading as 0.
+pub fn metric_value(prom: &str, name: &str) -> f64 {
+    prom.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+        .map(|v| {
+            v.trim()
+                .parse()
+                .unwrap_or_else(|e| panic!("metric `{name}` has value `{v}`: {e}"))
+        })
+        .unwrap_or_else(|| panic!("no series `{name}` in the metrics:\n{prom}"))
+}
+
 /// Serialises the tests that train networks: on a 2-core machine two of
 /// them at once would each run at half speed and blur their budgets.
 pub fn heavy() -> std::sync::MutexGuard<'static, ()> {

@@ -13,7 +13,7 @@ use crate::workflows::{self, RunOptions, RunSummary};
 use rlfleet_shared::config::RunConfig;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -153,13 +153,12 @@ impl Hub {
         }
         let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
             .map_err(|e| format!("{e:#}"))?;
-        let (tx, rx) = mpsc::channel();
-        let inbox = run.inbox(tx, rt);
+        let inbox = run.inbox(rt);
         self.active.send_replace(Some(ActiveRun {
             id: id.to_string(),
             events: inbox,
         }));
-        let result = run.run(rx, cancel).map_err(|e| format!("{e:#}"));
+        let result = run.run(cancel).map_err(|e| format!("{e:#}"));
         self.active.send_replace(None);
         result
     }

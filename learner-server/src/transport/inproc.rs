@@ -1,7 +1,7 @@
 //! The in-process transport: actors as tasks in the learner's process,
 //! exchanging messages as values over channels (no sockets, no encoding).
 //! Each actor gets a [`Session`] like a QUIC connection does, so workflows
-//! see the same [`super::Event`]s; an actor task that ends (or panics) is
+//! hands the run the same requests; an actor task that ends (or panics) is
 //! seen as a departed connection.
 
 use super::session::{End, Session, Wire};

@@ -1,18 +1,17 @@
 //! [`Session`]: one actor's conversation with the learner over any
 //! [`Wire`] — check `Hello` (protocol version, token), register the actor,
 //! route it to the active run (waiting for one if none is active), relay its
-//! requests as [`Event`]s and the run's replies back, and say hello again
+//! requests to the run's [`Intake`] and the run's replies back, and say hello again
 //! for the next run. Transports supply the wire; refusals come back as
 //! [`End`] for the transport to answer and close.
 
-use super::{ConnId, Event, RunInbox};
+use super::{Answer, ConnId, RunGone, RunInbox};
 use crate::hub::{ActorView, Hub};
 use crate::server_config::tokens_match;
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
+use std::time::Duration;
 
 /// How a session ended.
 #[derive(Debug)]
@@ -38,13 +37,13 @@ pub trait Wire: Send {
 
 /// Tells the run the connection left when dropped.
 struct LeaveGuard {
-    events: RunInbox,
+    run: RunInbox,
     conn: ConnId,
 }
 
 impl Drop for LeaveGuard {
     fn drop(&mut self) {
-        let _ = self.events.send(Event::Left { conn: self.conn });
+        self.run.left(self.conn);
     }
 }
 
@@ -57,10 +56,9 @@ pub struct Session<W> {
     /// Actors must present this token, when set.
     pub token: Option<String>,
     registered: bool,
-    /// The pools of the last run this actor took part in (`rma`
-    /// workflows): batches it had in flight when that run ended are
-    /// accounted there, in the run's batch log too.
-    last_deposits: Option<Arc<crate::workflows::remote::Pools>>,
+    /// The last run this actor took part in: batches it had in flight
+    /// when that run ended are accounted there.
+    last_run: Option<RunInbox>,
 }
 
 impl<W: Wire> Session<W> {
@@ -71,7 +69,7 @@ impl<W: Wire> Session<W> {
             hub,
             token,
             registered: false,
-            last_deposits: None,
+            last_run: None,
         }
     }
 
@@ -113,11 +111,11 @@ impl<W: Wire> Session<W> {
     }
 
     /// A batch that reached the session after its run ended: counted as
-    /// received and dropped (`run_ended`) — by the run's pools when it had
-    /// them (they are closed, and log it), else in the metrics alone.
+    /// received and dropped (`run_ended`) — by that run, or in the metrics
+    /// alone when the session never had one.
     fn count_late(&self, e: wire::Experience) {
-        if let Some(pools) = &self.last_deposits {
-            drop(pools.deposit(self.id, e));
+        if let Some(run) = &self.last_run {
+            run.late(self.id, e);
         } else if !e.transitions.is_empty() {
             self.hub.metrics.batches_received.inc();
             self.hub
@@ -192,13 +190,7 @@ impl<W: Wire> Session<W> {
                     let _ = self.wire.send(&stop).await;
                     return End::Clean;
                 };
-                let (tx, rx) = oneshot::channel();
-                let join = Event::Join {
-                    conn: self.id,
-                    hello: hello.clone(),
-                    reply: tx,
-                };
-                if active.events.send(join).is_ok() {
+                if let Ok(rx) = active.events.join(self.id, hello.clone()) {
                     break (active, rx);
                 }
                 // That run is ending; wait for the next one.
@@ -206,10 +198,10 @@ impl<W: Wire> Session<W> {
             };
             self.hub.actor_assigned(self.id, Some(active.id.clone()));
             let guard = LeaveGuard {
-                events: active.events.clone(),
+                run: active.events.clone(),
                 conn: self.id,
             };
-            self.last_deposits = active.events.deposits.clone();
+            self.last_run = Some(active.events.clone());
             let outcome = self.exchange(rx, &active.events).await;
             drop(guard);
             self.hub.actor_assigned(self.id, None);
@@ -225,11 +217,7 @@ impl<W: Wire> Session<W> {
     /// Relays requests to the run until it says stop. `Ok(false)`: the run
     /// ended (the actor may stay for the next); `Ok(true)`: the actor
     /// finished its stream.
-    async fn exchange(
-        &mut self,
-        mut reply: oneshot::Receiver<Message>,
-        events: &RunInbox,
-    ) -> Result<bool, End> {
+    async fn exchange(&mut self, mut reply: Answer, run: &RunInbox) -> Result<bool, End> {
         loop {
             let answer = tokio::select! {
                 r = &mut reply => r.ok(),
@@ -272,31 +260,17 @@ impl<W: Wire> Session<W> {
                 }
                 None => return Ok(true),
             };
-            if let (Some(pools), Message::Experience(_)) = (&events.deposits, &msg) {
-                let Message::Experience(e) = msg else {
-                    unreachable!("matched above")
-                };
-                reply = pools.deposit(self.id, e);
-                continue;
-            }
-            let (tx, rx) = oneshot::channel();
-            let request = Event::Request {
-                conn: self.id,
-                msg,
-                received: Instant::now(),
-                reply: tx,
-            };
-            if let Err(refused) = events.send(request)
-                && let Event::Request { msg, .. } = *refused
-            {
-                if let Message::Experience(e) = msg {
-                    self.count_late(e);
+            match run.request(self.id, msg) {
+                Ok(rx) => reply = rx,
+                Err(RunGone(msg)) => {
+                    if let Message::Experience(e) = *msg {
+                        self.count_late(e);
+                    }
+                    let stop = self.stop_message();
+                    self.wire.send(&stop).await?;
+                    return Ok(false);
                 }
-                let stop = self.stop_message();
-                self.wire.send(&stop).await?;
-                return Ok(false);
             }
-            reply = rx;
         }
     }
 }

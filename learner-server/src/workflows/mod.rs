@@ -19,7 +19,9 @@ pub use single::{SingleRun, episode_seed};
 pub use stop::{StopReason, check_limits};
 pub use summary::{LearnerFigures, RunSummary};
 
+use crate::agents::Agent;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 /// How a run is started, beyond its config.
@@ -29,10 +31,9 @@ pub struct RunOptions {
     pub resume: Option<std::path::PathBuf>,
     /// Draw a progress bar on stderr (when it is a terminal).
     pub progress: bool,
-    /// The multi-learner workflows under MPI: the learner ranks, taken by
-    /// the run that trains with them.
-    #[cfg(feature = "mpi")]
-    pub learners: Option<LearnerGroup>,
+    /// The multi-learner workflows: the job's learner ranks, taken by the
+    /// run that trains with them.
+    pub learners: Option<Learners>,
 }
 
 impl RunOptions {
@@ -40,26 +41,54 @@ impl RunOptions {
         RunOptions {
             resume,
             progress,
-            #[cfg(feature = "mpi")]
             learners: None,
         }
     }
 }
 
-/// What the lead learner of a multi-learner job hands its run, once: two
-/// communicators over the learner ranks (commands, gradient allreduce) —
-/// the run's agent becomes a `DataParallel` — and how many actor ranks
-/// the job has (the `ml-rma` family groups actors per learner by it).
-#[cfg(feature = "mpi")]
-#[derive(Debug)]
-pub struct LearnerRanks {
-    pub commands: rlfleet_shared::mpi::Group,
-    pub reduce: rlfleet_shared::mpi::Group,
+/// Turns a run's agent into the lead of data-parallel learners.
+pub type LeadAgent = Box<dyn FnOnce(Box<dyn Agent>) -> Box<dyn Agent> + Send>;
+
+/// What the lead learner of a multi-learner job hands its run: how many
+/// learners and actor ranks the job has (the `ml-rma` family groups actors
+/// per learner by them), and — once — what makes the run's agent the lead
+/// of the data-parallel learners. Workflows see this, never the transport
+/// that joins the learners (MPI).
+#[derive(Clone)]
+pub struct Learners {
+    pub count: usize,
     pub actor_ranks: usize,
+    lead: Arc<Mutex<Option<LeadAgent>>>,
 }
 
-#[cfg(feature = "mpi")]
-pub type LearnerGroup = std::sync::Arc<std::sync::Mutex<Option<LearnerRanks>>>;
+impl Learners {
+    pub fn new(count: usize, actor_ranks: usize, lead: LeadAgent) -> Learners {
+        Learners {
+            count,
+            actor_ranks,
+            lead: Arc::new(Mutex::new(Some(lead))),
+        }
+    }
+
+    /// `agent` as the lead of the learners (the first run only; later
+    /// runs keep `agent`).
+    pub fn take_agent(&self, agent: Box<dyn Agent>) -> Box<dyn Agent> {
+        let lead = self.lead.lock().ok().and_then(|mut l| l.take());
+        match lead {
+            Some(lead) => lead(agent),
+            None => agent,
+        }
+    }
+}
+
+impl std::fmt::Debug for Learners {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Learners")
+            .field("count", &self.count)
+            .field("actor_ranks", &self.actor_ranks)
+            .finish()
+    }
+}
 
 /// Runs a config to its stop condition (or until `cancel` fires).
 pub fn run(

@@ -232,6 +232,17 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    pub const ALL: [ErrorCode; 8] = [
+        ErrorCode::BadFrame,
+        ErrorCode::FrameTooLarge,
+        ErrorCode::ProtocolVersion,
+        ErrorCode::Unauthorized,
+        ErrorCode::BadShape,
+        ErrorCode::NonFinite,
+        ErrorCode::Unexpected,
+        ErrorCode::BadAction,
+    ];
+
     /// The label used in metrics.
     pub fn label(self) -> &'static str {
         match self {

@@ -3,14 +3,74 @@
 //! optional `batches.csv` audit log. Shared by the run thread and, in the
 //! `rma` workflows, the transport tasks that take deposits.
 
-use super::Tally;
 use crate::metrics::Metrics;
 use rlfleet_shared::wire::Experience;
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+
+/// Why a batch was not trained on (the `reason` label of
+/// `rlfleet_batches_dropped_total`, the `outcome` of `batches.csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Its `(actor, session, seq)` was trained before (a resend).
+    Duplicate,
+    /// Older than `max_policy_lag` allows.
+    Stale,
+    /// It failed its checks (shape, values, actor, turn).
+    Invalid,
+    /// It arrived after its run ended, or the run ended with it untrained.
+    RunEnded,
+    /// An `rma` queue or stack was full and pushed it out.
+    Overflow,
+    /// An `rma` buffer's newer value replaced it unread.
+    Overwritten,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 6] = [
+        DropReason::Duplicate,
+        DropReason::Stale,
+        DropReason::Invalid,
+        DropReason::RunEnded,
+        DropReason::Overflow,
+        DropReason::Overwritten,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            DropReason::Duplicate => "duplicate",
+            DropReason::Stale => "stale",
+            DropReason::Invalid => "invalid",
+            DropReason::RunEnded => "run_ended",
+            DropReason::Overflow => "overflow",
+            DropReason::Overwritten => "overwritten",
+        }
+    }
+}
+
+/// Counts for the API (the same numbers go to the metrics).
+#[derive(Debug, Default)]
+pub(super) struct Tally {
+    pub received: u64,
+    pub trained: u64,
+    pub dropped: BTreeMap<DropReason, u64>,
+    pub transitions: u64,
+    pub inference_requests: u64,
+}
+
+impl Tally {
+    /// Drops by reason label, for the status and the summary.
+    pub fn dropped_by_label(&self) -> BTreeMap<String, u64> {
+        self.dropped
+            .iter()
+            .map(|(k, v)| (k.label().to_string(), *v))
+            .collect()
+    }
+}
 
 /// The header of `batches.csv`.
 pub const BATCH_LOG_HEADER: &str =
@@ -24,6 +84,9 @@ pub(super) struct Accounts {
     /// The run has ended: a line written now (a late deposit) is flushed
     /// at once, as nothing flushes the log later.
     ended: AtomicBool,
+    /// The learner's version at the last line (what a late batch is
+    /// logged with).
+    version: AtomicU64,
 }
 
 impl Accounts {
@@ -41,10 +104,12 @@ impl Accounts {
             metrics,
             log,
             ended: AtomicBool::new(false),
+            version: AtomicU64::new(0),
         })
     }
 
     fn record(&self, e: &Experience, learner_version: u64, outcome: &str) {
+        self.version.store(learner_version, Ordering::Relaxed);
         if let Some(log) = &self.log {
             let mut w = log.lock().expect("batch log lock");
             let _ = writeln!(
@@ -91,7 +156,7 @@ impl Accounts {
     }
 
     /// It was not (and will not be) trained on.
-    pub fn dropped(&self, e: &Experience, learner_version: u64, reason: &'static str) {
+    pub fn dropped(&self, e: &Experience, learner_version: u64, reason: DropReason) {
         *self
             .tally
             .lock()
@@ -101,9 +166,15 @@ impl Accounts {
             .or_default() += 1;
         self.metrics
             .batches_dropped
-            .with_label_values(&[reason])
+            .with_label_values(&[reason.label()])
             .inc();
-        self.record(e, learner_version, reason);
+        self.record(e, learner_version, reason.label());
+    }
+
+    /// A received batch that came after its run ended.
+    pub fn late(&self, e: &Experience) {
+        let version = self.version.load(Ordering::Relaxed);
+        self.dropped(e, version, DropReason::RunEnded);
     }
 
     /// The run ended: writes out what the log holds, and every later line

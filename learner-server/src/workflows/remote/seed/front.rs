@@ -7,9 +7,13 @@
 //! assembles transitions and trains. So inference never waits behind a
 //! gradient step; the run bounds how far it may get ahead of training.
 
+use super::Acted;
+use super::batcher::{Batcher, Pending};
 use super::link::SeedLink;
 use crate::metrics::Metrics;
-use crate::transport::{Acted, ConnId, Event, Reply};
+use crate::transport::{ConnId, Reply};
+use crate::workflows::remote::core::refusal;
+use crate::workflows::remote::workflow::{Input, Internal};
 use rlfleet_shared::config::DistributedConfig;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
@@ -19,19 +23,13 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedReceiver;
 
-/// Inference batches answered but not yet ingested and trained on by the
-/// run: how far acting may run ahead of training.
-pub const MAX_BATCHES_AHEAD: u64 = 2;
-
-/// One request waiting for an answer.
+/// One `Observations` request, as a session hands it to the front.
 #[derive(Debug)]
-struct Pending {
-    conn: ConnId,
-    obs: Observations,
-    received: Instant,
-    reply: Reply,
-    /// Envs that need an action.
-    act: Vec<u32>,
+pub struct Request {
+    pub conn: ConnId,
+    pub obs: Observations,
+    pub received: Instant,
+    pub reply: Reply,
 }
 
 /// A request with no env to act for (already forwarded to the run),
@@ -44,42 +42,16 @@ struct Parked {
     reply: Reply,
 }
 
-/// The inference batching policy's state: the requests waiting, oldest
-/// first (no clock of its own: callers pass `Instant`s).
-#[derive(Debug, Default)]
-struct Batcher {
-    pending: Vec<Pending>,
-}
-
-impl Batcher {
-    fn envs(&self) -> usize {
-        self.pending.iter().map(|p| p.act.len()).sum()
-    }
-
-    /// When the oldest request must be served.
-    fn deadline(&self, cfg: &DistributedConfig) -> Option<Instant> {
-        let max = Duration::from_micros(cfg.inference_max_wait_us);
-        self.pending.first().map(|p| p.received + max)
-    }
-
-    /// Serve now? Full batch, waited long enough, or every actor is
-    /// waiting (`waiting` counts requests held elsewhere too).
-    fn ready(&self, cfg: &DistributedConfig, now: Instant, waiting: usize, actors: usize) -> bool {
-        let Some(deadline) = self.deadline(cfg) else {
-            return false;
-        };
-        self.envs() >= cfg.inference_max_batch as usize
-            || now >= deadline
-            || self.pending.len() + waiting >= actors
-    }
-}
+/// Inference batches answered but not yet ingested and trained on by the
+/// run: how far acting may run ahead of training.
+pub const MAX_BATCHES_AHEAD: u64 = 2;
 
 /// The front of one `seed` run.
 pub struct Front {
     link: Arc<SeedLink>,
-    requests: UnboundedReceiver<Event>,
+    requests: UnboundedReceiver<Request>,
     /// The run's thread.
-    run: mpsc::Sender<Event>,
+    run: mpsc::Sender<Input>,
     metrics: Arc<Metrics>,
     cfg: DistributedConfig,
     obs_dim: usize,
@@ -93,15 +65,14 @@ pub struct Front {
 }
 
 impl Front {
-    #[allow(clippy::too_many_arguments)]
+    /// `dims`: the observation and action dimensions.
     pub fn new(
         link: Arc<SeedLink>,
-        requests: UnboundedReceiver<Event>,
-        run: mpsc::Sender<Event>,
+        requests: UnboundedReceiver<Request>,
+        run: mpsc::Sender<Input>,
         metrics: Arc<Metrics>,
         cfg: DistributedConfig,
-        obs_dim: usize,
-        act_dim: usize,
+        (obs_dim, act_dim): (usize, usize),
         policy: ActorPolicy,
     ) -> Front {
         Front {
@@ -145,17 +116,13 @@ impl Front {
     }
 
     /// Checks a request and queues it (or parks it, or refuses it).
-    fn take(&mut self, ev: Event) {
-        let Event::Request {
+    fn take(&mut self, r: Request) {
+        let Request {
             conn,
-            msg: Message::Observations(obs),
+            obs,
             received,
             reply,
-        } = ev
-        else {
-            tracing::error!("the seed front takes observations only");
-            return;
-        };
+        } = r;
         let n_envs = self
             .link
             .conns
@@ -207,13 +174,13 @@ impl Front {
     }
 
     fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
-        let _ = reply.send(super::super::refusal(&self.metrics, code, text));
+        let _ = reply.send(refusal(&self.metrics, code, text));
     }
 
     fn forward(&mut self, items: Vec<Acted>) {
         self.sent += 1;
         // A closed run is noticed through `link.stop`.
-        let _ = self.run.send(Event::Acted(items));
+        let _ = self.run.send(Input::Internal(Internal::Acted(items)));
     }
 
     /// Episode starts waiting for `conn` (`None` once it left).
@@ -321,10 +288,8 @@ impl Front {
             let _ = reply.send(stop());
         }
         self.requests.close();
-        while let Ok(ev) = self.requests.try_recv() {
-            if let Event::Request { reply, .. } = ev {
-                let _ = reply.send(stop());
-            }
+        while let Ok(r) = self.requests.try_recv() {
+            let _ = r.reply.send(stop());
         }
     }
 }

@@ -90,10 +90,10 @@ impl SeedLink {
     }
 
     /// Publishes a new policy version (and the current epsilon).
-    pub fn publish(&self, version: u64, params: impl FnOnce() -> Vec<f32>, epsilon: f32) {
+    pub fn publish(&self, version: u64, params: std::sync::Arc<Vec<f32>>, epsilon: f32) {
         let mut p = self.policy.lock().expect("policy lock");
         if p.version != version {
-            p.params = std::sync::Arc::new(params());
+            p.params = params;
             p.version = version;
         }
         p.epsilon = epsilon;

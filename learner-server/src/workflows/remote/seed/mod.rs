@@ -4,96 +4,152 @@
 //! per (actor, env), records episodes, hands out the next ones and trains.
 //! Weights never leave the learner.
 
+mod batcher;
 pub mod front;
 pub mod link;
 
-use super::{EnvTrack, Mode, RemoteRun};
+use super::core::Core;
+use super::workflow::{Bypass, Input, Internal, Workflow};
 use crate::replay::Transition;
-use crate::transport::{Acted, ConnId, Event};
-use link::SeedLink;
+use crate::transport::{Answer, ConnId, Reply};
+use link::{PolicySnapshot, SeedLink};
 use rlfleet_shared::policy::ActorPolicy;
-use rlfleet_shared::wire::flags;
-use std::sync::Arc;
-use std::sync::mpsc;
+use rlfleet_shared::wire::{Message, Observations, flags};
+use std::collections::BTreeMap;
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+use tokio::sync::oneshot;
 
-impl RemoteRun {
-    /// For a `seed` run: spawns its inference front on `rt` and returns
-    /// where observations go; `None` for other workflows.
-    pub(super) fn start_front(
-        &mut self,
-        run: mpsc::Sender<Event>,
-        rt: &tokio::runtime::Handle,
-    ) -> Option<tokio::sync::mpsc::UnboundedSender<Event>> {
-        let Mode::Seed(link) = &self.mode else {
-            return None;
-        };
-        let link = link.clone();
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let policy = ActorPolicy::new(
-            &self.spec,
-            self.cfg().agent,
-            self.cfg().policy_hidden(),
-            self.cfg().dueling(),
-            self.cfg().seed ^ 0x5eed_f407,
-        );
-        let front = front::Front::new(
-            link,
-            rx,
-            run,
-            self.metrics.clone(),
-            self.cfg().distributed.clone(),
-            self.obs_dim(),
-            self.act_dim(),
-            policy,
-        );
-        rt.spawn(front.serve());
-        Some(tx)
+/// One `Observations` request answered by the inference front.
+#[derive(Debug)]
+pub(super) struct Acted {
+    pub conn: ConnId,
+    pub obs: Observations,
+    /// `n_envs * action_dim` values (zeros for envs that needed none).
+    pub actions: Vec<f32>,
+}
+
+/// Per-environment state of a `seed` actor (the learner assembles its
+/// transitions).
+#[derive(Debug, Clone, Default)]
+struct EnvTrack {
+    episode: Option<u64>,
+    /// The observation the last action was chosen for (empty until the
+    /// episode's first observation arrives).
+    prev_obs: Vec<f32>,
+    prev_action: Vec<f32>,
+    ret: f64,
+    len: u32,
+}
+
+impl EnvTrack {
+    /// The observation an action was just chosen for, and that action.
+    fn remember(&mut self, obs: &[f32], action: &[f32]) {
+        self.prev_obs.clear();
+        self.prev_obs.extend_from_slice(obs);
+        self.prev_action.clear();
+        self.prev_action.extend_from_slice(action);
+    }
+}
+
+/// The run-thread side of a `seed` run.
+#[derive(Debug)]
+pub(super) struct Seed {
+    link: Arc<SeedLink>,
+    /// Every admitted actor's envs.
+    tracks: BTreeMap<ConnId, Vec<EnvTrack>>,
+}
+
+/// Where observations go: the front's queue.
+#[derive(Debug)]
+struct FrontDoor(tokio::sync::mpsc::UnboundedSender<front::Request>);
+
+impl Bypass for FrontDoor {
+    fn serves(&self, msg: &Message) -> bool {
+        matches!(msg, Message::Observations(_))
     }
 
-    pub(super) fn seed_link(&self) -> Option<&Arc<SeedLink>> {
-        match &self.mode {
-            Mode::Seed(link) => Some(link),
-            _ => None,
+    fn take(&self, conn: ConnId, msg: Message) -> Answer {
+        let Message::Observations(obs) = msg else {
+            unreachable!("serves observations only")
+        };
+        let (reply, rx) = oneshot::channel();
+        // A front that is gone drops the reply: the actor hears the run
+        // ended.
+        let _ = self.0.send(front::Request {
+            conn,
+            obs,
+            received: Instant::now(),
+            reply,
+        });
+        rx
+    }
+}
+
+impl Seed {
+    pub fn new(core: &mut Core) -> Seed {
+        let (version, params) = core.weights();
+        let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
+        Seed {
+            link: Arc::new(SeedLink::new(PolicySnapshot {
+                version,
+                params,
+                epsilon,
+            })),
+            tracks: BTreeMap::new(),
+        }
+    }
+
+    /// Starts tracking the episodes just handed to `conn`'s envs.
+    fn track(&mut self, conn: ConnId, starts: &[rlfleet_shared::wire::EpisodeStart]) {
+        let Some(envs) = self.tracks.get_mut(&conn) else {
+            return;
+        };
+        for s in starts {
+            if let Some(track) = envs.get_mut(s.env as usize) {
+                *track = EnvTrack {
+                    episode: Some(s.episode),
+                    ..EnvTrack::default()
+                };
+            }
         }
     }
 
     /// Requests the front answered: transitions into replay, finished
     /// episodes recorded, next episodes handed out, then training.
-    pub(super) fn on_acted(&mut self, items: Vec<Acted>) -> anyhow::Result<()> {
+    fn on_acted(&mut self, core: &mut Core, items: Vec<Acted>) -> anyhow::Result<()> {
         for item in items {
-            self.ingest_acted(item)?;
+            self.ingest_acted(core, item)?;
         }
-        let before = self.trained_upto;
-        self.train_pending();
-        self.book.after_steps(before, self.agent.as_ref())?;
-        if let Mode::Seed(link) = &self.mode {
-            let agent = self.agent.as_ref();
-            let epsilon = agent.epsilon(self.book.counters.env_steps) as f32;
-            link.publish(agent.train_steps(), || agent.weights().data, epsilon);
-            link.batch_done();
-        }
+        let before = core.trained_upto;
+        core.train_pending();
+        core.book.after_steps(before, core.agent.as_ref())?;
+        let (version, params) = core.weights();
+        let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
+        self.link.publish(version, params, epsilon);
+        self.link.batch_done();
         Ok(())
     }
 
-    fn ingest_acted(&mut self, item: Acted) -> anyhow::Result<()> {
+    fn ingest_acted(&mut self, core: &mut Core, item: Acted) -> anyhow::Result<()> {
         let Acted {
             conn,
             obs: o,
             actions,
         } = item;
-        self.accounts
+        core.accounts
             .tally
             .lock()
             .expect("tally lock")
             .inference_requests += 1;
-        let Some(slot) = self.actors.get_mut(&conn) else {
+        let Some(envs) = self.tracks.get_mut(&conn) else {
             // The actor left after the front answered it.
             return Ok(());
         };
-        let (od, ad) = (self.spec.obs_dim(), self.spec.action_space.flat_dim());
-        let before = self.book.counters.env_steps;
+        let (od, ad) = (core.obs_dim(), core.act_dim());
+        let before = core.book.counters.env_steps;
         let mut ended = Vec::new();
-        for (i, track) in slot.envs.iter_mut().enumerate() {
+        for (i, track) in envs.iter_mut().enumerate() {
             let f = o.flags[i];
             // No episode, or its start is still on its way to the actor.
             if track.episode.is_none() || f & flags::IDLE != 0 {
@@ -106,7 +162,7 @@ impl RemoteRun {
                 continue;
             }
             let terminated = f & flags::TERMINATED != 0;
-            self.agent.observe(&Transition {
+            core.agent.observe(&Transition {
                 episode: track.episode.expect("playing"),
                 obs: &track.prev_obs,
                 action: &track.prev_action,
@@ -114,47 +170,113 @@ impl RemoteRun {
                 next_obs: obs,
                 terminated,
             });
-            self.book.counters.env_steps += 1;
+            core.book.counters.env_steps += 1;
             track.ret += f64::from(o.rewards[i]);
             track.len += 1;
             if terminated || f & flags::TRUNCATED != 0 {
-                ended.push((
-                    i as u32,
-                    track.episode.take().expect("running"),
-                    track.ret,
-                    track.len,
-                ));
+                let episode = track.episode.take().expect("running");
+                ended.push((i as u32, episode, track.ret, track.len));
                 *track = EnvTrack::default();
             } else {
                 track.remember(obs, action);
             }
         }
-        let n = self.book.counters.env_steps - before;
-        self.accounts.tally.lock().expect("tally lock").transitions += n;
-        self.metrics.env_steps.inc_by(n);
-        self.metrics.transitions_ingested.inc_by(n);
+        let n = core.book.counters.env_steps - before;
+        core.accounts.tally.lock().expect("tally lock").transitions += n;
+        core.metrics.env_steps.inc_by(n);
+        core.metrics.transitions_ingested.inc_by(n);
         for (env, episode, ret, len) in ended {
-            self.finish_episode(conn, env, episode, ret, len)?;
+            core.finish_episode(conn, env, episode, ret, len)?;
         }
-        self.reissue_idle(conn);
+        self.reissue_idle(core, conn);
         Ok(())
     }
 
     /// Hands episodes to `conn`'s envs that have none; the front delivers
     /// them with its next answer.
-    pub(super) fn reissue_idle(&mut self, conn: ConnId) {
-        let Some(slot) = self.actors.get(&conn) else {
+    fn reissue_idle(&mut self, core: &mut Core, conn: ConnId) {
+        let Some(envs) = self.tracks.get(&conn) else {
             return;
         };
-        let idle: Vec<u32> = (0..slot.n_envs)
-            .filter(|&i| slot.envs[i as usize].episode.is_none())
+        let idle: Vec<u32> = (0..envs.len() as u32)
+            .filter(|&i| envs[i as usize].episode.is_none())
             .collect();
-        if idle.is_empty() || !self.ledger().available() {
+        if idle.is_empty() || !core.ledger().available() {
             return;
         }
-        let starts = self.issue(conn, &idle);
-        if let Some(link) = self.seed_link() {
-            link.deliver(conn, starts);
+        let starts = core.issue(conn, &idle);
+        self.track(conn, &starts);
+        self.link.deliver(conn, starts);
+    }
+}
+
+impl Workflow for Seed {
+    fn bypass(
+        &mut self,
+        core: &Core,
+        run: &mpsc::Sender<Input>,
+        rt: &tokio::runtime::Handle,
+    ) -> Option<Arc<dyn Bypass>> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let cfg = core.cfg();
+        let policy = ActorPolicy::new(
+            &core.spec,
+            cfg.agent,
+            cfg.policy_hidden(),
+            cfg.dueling(),
+            cfg.seed ^ 0x5eed_f407,
+        );
+        let front = front::Front::new(
+            self.link.clone(),
+            rx,
+            run.clone(),
+            core.metrics.clone(),
+            cfg.distributed.clone(),
+            (core.obs_dim(), core.act_dim()),
+            policy,
+        );
+        rt.spawn(front.serve());
+        Some(Arc::new(FrontDoor(tx)))
+    }
+
+    fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
+        let n_envs = core.actors[&conn].n_envs;
+        self.tracks
+            .insert(conn, vec![EnvTrack::default(); n_envs as usize]);
+        let all: Vec<u32> = (0..n_envs).collect();
+        let starts = core.issue(conn, &all);
+        self.track(conn, &starts);
+        let welcome = core.welcome_with(conn, false, starts);
+        self.link.admit(conn, n_envs);
+        let _ = reply.send(welcome);
+        Ok(())
+    }
+
+    fn left(&mut self, core: &mut Core, conn: ConnId, requeued: usize) -> anyhow::Result<()> {
+        self.link.forget(conn);
+        self.tracks.remove(&conn);
+        if requeued > 0 {
+            let conns: Vec<ConnId> = self.tracks.keys().copied().collect();
+            for c in conns {
+                self.reissue_idle(core, c);
+            }
         }
+        Ok(())
+    }
+
+    fn takes_experience(&self) -> bool {
+        false
+    }
+
+    fn internal(&mut self, core: &mut Core, ev: Internal) -> anyhow::Result<()> {
+        if let Internal::Acted(items) = ev {
+            self.on_acted(core, items)?;
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self, _core: &mut Core, reason: &str) -> anyhow::Result<()> {
+        self.link.end(reason);
+        Ok(())
     }
 }

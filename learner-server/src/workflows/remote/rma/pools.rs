@@ -8,19 +8,19 @@
 //! published slot. The run thread pops the pools when it is ready to train.
 //! Every overwrite or overflow is counted with its reason.
 
-use super::accounts::Accounts;
-use super::experience::check_experience;
-use super::select::{Seen, Selector};
-use super::{EpisodeLedger, Finish, issue_starts};
+use super::super::accounts::{Accounts, DropReason};
+use super::super::core::{issue_starts, refusal, stop_message};
+use super::super::ingest::{check_actor, check_experience};
+use super::super::ledger::{EpisodeLedger, Finish};
+use super::super::workflow::{Bypass, Input, Internal};
 use crate::metrics::Metrics;
-use crate::transport::{ConnId, Event, Reply};
+use crate::transport::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::env::Space;
 use rlfleet_shared::wire::{self, ErrorCode, Experience, Message, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
-use std::time::Duration;
 use tokio::sync::oneshot;
 
 /// The fixed facts a deposit is checked against.
@@ -54,58 +54,74 @@ struct Seqs {
 }
 
 #[derive(Debug)]
-struct Pool {
-    index: u32,
+pub(super) struct Pool {
+    pub index: u32,
     actor_id: String,
     n_envs: u32,
-    batches: VecDeque<Arc<Experience>>,
+    pub batches: VecDeque<Arc<Experience>>,
     /// `buff-unchecked`: the seq of the batch last read (it stays in place).
-    last_read: Option<u64>,
+    pub last_read: Option<u64>,
     sent_version: Option<u64>,
     /// A request with nothing to hand out, answered when episodes come
     /// back or the run ends.
-    parked: Option<(u64, Vec<u32>, Reply)>,
+    pub parked: Option<(u64, Vec<u32>, Reply)>,
     /// Its last request said it has nothing more to play.
-    sentinel: bool,
+    pub sentinel: bool,
     /// The connection left; the pool is drained, then removed.
-    gone: bool,
+    pub gone: bool,
 }
 
 #[derive(Debug, Default)]
-struct Inner {
+pub(super) struct Inner {
     /// Set when the run ends: deposits are answered `Stop`.
-    closed: Option<String>,
-    pools: BTreeMap<ConnId, Pool>,
+    pub closed: Option<String>,
+    pub pools: BTreeMap<ConnId, Pool>,
     seqs: HashMap<(String, u64), Seqs>,
     finished: Vec<Finished>,
     weights: Option<WeightsMsg>,
     epsilon: f32,
-    /// Round-robin position of the run thread.
-    cursor: ConnId,
+    /// Round-robin position of the fetcher.
+    pub cursor: ConnId,
 }
 
 /// The pools of one run.
 #[derive(Debug)]
 pub struct Pools {
-    inner: Mutex<Inner>,
-    rules: PoolRules,
+    pub(super) inner: Mutex<Inner>,
+    pub(super) rules: PoolRules,
     ledger: Arc<Mutex<EpisodeLedger>>,
     accounts: Arc<Accounts>,
     metrics: Arc<Metrics>,
     /// Wakes the run thread (at most one wake-up queued).
-    wake: Mutex<Option<mpsc::Sender<Event>>>,
+    wake: Mutex<Option<mpsc::Sender<Input>>>,
     wake_queued: AtomicBool,
     /// Signalled on every deposit and at close (the `rma-queue-pop-all`
     /// fetcher waits on it with `inner`).
-    deposited: Condvar,
+    pub(super) deposited: Condvar,
     /// `rma-queue-pop-all`: a fetched set waits for the run thread (the
     /// fetcher takes the next one only once the run thread has taken it).
-    fetched_waiting: Mutex<bool>,
-    fetched_taken: Condvar,
+    pub(super) fetched_waiting: Mutex<bool>,
+    pub(super) fetched_taken: Condvar,
 }
 
-/// What the run thread popped.
-pub(super) type Popped = Vec<(ConnId, Arc<Experience>)>;
+impl Bypass for Pools {
+    fn serves(&self, msg: &Message) -> bool {
+        matches!(msg, Message::Experience(_))
+    }
+
+    fn take(&self, conn: ConnId, msg: Message) -> Answer {
+        let Message::Experience(e) = msg else {
+            unreachable!("serves experience only")
+        };
+        self.deposit(conn, e)
+    }
+
+    fn late(&self, conn: ConnId, e: Experience) -> Option<Experience> {
+        // Closed pools count it `run_ended` and log it.
+        drop(self.deposit(conn, e));
+        None
+    }
+}
 
 impl Pools {
     pub(super) fn new(
@@ -128,7 +144,7 @@ impl Pools {
         }
     }
 
-    pub(super) fn set_wake(&self, events: mpsc::Sender<Event>) {
+    pub(super) fn set_wake(&self, events: mpsc::Sender<Input>) {
         *self.wake.lock().expect("wake lock") = Some(events);
     }
 
@@ -137,7 +153,7 @@ impl Pools {
         if !self.wake_queued.swap(true, Ordering::AcqRel)
             && let Some(tx) = &*self.wake.lock().expect("wake lock")
         {
-            let _ = tx.send(Event::Wake);
+            let _ = tx.send(Input::Internal(Internal::Wake));
         }
     }
 
@@ -208,9 +224,9 @@ impl Pools {
     fn refuse(&self, e: &Experience, version: u64, code: ErrorCode, text: String) -> Message {
         if !e.transitions.is_empty() {
             self.accounts.received(e);
-            self.accounts.dropped(e, version, "invalid");
+            self.accounts.dropped(e, version, DropReason::Invalid);
         }
-        super::refusal(&self.metrics, code, text)
+        refusal(&self.metrics, code, text)
     }
 
     /// The deposit itself; `Some` with the answer, `None` when parked.
@@ -221,13 +237,9 @@ impl Pools {
         if let Some(reason) = &g.closed {
             if !e.transitions.is_empty() {
                 self.accounts.received(&e);
-                self.accounts.dropped(&e, version, "run_ended");
+                self.accounts.dropped(&e, version, DropReason::RunEnded);
             }
-            let stop = Message::Stop(wire::Stop {
-                reason: reason.clone(),
-                shutdown: false,
-            });
-            return Some((tx, stop));
+            return Some((tx, stop_message(reason)));
         }
         let Some(pool) = g.pools.get_mut(&conn) else {
             let m = self.refuse(
@@ -238,22 +250,14 @@ impl Pools {
             );
             return Some((tx, m));
         };
-        let check = if e.actor_id != pool.actor_id {
-            Err((
-                ErrorCode::Unexpected,
-                format!(
-                    "experience from actor `{}` on the connection of `{}`",
-                    e.actor_id, pool.actor_id
-                ),
-            ))
-        } else {
+        let check = check_actor(&e, &pool.actor_id).and_then(|()| {
             check_experience(
                 &e,
                 self.rules.obs_dim,
                 &self.rules.action_space,
                 pool.n_envs,
             )
-        };
+        });
         if let Err((code, text)) = check {
             return Some((tx, self.refuse(&e, version, code, text)));
         }
@@ -286,7 +290,7 @@ impl Pools {
         if duplicate {
             if !e.transitions.is_empty() {
                 self.accounts.received(&e);
-                self.accounts.dropped(&e, version, "duplicate");
+                self.accounts.dropped(&e, version, DropReason::Duplicate);
             }
             let ack = self.ack(pool, g.weights.as_ref(), g.epsilon, e.seq, true, vec![]);
             return Some((tx, ack));
@@ -335,13 +339,15 @@ impl Pools {
                 if let Some(old) = pool.batches.pop_back()
                     && pool.last_read != Some(old.seq)
                 {
-                    self.accounts.dropped(&old, version, "overwritten");
+                    self.accounts
+                        .dropped(&old, version, DropReason::Overwritten);
                 }
                 pool.batches.push_back(e);
             }
             DataStructure::BuffChecked => {
                 if let Some(old) = pool.batches.pop_back() {
-                    self.accounts.dropped(&old, version, "overwritten");
+                    self.accounts
+                        .dropped(&old, version, DropReason::Overwritten);
                 }
                 pool.batches.push_back(e);
             }
@@ -350,7 +356,7 @@ impl Pools {
                 if pool.batches.len() >= self.rules.length
                     && let Some(old) = pool.batches.pop_front()
                 {
-                    self.accounts.dropped(&old, version, "overflow");
+                    self.accounts.dropped(&old, version, DropReason::Overflow);
                 }
                 pool.batches.push_back(e);
             }
@@ -387,192 +393,6 @@ impl Pools {
         std::mem::take(&mut self.inner.lock().expect("pools lock").finished)
     }
 
-    /// `rma`: one batch from each pool that has one, in round-robin order
-    /// (queue: the oldest; stack: the newest; buffers: the latest value).
-    pub(super) fn pop_round(&self) -> Popped {
-        let mut g = self.inner.lock().expect("pools lock");
-        let structure = self.rules.structure;
-        let mut out = Vec::new();
-        for (&conn, pool) in g.pools.iter_mut() {
-            if let Some(b) = pop_one(pool, structure) {
-                out.push((conn, b));
-            }
-        }
-        g.pools.retain(|_, p| !(p.gone && unread(p, structure)));
-        out
-    }
-
-    /// Every pool as the multi-learner selector sees it, in actor order.
-    fn seen(g: &Inner, structure: DataStructure) -> Vec<(ConnId, Seen)> {
-        let mut v: Vec<(ConnId, Seen)> = g
-            .pools
-            .iter()
-            .map(|(&conn, p)| {
-                let ready = match structure {
-                    DataStructure::BuffUnchecked => usize::from(!unread(p, structure)),
-                    _ => p.batches.len(),
-                };
-                let waiting = p.sentinel && p.parked.is_some();
-                let active = !p.gone && !waiting;
-                (
-                    conn,
-                    Seen {
-                        index: p.index,
-                        ready,
-                        active,
-                    },
-                )
-            })
-            .collect();
-        v.sort_by_key(|(_, s)| s.index);
-        v
-    }
-
-    /// The multi-learner `rma` workflows: the batches the learners take
-    /// this round, each with the learner `select` picked it for.
-    pub(super) fn pop_for_learners(
-        &self,
-        select: &mut Selector,
-    ) -> Vec<(usize, ConnId, Arc<Experience>)> {
-        let mut g = self.inner.lock().expect("pools lock");
-        let structure = self.rules.structure;
-        let seen = Self::seen(&g, structure);
-        let (conns, mut view): (Vec<ConnId>, Vec<Seen>) = seen.into_iter().unzip();
-        let mut out = Vec::new();
-        for (learner, at) in select.choose(&mut view) {
-            let pool = g.pools.get_mut(&conns[at]).expect("seen");
-            if let Some(b) = pop_one(pool, structure) {
-                out.push((learner, conns[at], b));
-            }
-        }
-        g.pools.retain(|_, p| !(p.gone && unread(p, structure)));
-        out
-    }
-
-    /// `ml-rma-queue-short`: the learner whose actor group is exhausted,
-    /// if one is.
-    pub(super) fn exhausted_group(&self, select: &Selector) -> Option<usize> {
-        let g = self.inner.lock().expect("pools lock");
-        let view: Vec<Seen> = Self::seen(&g, self.rules.structure)
-            .into_iter()
-            .map(|(_, s)| s)
-            .collect();
-        select.exhausted(&view)
-    }
-
-    /// The actor index of `conn`'s pool.
-    pub(super) fn index_of(&self, conn: ConnId) -> Option<u32> {
-        let g = self.inner.lock().expect("pools lock");
-        g.pools.get(&conn).map(|p| p.index)
-    }
-
-    /// `rma-queue-pop-all`'s fetcher, on its own thread: takes every
-    /// pending batch of the next actor and hands them to the run thread as
-    /// `Event::Fetched`, then — while the run thread trains on them — the
-    /// next actor's, which waits in the channel until the run thread has
-    /// taken the previous set. Ends when the pools close.
-    pub(super) fn fetch_loop(&self, run: mpsc::Sender<Event>) {
-        loop {
-            {
-                let mut waiting = self.fetched_waiting.lock().expect("fetch lock");
-                while *waiting {
-                    if self.is_closed() {
-                        return;
-                    }
-                    waiting = self
-                        .fetched_taken
-                        .wait_timeout(waiting, Duration::from_millis(50))
-                        .expect("fetch lock")
-                        .0;
-                }
-            }
-            let set = {
-                let mut g = self.inner.lock().expect("pools lock");
-                loop {
-                    if g.closed.is_some() {
-                        return;
-                    }
-                    let set = Self::pop_all_next(&mut g);
-                    if !set.is_empty() {
-                        break set;
-                    }
-                    g = self
-                        .deposited
-                        .wait_timeout(g, Duration::from_millis(50))
-                        .expect("pools lock")
-                        .0;
-                }
-            };
-            *self.fetched_waiting.lock().expect("fetch lock") = true;
-            if run.send(Event::Fetched(set)).is_err() {
-                return;
-            }
-        }
-    }
-
-    /// The run thread took a fetched set: the fetcher may take the next.
-    pub(super) fn fetched_taken(&self) {
-        *self.fetched_waiting.lock().expect("fetch lock") = false;
-        self.fetched_taken.notify_all();
-    }
-
-    fn is_closed(&self) -> bool {
-        self.inner.lock().expect("pools lock").closed.is_some()
-    }
-
-    /// Every pending batch of the next actor (after the one served last)
-    /// that has any, oldest first.
-    fn pop_all_next(g: &mut Inner) -> Popped {
-        let after = g.cursor;
-        let next = g
-            .pools
-            .range(after + 1..)
-            .chain(g.pools.range(..=after))
-            .find(|(_, p)| !p.batches.is_empty())
-            .map(|(&c, _)| c);
-        let mut out = Vec::new();
-        if let Some(conn) = next {
-            g.cursor = conn;
-            let pool = g.pools.get_mut(&conn).expect("found");
-            out.extend(pool.batches.drain(..).map(|b| (conn, b)));
-        }
-        g.pools.retain(|_, p| !(p.gone && p.batches.is_empty()));
-        out
-    }
-
-    /// Pools empty (what `rma-queue-pop-all` fetched may still be on its
-    /// way to, or in, training).
-    fn all_empty(g: &Inner) -> bool {
-        g.pools.values().all(|p| p.batches.is_empty())
-    }
-
-    /// Everything still in the pools (the run is ending); unread
-    /// `buff-unchecked` values only.
-    pub(super) fn drain(&self) -> Popped {
-        let mut g = self.inner.lock().expect("pools lock");
-        let structure = self.rules.structure;
-        let mut out = Vec::new();
-        for (&conn, pool) in g.pools.iter_mut() {
-            for b in pool.batches.drain(..) {
-                if structure != DataStructure::BuffUnchecked || pool.last_read != Some(b.seq) {
-                    out.push((conn, b));
-                }
-            }
-        }
-        out
-    }
-
-    /// `rma-queue-pop-all`'s end: at least one actor, every live actor has
-    /// sent its end sentinel and is waiting, and every pool is empty.
-    pub(super) fn all_ended(&self) -> bool {
-        let g = self.inner.lock().expect("pools lock");
-        let live: Vec<&Pool> = g.pools.values().filter(|p| !p.gone).collect();
-        !live.is_empty()
-            && live.iter().all(|p| p.sentinel && p.parked.is_some())
-            && Self::all_empty(&g)
-            && !*self.fetched_waiting.lock().expect("fetch lock")
-    }
-
     /// Hands episodes that came back (an actor left) to waiting actors.
     pub(super) fn serve_parked(&self) {
         let mut g = self.inner.lock().expect("pools lock");
@@ -607,38 +427,8 @@ impl Pools {
         self.fetched_taken.notify_all();
         for pool in g.pools.values_mut() {
             if let Some((_, _, reply)) = pool.parked.take() {
-                let _ = reply.send(Message::Stop(wire::Stop {
-                    reason: reason.to_string(),
-                    shutdown: false,
-                }));
+                let _ = reply.send(stop_message(reason));
             }
         }
-    }
-}
-
-/// The batch the run thread reads next from `pool` (queue: the oldest;
-/// stack: the newest; buffers: the latest value, `buff-unchecked` only once).
-fn pop_one(pool: &mut Pool, structure: DataStructure) -> Option<Arc<Experience>> {
-    match structure {
-        DataStructure::Queue | DataStructure::BuffChecked => pool.batches.pop_front(),
-        DataStructure::Stack => pool.batches.pop_back(),
-        DataStructure::BuffUnchecked => {
-            let latest = pool.batches.back().cloned();
-            match latest {
-                Some(b) if pool.last_read != Some(b.seq) => {
-                    pool.last_read = Some(b.seq);
-                    Some(b)
-                }
-                _ => None,
-            }
-        }
-    }
-}
-
-/// Nothing left in the pool that the run thread would still read.
-fn unread(p: &Pool, structure: DataStructure) -> bool {
-    match structure {
-        DataStructure::BuffUnchecked => p.batches.back().is_none_or(|b| p.last_read == Some(b.seq)),
-        _ => p.batches.is_empty(),
     }
 }

@@ -1,0 +1,270 @@
+//! Experience batches on the run thread: checks, exactly-once ingestion
+//! into replay, training on the agent's schedule, and the reply — an `Ack`
+//! with the next episodes, or, for an actor with nothing left to play, a
+//! parked request answered when an episode comes back or the run ends.
+
+use super::accounts::DropReason;
+use super::core::{Core, Parked};
+use crate::replay::Transition;
+use crate::transport::{ConnId, Reply};
+use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::env::Space;
+use rlfleet_shared::wire::{ErrorCode, Experience};
+use std::time::Instant;
+
+/// A refusal: the code and the text that names the problem.
+pub(super) type Refusal = (ErrorCode, String);
+
+/// Checks a batch against the run's spaces; names the first problem.
+pub(super) fn check_experience(
+    e: &Experience,
+    obs_dim: usize,
+    action_space: &Space,
+    n_envs: u32,
+) -> Result<(), Refusal> {
+    let t = &e.transitions;
+    let n = t.rewards.len();
+    let act_dim = action_space.flat_dim();
+    let shape = |what: &str, got: usize, want: usize| {
+        (got != want).then(|| {
+            (
+                ErrorCode::BadShape,
+                format!(
+                    "experience: `{what}` has {got} values, expected {want} for {n} transitions"
+                ),
+            )
+        })
+    };
+    let problems = [
+        shape("obs", t.obs.len(), n * obs_dim),
+        shape("next_obs", t.next_obs.len(), n * obs_dim),
+        shape("actions", t.actions.len(), n * act_dim),
+        shape("terminated", t.terminated.len(), n),
+        shape("episode", t.episode.len(), n),
+    ];
+    if let Some(p) = problems.into_iter().flatten().next() {
+        return Err(p);
+    }
+    for (what, v) in [
+        ("obs", &t.obs),
+        ("next_obs", &t.next_obs),
+        ("rewards", &t.rewards),
+        ("actions", &t.actions),
+    ] {
+        if let Some(i) = v.iter().position(|x| !x.is_finite()) {
+            return Err((
+                ErrorCode::NonFinite,
+                format!("experience: `{what}`[{i}] is {}", v[i]),
+            ));
+        }
+    }
+    if let Some(n_actions) = action_space.n()
+        && let Some(i) = t
+            .actions
+            .iter()
+            .position(|&a| a < 0.0 || a.fract() != 0.0 || a as usize >= n_actions)
+    {
+        return Err((
+            ErrorCode::BadAction,
+            format!(
+                "experience: action[{i}] = {} is not in Discrete({n_actions})",
+                t.actions[i]
+            ),
+        ));
+    }
+    let bad_env = e
+        .finished
+        .iter()
+        .map(|f| f.env)
+        .chain(e.idle_envs.iter().copied())
+        .find(|&env| env >= n_envs);
+    if let Some(env) = bad_env {
+        return Err((
+            ErrorCode::BadShape,
+            format!("experience names env {env}, the actor runs {n_envs}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A batch's actor id must be the connection's.
+pub(super) fn check_actor(e: &Experience, actor_id: &str) -> Result<(), Refusal> {
+    if e.actor_id == actor_id {
+        return Ok(());
+    }
+    Err((
+        ErrorCode::Unexpected,
+        format!(
+            "experience from actor `{}` on the connection of `{actor_id}`",
+            e.actor_id
+        ),
+    ))
+}
+
+impl Core {
+    /// Counts a batch received and checks it; a batch that fails is
+    /// counted dropped (`invalid`).
+    pub fn accept(&self, conn: ConnId, e: &Experience) -> Result<(), Refusal> {
+        if !e.transitions.is_empty() {
+            self.accounts.received(e);
+        }
+        let slot = &self.actors[&conn];
+        let check = check_actor(e, &slot.actor_id).and_then(|()| {
+            check_experience(e, self.obs_dim(), &self.spec.action_space, slot.n_envs)
+        });
+        if check.is_err() {
+            self.drop_batch(e, DropReason::Invalid);
+        }
+        check
+    }
+
+    /// Counts a batch with transitions dropped for `reason`.
+    pub fn drop_batch(&self, e: &Experience, reason: DropReason) {
+        if !e.transitions.is_empty() {
+            self.accounts.dropped(e, self.agent.train_steps(), reason);
+        }
+    }
+
+    /// Ingests a batch and answers it: the next episodes and newer
+    /// weights, or — when the actor has nothing left to play — later.
+    pub fn answer(&mut self, conn: ConnId, e: Experience, reply: Reply) -> anyhow::Result<()> {
+        let (seq, idle) = (e.seq, e.idle_envs.clone());
+        let duplicate = !self.ingest(conn, &e, false)?;
+        let starts = self.issue(conn, &idle);
+        let nothing_to_do = starts.is_empty() && self.ledger().held_by(conn) == 0;
+        if nothing_to_do
+            && !duplicate
+            && let Some(slot) = self.actors.get_mut(&conn)
+        {
+            // Wait until an episode is re-issued or the run ends.
+            slot.parked = Some(Parked { seq, idle, reply });
+            return Ok(());
+        }
+        let ack = self.ack(conn, seq, duplicate, starts);
+        let _ = reply.send(ack);
+        Ok(())
+    }
+
+    /// Gives episodes that became available to actors parked without one.
+    pub fn serve_parked(&mut self) {
+        let conns: Vec<ConnId> = self
+            .actors
+            .iter()
+            .filter(|(_, s)| s.parked.is_some())
+            .map(|(&c, _)| c)
+            .collect();
+        for conn in conns {
+            if !self.ledger().available() {
+                break;
+            }
+            let parked = self.actors.get_mut(&conn).and_then(|s| s.parked.take());
+            if let Some(Parked { seq, idle, reply }) = parked {
+                let starts = self.issue(conn, &idle);
+                let ack = self.ack(conn, seq, false, starts);
+                let _ = reply.send(ack);
+            }
+        }
+    }
+
+    /// Puts a valid batch into replay and trains, unless it was trained
+    /// before (a resend) or is too stale; counts its finished episodes.
+    /// Batches popped from the `rma` pools (`from_pool`) were deduplicated
+    /// and had their episodes counted at deposit. Returns false for a
+    /// duplicate.
+    pub fn ingest(
+        &mut self,
+        conn: ConnId,
+        e: &Experience,
+        from_pool: bool,
+    ) -> anyhow::Result<bool> {
+        let version = self.agent.train_steps();
+        let before = self.book.counters.env_steps;
+        if !e.transitions.is_empty() {
+            if !from_pool {
+                let key = (e.actor_id.clone(), e.session_id);
+                if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
+                    self.accounts.dropped(e, version, DropReason::Duplicate);
+                    return Ok(false);
+                }
+                self.trained_seq.insert(key, e.seq);
+            }
+            let lag = version.saturating_sub(e.policy_version);
+            let stale = self
+                .cfg()
+                .distributed
+                .max_policy_lag
+                .is_some_and(|m| lag > m);
+            if stale {
+                self.accounts.dropped(e, version, DropReason::Stale);
+            } else {
+                self.observe(e);
+                self.accounts.trained(e, version);
+            }
+        }
+        if !from_pool {
+            // Before training: an on-policy agent trains on the episodes
+            // that end here.
+            for f in &e.finished {
+                self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
+            }
+        }
+        if self.paced {
+            // The workflow paces training, not the agent's schedule.
+            self.trained_upto = self.book.counters.env_steps;
+        } else {
+            self.train_pending();
+        }
+        self.book.after_steps(before, self.agent.as_ref())?;
+        Ok(true)
+    }
+
+    /// Gives a batch's transitions to the agent (`random` only counts
+    /// them) and counts its env steps.
+    fn observe(&mut self, e: &Experience) {
+        let started = Instant::now();
+        let learns = self.cfg().workflow != WorkflowKind::Random;
+        let (od, ad) = (self.obs_dim(), self.act_dim());
+        let t = &e.transitions;
+        if learns {
+            for i in 0..t.len() {
+                self.agent.observe(&Transition {
+                    episode: t.episode[i],
+                    obs: &t.obs[i * od..(i + 1) * od],
+                    action: &t.actions[i * ad..(i + 1) * ad],
+                    reward: t.rewards[i],
+                    next_obs: &t.next_obs[i * od..(i + 1) * od],
+                    terminated: t.terminated[i] != 0,
+                });
+            }
+        }
+        self.time.train += started.elapsed();
+        self.book.counters.env_steps += t.len() as u64;
+        if !learns {
+            self.trained_upto = self.book.counters.env_steps;
+        }
+    }
+
+    /// Offers every ingested env step to the agent's training schedule.
+    pub fn train_pending(&mut self) {
+        let before = self.agent.train_steps();
+        let started = Instant::now();
+        while self.trained_upto < self.book.counters.env_steps {
+            self.trained_upto += 1;
+            self.agent.train(self.trained_upto);
+        }
+        self.time.train += started.elapsed();
+        self.count_train_steps(before);
+    }
+
+    /// Metrics for the gradient steps taken since the agent was at
+    /// version `before`.
+    pub fn count_train_steps(&mut self, before: u64) {
+        let steps = self.agent.train_steps() - before;
+        if steps > 0 {
+            self.metrics.train_steps.inc_by(steps);
+            self.metrics
+                .policy_version
+                .set(self.agent.train_steps() as i64);
+        }
+    }
+}

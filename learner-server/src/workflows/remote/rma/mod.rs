@@ -1,0 +1,262 @@
+//! The `rma` family: `rma`, `rma-queue-pop-all` and the multi-learner
+//! `ml-rma`, `ml-rma-queue`, `ml-rma-queue-short`. Actors deposit batches
+//! one-sidedly into their [`Pools`] on the learner (taken in the transport's
+//! task, without the run thread); the run thread pops them when it is ready
+//! to train — one per pool per round (`rma`), every pending batch of the
+//! next actor through the fetcher thread (`rma-queue-pop-all`), or one per
+//! learner as the [`select::Selector`] says (`ml-*`) — and publishes the
+//! weights deposits read.
+
+mod fetch;
+mod pools;
+mod pop;
+mod select;
+
+pub use pools::Pools;
+
+use super::accounts::DropReason;
+use super::core::Core;
+use super::workflow::{Bypass, Input, Internal, Workflow};
+use crate::transport::{ConnId, Reply};
+use crate::workflows::StopReason;
+use pools::PoolRules;
+use rlfleet_shared::config::{DataStructure, Overflow, WorkflowKind};
+use rlfleet_shared::wire::Experience;
+use select::Selector;
+use std::sync::{Arc, mpsc};
+use std::time::Instant;
+
+/// What the run thread took out of the pools: batches with their actor's
+/// connection.
+pub(super) type Popped = Vec<(ConnId, Arc<Experience>)>;
+
+/// An `rma`-family run's side of the pools.
+#[derive(Debug)]
+pub(super) struct Rma {
+    pools: Arc<Pools>,
+    workflow: WorkflowKind,
+    /// The multi-learner workflows: which learner takes which batch.
+    select: Option<Selector>,
+    /// `rma-queue-pop-all`'s fetcher thread.
+    fetcher: Option<std::thread::JoinHandle<()>>,
+    /// The weights version last published to the pools.
+    published_version: u64,
+}
+
+impl Rma {
+    /// `learners` and `actor_ranks`: the job's learner and actor ranks (the
+    /// `ml-*` workflows group actors per learner by them).
+    pub fn new(core: &mut Core, learners: usize, actor_ranks: usize) -> Rma {
+        let cfg = core.cfg();
+        let (w, d) = (cfg.workflow, &cfg.distributed);
+        // Lossless queues for the workflows that drain them.
+        let queues = w.ends_on_sentinels();
+        let rules = PoolRules {
+            structure: if queues {
+                DataStructure::Queue
+            } else {
+                d.data_structure
+            },
+            length: d.data_structure_length as usize,
+            overflow: if queues { Overflow::Reject } else { d.overflow },
+            obs_dim: core.obs_dim(),
+            action_space: core.spec.action_space.clone(),
+            seed: cfg.seed,
+        };
+        let select = Selector::for_workflow(w, d.window_selector, learners, actor_ranks, cfg.seed);
+        let pools = Pools::new(
+            rules,
+            core.ledger.clone(),
+            core.accounts.clone(),
+            core.metrics.clone(),
+        );
+        core.in_flight = d.in_flight;
+        let epsilon = core.actor_epsilon();
+        let weights = core.weights_msg();
+        let published_version = weights.version;
+        pools.publish(weights, epsilon);
+        Rma {
+            pools: Arc::new(pools),
+            workflow: w,
+            select,
+            fetcher: None,
+            published_version,
+        }
+    }
+
+    /// Trains on batches taken from the pools (each `ml-*` batch goes to
+    /// the replay of the learner that took it) and publishes the weights
+    /// deposits will read.
+    fn train(
+        &mut self,
+        core: &mut Core,
+        batches: Vec<(Option<usize>, ConnId, Arc<Experience>)>,
+    ) -> anyhow::Result<()> {
+        if batches.is_empty() {
+            return Ok(());
+        }
+        for (learner, conn, e) in batches {
+            if let Some(l) = learner {
+                core.agent.route_to(l);
+            }
+            core.ingest(conn, &e, true)?;
+        }
+        let epsilon = core.actor_epsilon();
+        if core.agent.train_steps() != self.published_version {
+            let w = core.weights_msg();
+            self.published_version = w.version;
+            self.pools.publish(w, epsilon);
+        } else {
+            self.pools.epsilon(epsilon);
+        }
+        Ok(())
+    }
+
+    fn train_popped(&mut self, core: &mut Core, popped: Popped) -> anyhow::Result<()> {
+        let batches = popped.into_iter().map(|(c, e)| (None, c, e)).collect();
+        self.train(core, batches)
+    }
+
+    /// Writes out the episode ends the deposits recorded.
+    fn record_finished(&self, core: &mut Core) -> anyhow::Result<()> {
+        for f in self.pools.take_finished() {
+            core.record_episode(f.actor, f.episode, f.ret, f.length)?;
+        }
+        Ok(())
+    }
+}
+
+impl Workflow for Rma {
+    fn bypass(
+        &mut self,
+        _core: &Core,
+        run: &mpsc::Sender<Input>,
+        _rt: &tokio::runtime::Handle,
+    ) -> Option<Arc<dyn Bypass>> {
+        self.pools.set_wake(run.clone());
+        if self.workflow == WorkflowKind::RmaQueuePopAll {
+            let (pools, run) = (self.pools.clone(), run.clone());
+            self.fetcher = Some(
+                std::thread::Builder::new()
+                    .name("rma fetcher".into())
+                    .spawn(move || pools.fetch_loop(run))
+                    .expect("spawn the fetcher thread"),
+            );
+        }
+        Some(self.pools.clone())
+    }
+
+    fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
+        let welcome = core.welcome(conn, true);
+        let slot = &core.actors[&conn];
+        let version = slot.sent_version.unwrap_or(0);
+        self.pools
+            .admit(conn, slot.index, &slot.actor_id, slot.n_envs, version);
+        let _ = reply.send(welcome);
+        Ok(())
+    }
+
+    fn left(&mut self, core: &mut Core, conn: ConnId, requeued: usize) -> anyhow::Result<()> {
+        self.pools.forget(conn);
+        if requeued > 0 {
+            core.serve_parked();
+            self.pools.serve_parked();
+        }
+        Ok(())
+    }
+
+    fn takes_experience(&self) -> bool {
+        false
+    }
+
+    fn internal(&mut self, core: &mut Core, ev: Internal) -> anyhow::Result<()> {
+        match ev {
+            Internal::Wake => self.pools.woken(),
+            Internal::Fetched(set) => {
+                // The fetcher may take the next set now, while this trains.
+                self.pools.fetched_taken();
+                self.train_popped(core, set)?;
+            }
+            Internal::Acted(_) => {}
+        }
+        Ok(())
+    }
+
+    fn work(&mut self, core: &mut Core, _now: Instant) -> anyhow::Result<bool> {
+        self.record_finished(core)?;
+        if self.workflow == WorkflowKind::RmaQueuePopAll {
+            // Its fetcher hands sets over as `Internal::Fetched`.
+            return Ok(false);
+        }
+        let batches: Vec<_> = match &mut self.select {
+            Some(select) => self
+                .pools
+                .pop_for_learners(select)
+                .into_iter()
+                .map(|(l, c, e)| (Some(l), c, e))
+                .collect(),
+            None => self
+                .pools
+                .pop_round()
+                .into_iter()
+                .map(|(c, e)| (None, c, e))
+                .collect(),
+        };
+        let busy = !batches.is_empty();
+        self.train(core, batches)?;
+        Ok(busy)
+    }
+
+    /// `rma-queue-pop-all` and `ml-rma-queue` end on their actors'
+    /// sentinels and empty pools once every episode has finished;
+    /// `ml-rma-queue-short` ends when one learner's actor group is
+    /// exhausted.
+    fn poll_stop(&mut self, _core: &Core, book: Option<StopReason>) -> Option<StopReason> {
+        if self.workflow == WorkflowKind::MlRmaQueueShort
+            && let Some(select) = &self.select
+            && let Some(learner) = self.pools.exhausted_group(select)
+        {
+            return Some(StopReason::GroupExhausted { learner });
+        }
+        if book == Some(StopReason::MaxEpisodes)
+            && self.workflow.ends_on_sentinels()
+            && !self.pools.all_ended()
+        {
+            return None;
+        }
+        book
+    }
+
+    fn stop(&mut self, core: &mut Core, reason: &str) -> anyhow::Result<()> {
+        self.pools.close(reason);
+        // A set it took before the close is in the channel once it has
+        // ended (trained by `late`).
+        if let Some(f) = self.fetcher.take() {
+            let _ = f.join();
+        }
+        self.record_finished(core)?;
+        let short = self.workflow == WorkflowKind::MlRmaQueueShort;
+        for (conn, e) in self.pools.drain() {
+            if short {
+                // Its run ends without the rest of the queues.
+                core.drop_batch(&e, DropReason::RunEnded);
+                continue;
+            }
+            if let Some(select) = &self.select {
+                let group = self.pools.index_of(conn).map_or(0, |i| select.group_of(i));
+                core.agent.route_to(group);
+            }
+            core.ingest(conn, &e, true)?;
+        }
+        Ok(())
+    }
+
+    fn late(&mut self, core: &mut Core, ev: Internal) -> anyhow::Result<()> {
+        if let Internal::Fetched(set) = ev {
+            // Taken out of the pools before they closed: trained like the
+            // rest of what they held.
+            self.train_popped(core, set)?;
+        }
+        Ok(())
+    }
+}

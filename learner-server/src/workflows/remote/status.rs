@@ -1,0 +1,83 @@
+//! What a run shows while it runs and when it ends: the status snapshot
+//! the API reads, the learner-loop metrics, and the final summary.
+
+use super::core::{Core, LearnerTime};
+use crate::hub::RunState;
+use crate::workflows::{LearnerFigures, RunSummary, StopReason};
+
+impl Core {
+    /// Refreshes the status snapshot and the metrics that are not counted
+    /// as they happen (`published`: what of the loop's time the metrics
+    /// already have).
+    pub fn publish_status(
+        &mut self,
+        state: RunState,
+        reason: Option<String>,
+        published: &mut LearnerTime,
+    ) {
+        let (t, p) = (self.time, *published);
+        for (activity, now, before) in [("train", t.train, p.train), ("wait", t.wait, p.wait)] {
+            self.metrics
+                .loop_seconds
+                .with_label_values(&[activity])
+                .inc_by((now - before).as_secs_f64());
+        }
+        *published = t;
+        self.metrics.replay_size.set(self.agent.replay_len() as i64);
+        if let Some(l) = self.agent.last_loss() {
+            self.metrics.loss.set(l);
+        }
+        let (issued, reissued) = {
+            let l = self.ledger();
+            (l.issued, l.reissued)
+        };
+        let mut s = self.shared.status.lock().expect("status lock");
+        s.state = state;
+        if reason.is_some() {
+            s.reason = reason;
+        }
+        let c = &self.book.counters;
+        s.env_steps = c.env_steps;
+        s.episodes_finished = c.episodes;
+        s.wall_secs = c.wall_secs;
+        s.episodes_issued = issued;
+        s.episodes_reissued = reissued;
+        s.recent_return = self.book.recent_mean();
+        s.last_eval_return = self.book.last_eval;
+        s.best_eval_return = self.book.best_eval();
+        s.policy_version = self.agent.train_steps();
+        s.train_steps = self.agent.train_steps();
+        s.replay_size = self.agent.replay_len() as u64;
+        let t = self.accounts.tally.lock().expect("tally lock");
+        s.batches.received = t.received;
+        s.batches.trained = t.trained;
+        s.batches.dropped = t.dropped_by_label();
+        s.transitions_ingested = t.transitions;
+        s.inference_requests = t.inference_requests;
+        drop(t);
+        s.actors = self.actors.values().map(|a| a.actor_id.clone()).collect();
+    }
+
+    /// Closes the books: the batch log, the learner's figures, the agent's
+    /// end-of-run work, the summary (and the status fields it settles).
+    pub fn finish(mut self, reason: StopReason) -> anyhow::Result<RunSummary> {
+        self.accounts.flush();
+        let t = self.accounts.tally.lock().expect("tally lock");
+        self.book.learner = Some(LearnerFigures {
+            train_secs: self.time.train.as_secs_f64(),
+            wait_secs: self.time.wait.as_secs_f64(),
+            batches_received: t.received,
+            batches_trained: t.trained,
+            batches_dropped: t.dropped_by_label(),
+        });
+        drop(t);
+        self.agent.finish_run(&self.cfg().output_dir.clone())?;
+        let summary = self.book.finish(reason, self.agent.as_ref())?;
+        let mut s = self.shared.status.lock().expect("status lock");
+        s.target_reached = summary.target_reached();
+        s.best_eval_return = summary.best_eval.map(|b| b.0);
+        s.wall_secs = summary.counters.wall_secs;
+        drop(s);
+        Ok(summary)
+    }
+}

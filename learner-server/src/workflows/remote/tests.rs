@@ -1,0 +1,475 @@
+//! The workflow state machines in memory: a real [`RemoteRun`] (probe
+//! agent, `Counting-v0`, output in a temp dir) driven input by input on the
+//! test's thread, with instants passed in for the clock — no transport, no
+//! actor process. Each test checks one rule the conformance suite checks
+//! through processes: joins, leaves with re-issue, duplicates, stale
+//! batches, rounds with a dropped actor, window closing, rate-limited
+//! inserts, pool overflow and reject, seed's transition assembly.
+
+use super::accounts::DropReason;
+use super::workflow::{Bypass, Input, Internal};
+use super::{RemoteRun, handle};
+use crate::hub::{RunShared, RunStatus};
+use crate::metrics::Metrics;
+use crate::transport::{Answer, ConnId};
+use crate::workflows::{RunOptions, StopReason};
+use rlfleet_shared::config::RunConfig;
+use rlfleet_shared::wire::{
+    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions, flags,
+};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
+
+/// A run of `workflow` over at most `episodes` Counting episodes, with
+/// `distributed` lines added to its `[distributed]` table.
+struct Harness {
+    run: RemoteRun,
+    /// The workflow's helper beside the run thread, once started.
+    bypass: Option<Arc<dyn Bypass>>,
+    /// Where helpers reach the run thread (the test drains it at the end).
+    internal: (
+        std::sync::mpsc::Sender<Input>,
+        std::sync::mpsc::Receiver<Input>,
+    ),
+    rt: tokio::runtime::Runtime,
+    _dir: tempfile::TempDir,
+}
+
+fn harness(workflow: &str, episodes: u64, distributed: &str) -> Harness {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let text = format!(
+        r#"
+name = "unit"
+env = "Counting-v0"
+agent = "probe"
+workflow = "{workflow}"
+transport = "inproc"
+seed = 7
+output_dir = "{}"
+[stop]
+max_episodes = {episodes}
+[eval]
+period_steps = 1000000
+episodes = 1
+[distributed]
+batch_step_frequency = 3
+batch_log = true
+{distributed}
+[probe]
+train_every = 5
+"#,
+        dir.path().display()
+    );
+    let cfg = RunConfig::from_toml(&text, "unit").expect("a valid config");
+    let shared = Arc::new(RunShared {
+        status: Mutex::new(RunStatus::starting("unit-1", &cfg)),
+        episodes: Mutex::default(),
+    });
+    let opts = RunOptions::new(None, false);
+    let run =
+        RemoteRun::new("unit-1", &cfg, &opts, Arc::new(Metrics::new()), shared).expect("a run");
+    Harness {
+        run,
+        bypass: None,
+        internal: std::sync::mpsc::channel(),
+        rt: tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("a runtime"),
+        _dir: dir,
+    }
+}
+
+/// The answer, if there is one yet.
+fn answered(rx: &mut Answer) -> Option<Message> {
+    rx.try_recv().ok()
+}
+
+fn ack(m: Option<Message>) -> wire::Ack {
+    match m {
+        Some(Message::Ack(a)) => a,
+        other => panic!("expected an ack, got {other:?}"),
+    }
+}
+
+fn starts(m: &Message) -> Vec<u64> {
+    match m {
+        Message::Welcome(w) => w.starts.iter().map(|s| s.episode).collect(),
+        Message::Ack(a) => a.starts.iter().map(|s| s.episode).collect(),
+        Message::Actions(a) => a.starts.iter().map(|s| s.episode).collect(),
+        other => panic!("no starts in {other:?}"),
+    }
+}
+
+/// One batch of `steps` steps of `episode` from env 0 of `actor`; with
+/// `finish`, the episode ends there and env 0 asks for the next.
+fn batch(
+    actor: &str,
+    seq: u64,
+    episode: u64,
+    steps: usize,
+    finish: bool,
+    version: u64,
+) -> Experience {
+    let obs: Vec<f32> = (0..steps)
+        .flat_map(|t| [episode as f32, t as f32, 0.0])
+        .collect();
+    let next_obs: Vec<f32> = (0..steps)
+        .flat_map(|t| [episode as f32, t as f32 + 1.0, 0.0])
+        .collect();
+    let mut terminated = vec![0; steps];
+    if finish {
+        terminated[steps - 1] = 1;
+    }
+    Experience {
+        actor_id: actor.into(),
+        session_id: 1,
+        seq,
+        policy_version: version,
+        transitions: Transitions {
+            obs,
+            actions: vec![0.0; steps],
+            rewards: (1..=steps).map(|r| r as f32).collect(),
+            next_obs,
+            terminated,
+            episode: vec![episode; steps],
+        },
+        finished: if finish {
+            vec![EpisodeResult {
+                episode,
+                env: 0,
+                ret: (steps * (steps + 1) / 2) as f64,
+                length: steps as u32,
+            }]
+        } else {
+            vec![]
+        },
+        idle_envs: if finish { vec![0] } else { vec![] },
+        last: finish,
+    }
+}
+
+impl Harness {
+    fn input(&mut self, input: Input) {
+        let r = &mut self.run;
+        handle(&mut r.core, r.workflow.as_mut(), input).expect("handled");
+    }
+
+    fn join(&mut self, conn: ConnId, actor: &str, envs: u32) -> Answer {
+        let (reply, rx) = oneshot::channel();
+        let hello = Hello {
+            protocol: wire::PROTOCOL_VERSION,
+            software: "unit".into(),
+            actor_id: actor.into(),
+            session_id: 1,
+            token: String::new(),
+            env_capacity: envs,
+        };
+        self.input(Input::Join { conn, hello, reply });
+        rx
+    }
+
+    fn send(&mut self, conn: ConnId, e: Experience) -> Answer {
+        let (reply, rx) = oneshot::channel();
+        let msg = Message::Experience(e);
+        self.input(Input::Request { conn, msg, reply });
+        rx
+    }
+
+    /// What a transport does with a request: the workflow's helper takes
+    /// it (the `rma` pools) or the run thread does.
+    fn deposit(&mut self, conn: ConnId, e: Experience) -> Answer {
+        if self.bypass.is_none() {
+            let r = &mut self.run;
+            self.bypass = r
+                .workflow
+                .bypass(&r.core, &self.internal.0, self.rt.handle());
+        }
+        let msg = Message::Experience(e);
+        let bypass = self.bypass.as_ref().expect("a helper");
+        assert!(bypass.serves(&msg));
+        bypass.take(conn, msg)
+    }
+
+    fn work(&mut self, now: Instant) -> bool {
+        let r = &mut self.run;
+        r.workflow.work(&mut r.core, now).expect("work")
+    }
+
+    /// The run's end, as the driver does it: held requests answered,
+    /// what the learner holds trained, late helper messages taken.
+    fn stop(&mut self) {
+        let r = &mut self.run;
+        r.core.stop_parked("test over");
+        r.workflow.stop(&mut r.core, "test over").expect("stop");
+        while let Ok(input) = self.internal.1.try_recv() {
+            super::late(&mut r.core, r.workflow.as_mut(), input, "test over").expect("late");
+        }
+    }
+
+    fn dropped(&self, reason: DropReason) -> u64 {
+        let t = self.run.core.accounts.tally.lock().expect("tally");
+        t.dropped.get(&reason).copied().unwrap_or(0)
+    }
+
+    fn trained(&self) -> u64 {
+        self.run.core.accounts.tally.lock().expect("tally").trained
+    }
+
+    fn episodes(&self) -> u64 {
+        self.run.core.book.counters.episodes
+    }
+}
+
+#[test]
+fn async_answers_at_once_parks_an_idle_actor_and_reissues_a_leavers_episodes() {
+    let mut h = harness("async", 3, "");
+    let welcome_a = answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let welcome_b = answered(&mut h.join(2, "b", 1)).expect("welcome");
+    assert_eq!((starts(&welcome_a), starts(&welcome_b)), (vec![0], vec![1]));
+    // a finishes episode 0 and gets episode 2, the last one.
+    let a1 = ack(answered(&mut h.send(1, batch("a", 1, 0, 4, true, 0))));
+    assert_eq!(
+        a1.starts.iter().map(|s| s.episode).collect::<Vec<_>>(),
+        vec![2]
+    );
+    // a finishes 2: nothing is left to hand out, a waits.
+    let mut parked = h.send(1, batch("a", 2, 2, 3, true, 0));
+    assert!(answered(&mut parked).is_none(), "parked");
+    // b leaves holding episode 1: a gets it.
+    h.input(Input::Left { conn: 2 });
+    let a2 = ack(answered(&mut parked));
+    assert_eq!(
+        a2.starts.iter().map(|s| s.episode).collect::<Vec<_>>(),
+        vec![1]
+    );
+    assert_eq!((h.episodes(), h.trained()), (2, 2));
+    assert_eq!(h.run.core.ledger().reissued, 1);
+}
+
+#[test]
+fn a_resent_batch_is_acknowledged_as_a_duplicate_and_not_trained_twice() {
+    let mut h = harness("nb-async", 10, "in_flight = 4");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let first = ack(answered(&mut h.send(1, batch("a", 1, 0, 3, false, 0))));
+    assert!(!first.duplicate);
+    let again = ack(answered(&mut h.send(1, batch("a", 1, 0, 3, false, 0))));
+    assert!(again.duplicate);
+    assert_eq!((h.trained(), h.dropped(DropReason::Duplicate)), (1, 1));
+    assert_eq!(h.run.core.book.counters.env_steps, 3);
+}
+
+#[test]
+fn a_batch_older_than_max_policy_lag_is_dropped_stale() {
+    let mut h = harness("async", 10, "max_policy_lag = 0");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    // 6 transitions at version 0: the probe takes version 1 at the 5th.
+    ack(answered(&mut h.send(1, batch("a", 1, 0, 6, false, 0))));
+    assert_eq!(h.run.core.agent.train_steps(), 1);
+    ack(answered(&mut h.send(1, batch("a", 2, 0, 2, false, 0))));
+    assert_eq!((h.trained(), h.dropped(DropReason::Stale)), (1, 1));
+    ack(answered(&mut h.send(1, batch("a", 3, 0, 2, false, 1))));
+    assert_eq!(h.trained(), 2);
+}
+
+#[test]
+fn a_bad_batch_is_refused_with_its_problem_and_counted_invalid() {
+    let mut h = harness("async", 10, "");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let mut e = batch("a", 1, 0, 3, false, 0);
+    e.transitions.rewards[1] = f32::NAN;
+    match answered(&mut h.send(1, e)) {
+        Some(Message::Error(err)) => {
+            assert_eq!(err.code, ErrorCode::NonFinite as u16);
+            assert!(err.text.contains("rewards"), "{}", err.text);
+        }
+        other => panic!("expected an error, got {other:?}"),
+    }
+    let stranger = answered(&mut h.send(1, batch("b", 2, 0, 3, false, 0)));
+    assert!(matches!(stranger, Some(Message::Error(_))));
+    assert_eq!((h.trained(), h.dropped(DropReason::Invalid)), (0, 2));
+}
+
+#[test]
+fn sync_rounds_wait_for_every_participant_and_go_on_without_one_that_left() {
+    let mut h = harness("sync", 20, "");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    // a's round is under way: b joins at its end.
+    let mut b = h.join(2, "b", 1);
+    assert!(answered(&mut b).is_none(), "b waits for the boundary");
+    ack(answered(&mut h.send(1, batch("a", 1, 0, 3, false, 0))));
+    assert!(matches!(answered(&mut b), Some(Message::Welcome(_))));
+    // This round waits for a and b.
+    let mut a = h.send(1, batch("a", 2, 0, 3, false, 0));
+    assert!(answered(&mut a).is_none(), "the round waits for b");
+    // A second batch from a in the same round is out of turn.
+    let out_of_turn = answered(&mut h.send(1, batch("a", 3, 0, 3, false, 0)));
+    assert!(matches!(out_of_turn, Some(Message::Error(_))));
+    let mut c = h.join(3, "c", 1);
+    // b leaves: the round ends with a alone, and c comes in.
+    h.input(Input::Left { conn: 2 });
+    ack(answered(&mut a));
+    assert!(matches!(answered(&mut c), Some(Message::Welcome(_))));
+    assert_eq!((h.trained(), h.dropped(DropReason::Invalid)), (2, 1));
+    // The next round waits for a and c; the run ends before c sends.
+    let mut a3 = h.send(1, batch("a", 4, 0, 3, false, 0));
+    assert!(answered(&mut a3).is_none());
+    h.stop();
+    assert!(matches!(answered(&mut a3), Some(Message::Stop(_))));
+    assert_eq!((h.trained(), h.dropped(DropReason::RunEnded)), (2, 1));
+}
+
+#[test]
+fn async_window_trains_and_answers_when_the_window_closes() {
+    let mut h = harness("async-window", 20, "window_ms = 50\nin_flight = 2");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    answered(&mut h.join(2, "b", 1)).expect("welcome");
+    let t = Instant::now();
+    let mut a = h.send(1, batch("a", 1, 0, 3, false, 0));
+    let mut b = h.send(2, batch("b", 1, 1, 3, false, 0));
+    assert!(!h.work(t), "the window just opened");
+    assert!(answered(&mut a).is_none() && answered(&mut b).is_none());
+    assert_eq!(h.trained(), 0);
+    let timeout = h.run.workflow.idle_timeout(t);
+    assert!(timeout <= Duration::from_millis(50), "{timeout:?}");
+    assert!(h.work(t + Duration::from_secs(1)), "closed");
+    ack(answered(&mut a));
+    ack(answered(&mut b));
+    assert_eq!(h.trained(), 2);
+}
+
+#[test]
+fn orchestrated_holds_inserts_while_training_is_behind() {
+    let mut h = harness(
+        "orchestrated",
+        20,
+        "samples_per_insert = 1.0\nmin_size_to_sample = 1\nerror_buffer = 2.0\nin_flight = 2",
+    );
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    // 4 inserted, nothing sampled: past the window's top (1 + 2).
+    ack(answered(&mut h.send(1, batch("a", 1, 0, 4, false, 0))));
+    let mut held = h.send(1, batch("a", 2, 0, 3, false, 0));
+    assert!(answered(&mut held).is_none(), "held back");
+    assert_eq!(
+        h.run.core.agent.train_steps(),
+        0,
+        "paced by the limiter alone"
+    );
+    // Gradient steps (the probe samples 1 item each) down to the window's
+    // bottom (1 - 2), then the held insert goes in.
+    assert!(h.work(Instant::now()));
+    assert_eq!(h.run.core.agent.train_steps(), 5);
+    ack(answered(&mut held));
+    // 7 in, 5 sampled: 3 more go in at once, the next waits; the run
+    // ends with it held: it goes into replay, its actor is told to stop.
+    ack(answered(&mut h.send(1, batch("a", 3, 0, 3, false, 0))));
+    let mut last = h.send(1, batch("a", 4, 0, 2, false, 0));
+    assert!(answered(&mut last).is_none());
+    h.stop();
+    assert!(matches!(answered(&mut last), Some(Message::Stop(_))));
+    assert_eq!((h.trained(), h.run.core.book.counters.env_steps), (4, 12));
+}
+
+#[test]
+fn a_full_rma_queue_rejects_until_popped_and_keeps_order() {
+    let mut h = harness(
+        "rma",
+        20,
+        "data_structure = \"queue\"\ndata_structure_length = 2\noverflow = \"reject\"\nin_flight = 4",
+    );
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    for seq in 1..=2 {
+        let a = ack(answered(&mut h.deposit(1, batch("a", seq, 0, 3, false, 0))));
+        assert!(!a.full);
+    }
+    let full = ack(answered(&mut h.deposit(1, batch("a", 3, 0, 3, false, 0))));
+    assert!(full.full, "refused: the queue holds 2");
+    // A later seq is refused too, so that order holds.
+    assert!(ack(answered(&mut h.deposit(1, batch("a", 4, 0, 3, false, 0)))).full);
+    assert!(h.work(Instant::now()), "one batch popped and trained");
+    assert!(!ack(answered(&mut h.deposit(1, batch("a", 3, 0, 3, false, 0)))).full);
+    assert_eq!(h.trained(), 1);
+    assert_eq!(h.dropped(DropReason::Overflow), 0);
+}
+
+#[test]
+fn a_full_rma_queue_that_drops_the_oldest_counts_it_overflow() {
+    let mut h = harness(
+        "rma",
+        20,
+        "data_structure = \"queue\"\ndata_structure_length = 2\noverflow = \"drop-oldest\"\nin_flight = 4",
+    );
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    for seq in 1..=3 {
+        assert!(!ack(answered(&mut h.deposit(1, batch("a", seq, 0, 3, false, 0)))).full);
+    }
+    assert_eq!(h.dropped(DropReason::Overflow), 1);
+    h.work(Instant::now());
+    h.work(Instant::now());
+    assert!(!h.work(Instant::now()), "empty");
+    assert_eq!(h.trained(), 2);
+    // A resend of an accepted seq is a duplicate, not trained again.
+    assert!(ack(answered(&mut h.deposit(1, batch("a", 2, 0, 3, false, 0)))).duplicate);
+    assert_eq!(h.dropped(DropReason::Duplicate), 1);
+}
+
+#[test]
+fn rma_queue_pop_all_ends_only_once_every_actor_sent_its_sentinel() {
+    let mut h = harness("rma-queue-pop-all", 1, "in_flight = 2");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let book = Some(StopReason::MaxEpisodes);
+    let r = &mut h.run;
+    assert_eq!(r.workflow.poll_stop(&r.core, book), None, "no sentinel yet");
+    // a finishes the only episode: its batch is its sentinel and it waits.
+    let mut last = h.deposit(1, batch("a", 1, 0, 5, true, 0));
+    assert!(answered(&mut last).is_none(), "parked with nothing to play");
+    let r = &mut h.run;
+    assert_eq!(
+        r.workflow.poll_stop(&r.core, book),
+        None,
+        "its queue is not empty"
+    );
+    h.stop();
+    assert_eq!(h.trained(), 1, "what the pools held is trained at the end");
+    assert!(matches!(answered(&mut last), Some(Message::Stop(_))));
+}
+
+#[test]
+fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
+    let mut h = harness("seed", 3, "");
+    let welcome = answered(&mut h.join(1, "a", 2)).expect("welcome");
+    assert_eq!(starts(&welcome), vec![0, 1]);
+    if let Message::Welcome(w) = &welcome {
+        assert!(w.weights.is_none(), "seed actors hold no model");
+    }
+    let acted = |seq: u64, t: f32, reward: f32, flags: [u8; 2]| {
+        Internal::Acted(vec![super::seed::Acted {
+            conn: 1,
+            obs: Observations {
+                seq,
+                obs: vec![0.0, t, 0.0, 1.0, t, 0.0],
+                rewards: vec![reward; 2],
+                flags: flags.to_vec(),
+            },
+            actions: vec![1.0, 0.0],
+        }])
+    };
+    h.input(Input::Internal(acted(1, 0.0, 0.0, [flags::FRESH; 2])));
+    assert_eq!(h.run.core.book.counters.env_steps, 0, "first observations");
+    h.input(Input::Internal(acted(2, 1.0, 1.0, [0, 0])));
+    assert_eq!(h.run.core.book.counters.env_steps, 2);
+    // Env 0's episode ends; episode 2 goes to it.
+    h.input(Input::Internal(acted(3, 2.0, 2.0, [flags::TERMINATED, 0])));
+    assert_eq!((h.run.core.book.counters.env_steps, h.episodes()), (4, 1));
+    assert_eq!(h.run.core.ledger().issued, 3);
+    assert_eq!(
+        h.run
+            .core
+            .accounts
+            .tally
+            .lock()
+            .expect("tally")
+            .inference_requests,
+        3
+    );
+}
