@@ -2,8 +2,10 @@
 //! `rlfleet-shared` only, never on libtorch.
 //!
 //! Layout:
-//! - [`remote`]: the learner protocol over QUIC (connect, reconnect, the
-//!   `async`/`sync`/`seed` loops).
+//! - [`remote`]: the learner protocol over any link (QUIC with reconnect,
+//!   in-process channels): the experience workflows' loop with its
+//!   in-flight window, and the `seed` loop.
+//! - [`ort_net`]: the ONNX Runtime backend of the actor's policy.
 //! - [`envs`]: the environments one actor runs behind one connection.
 //! - `mpi_link` (feature `mpi`): the actor as an MPI rank.
 //! - [`random_rollout`]: local episodes with a random policy.

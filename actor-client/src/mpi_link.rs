@@ -25,6 +25,14 @@ fn backoff() -> Backoff {
     Backoff::new(64, Duration::from_micros(500))
 }
 
+/// One poll's wait: the backoff's pause (at most half a millisecond, on
+/// this thread: tokio's timer has millisecond resolution), then a yield to
+/// the runtime, so that a session waiting here can still be cancelled.
+async fn pause(backoff: &mut Backoff) {
+    backoff.wait();
+    tokio::task::yield_now().await;
+}
+
 /// Messages between this actor rank and the lead learner.
 #[derive(Debug)]
 pub struct MpiLink {
@@ -55,7 +63,7 @@ impl Link for MpiLink {
         if let (Some(mb), Message::Experience(_)) = (&self.mailbox, msg) {
             let mut backoff = backoff();
             while !mb.deposit(&self.window, &frame)? {
-                backoff.wait();
+                pause(&mut backoff).await;
             }
             return Ok(());
         }
@@ -68,15 +76,17 @@ impl Link for MpiLink {
     async fn recv(&mut self) -> Result<Message, String> {
         let mut backoff = backoff();
         loop {
-            let probed = self
+            // (The probe's handle is not `Send`: it never lives across the
+            // pause.)
+            let bytes = self
                 .comm()
                 .process_at_rank(self.learner)
-                .immediate_matched_probe_with_tag(TAG_MESSAGE);
-            if let Some(probed) = probed {
-                let (bytes, _) = probed.matched_receive_vec::<u8>();
+                .immediate_matched_probe_with_tag(TAG_MESSAGE)
+                .map(|probed| probed.matched_receive_vec::<u8>().0);
+            if let Some(bytes) = bytes {
                 return mpi::decode_frame(&bytes, self.max_frame_bytes).map_err(|e| e.to_string());
             }
-            backoff.wait();
+            pause(&mut backoff).await;
         }
     }
 }

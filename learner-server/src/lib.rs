@@ -5,17 +5,25 @@
 //! Layout:
 //! - [`device`]: CPU or CUDA, and libtorch's thread settings.
 //! - [`nets`]: networks stored as one flat parameter tensor.
-//! - [`agents`]: the [`agents::Agent`] trait and its algorithms (DQN).
-//! - [`replay`]: experience storage (uniform ring).
+//! - [`agents`]: the [`agents::Agent`] trait and its algorithms (DQN —
+//!   double, dueling, n-step, prioritized — A2C, PPO, DDPG, TD3, SAC, the
+//!   data-parallel lead of the `ml-*` workflows, and the conformance
+//!   suite's probe).
+//! - [`replay`]: experience storage (uniform ring, n-step windows,
+//!   prioritized sum tree, the rate limiter).
 //! - [`checkpoint`]: atomic save/load of agent state and counters.
-//! - [`workflows`]: how acting, training and evaluation are arranged
-//!   (`single` now; the distributed ones build on the same pieces).
+//! - [`workflows`]: how acting, training and evaluation are arranged:
+//!   `single` in one process, every distributed workflow as a
+//!   [`workflows::remote::RemoteRun`] over a shared core.
 //! - [`output`]: what a run leaves on disk (resolved config, CSVs, plot).
-//! - [`transport`]: actors' messages as events for the active run (QUIC).
+//! - [`transport`]: what carries actors' messages (QUIC, in-process
+//!   channels, MPI ranks) to the active run's [`transport::Intake`].
 //! - [`hub`]: the registry of runs and actors the daemon and API share.
 //! - [`api`]: the axum control API and its OpenAPI document.
 //! - [`metrics`]: Prometheus metrics.
-//! - [`daemon`], [`embedded`]: `serve` and `run --local-actors N`.
+//! - [`daemon`], [`embedded`]: `serve` and `run --local-actors N`;
+//!   `mpi_run` (feature `mpi`): `learner-server mpi`, the learner rank.
+//! - [`export`]: `learner-server export`, a policy as an ONNX model.
 //! - [`server_config`]: the daemon's `server.toml`.
 //!
 //! The binary (`src/main.rs`) only parses flags, sets up logging and calls

@@ -11,7 +11,10 @@
 //!   length-prefixed frames).
 //! - [`quic`]: TLS identities and trust, QUIC endpoints, framed streams.
 //! - [`nets`]: the plain-Rust MLP forward pass that acts from weights.
-//! - [`policy`]: epsilon-greedy Q-policy over that network.
+//! - [`policy`]: the actors' policies over that network (epsilon-greedy Q,
+//!   sampled logits, the continuous heads) and `ActorPolicy`, built from a
+//!   `Welcome`.
+//! - [`onnx`]: a policy network written as an ONNX model.
 //! - `mpi` (feature `mpi`): rank layout, owned non-blocking sends, RMA
 //!   windows and the `rma` mailboxes.
 //!

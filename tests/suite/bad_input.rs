@@ -54,7 +54,7 @@ async fn exchange(d: &Daemon, frames: Vec<Vec<u8>>) -> Message {
 fn expect_error(m: Message, code: ErrorCode, text: &str) {
     match m {
         Message::Error(e) => {
-            assert_eq!(e.code, code as u16, "{}", e.text);
+            assert_eq!(e.code, code, "{}", e.text);
             assert!(
                 e.text.contains(text),
                 "`{}` does not mention `{text}`",

@@ -91,7 +91,7 @@ async fn connection(incoming: quinn::Incoming, hub: Arc<Hub>, opts: QuicOptions)
             let _ = wire.send(&code.message(text.clone())).await;
             wire.close(code as u32, &text).await;
         }
-        End::Answered(code) => wire.close(u32::from(code), "refused").await,
+        End::Answered(code) => wire.close(code as u32, "refused").await,
         End::Lost => tracing::info!(%addr, "actor connection lost"),
     }
     wire.report_bytes();

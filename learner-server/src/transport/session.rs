@@ -21,7 +21,7 @@ pub enum End {
     /// The actor sent something unacceptable (not yet answered or counted).
     Refused(ErrorCode, String),
     /// The run refused a request; the `Error` was sent and counted.
-    Answered(u16),
+    Answered(ErrorCode),
     /// The connection dropped (closed, reset, timed out).
     Lost,
 }

@@ -3,8 +3,19 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// The learner-side algorithm.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// The learner-side algorithm (also on the wire, in `Welcome`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
     Dqn,
@@ -40,15 +51,22 @@ impl AgentKind {
     pub fn handles_continuous(self) -> bool {
         self.needs_continuous() || self == AgentKind::Ppo
     }
-
-    /// The agent a config name (as `Welcome` carries it) stands for.
-    pub fn from_name(name: &str) -> Option<AgentKind> {
-        toml::Value::String(name.to_string()).try_into().ok()
-    }
 }
 
-/// How actors and learners cooperate (DESIGN.md's workflow table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// How actors and learners cooperate (DESIGN.md's workflow table; also on
+/// the wire, in `Welcome`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    rkyv::Archive,
+    rkyv::Serialize,
+    rkyv::Deserialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkflowKind {
     Single,
@@ -143,11 +161,6 @@ impl WorkflowKind {
     /// inference).
     pub fn sends_experience(self) -> bool {
         self.is_distributed() && !matches!(self, WorkflowKind::Seed | WorkflowKind::SeedA2c)
-    }
-
-    /// The workflow a config name (as `Welcome` carries it) stands for.
-    pub fn from_name(name: &str) -> Option<WorkflowKind> {
-        toml::Value::String(name.to_string()).try_into().ok()
     }
 
     /// Actors feed the learner over a transport.

@@ -19,9 +19,9 @@ impl ActorPolicy {
     /// The policy `w` describes (no weights loaded yet).
     pub fn for_welcome(w: &Welcome) -> Result<ActorPolicy, String> {
         let spec = env::spec(&w.env_id).map_err(|e| e.to_string())?;
-        let agent = AgentKind::from_name(&w.agent)
-            .ok_or_else(|| format!("this actor does not know agent `{}`", w.agent))?;
-        Ok(ActorPolicy::new(&spec, agent, &w.hidden, w.dueling, w.seed))
+        Ok(ActorPolicy::new(
+            &spec, w.agent, &w.hidden, w.dueling, w.seed,
+        ))
     }
 
     /// The policy `agent` publishes for `spec` (no weights loaded yet).

@@ -1,5 +1,6 @@
 //! The message types. They are an IPC boundary: plain data, no behaviour.
 
+use crate::config::{AgentKind, WorkflowKind};
 use rkyv::{Archive, Deserialize, Serialize};
 
 /// One frame's content.
@@ -66,14 +67,13 @@ pub struct EpisodeStart {
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Welcome {
     pub run_id: String,
-    /// The workflow's config name (`async`, `nb-async`, `rma`, `seed`, ...).
-    pub workflow: String,
+    pub workflow: WorkflowKind,
     pub env_id: String,
     pub obs_dim: u32,
     /// Scalars per action (1 for a discrete index).
     pub action_dim: u32,
-    /// The agent's config name and its network's hidden layer widths.
-    pub agent: String,
+    /// The agent, and its network's hidden layer widths.
+    pub agent: AgentKind,
     pub hidden: Vec<u32>,
     /// The Q-network has a dueling head (one more output, the state value,
     /// first).
@@ -205,12 +205,12 @@ pub struct Stop {
 /// or connection after it.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct ErrorMsg {
-    pub code: u16,
+    pub code: ErrorCode,
     pub text: String,
 }
 
 /// The codes of [`ErrorMsg`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u16)]
 pub enum ErrorCode {
     /// The frame did not pass validation.
@@ -259,7 +259,7 @@ impl ErrorCode {
 
     pub fn message(self, text: impl Into<String>) -> Message {
         Message::Error(ErrorMsg {
-            code: self as u16,
+            code: self,
             text: text.into(),
         })
     }

@@ -263,11 +263,11 @@ impl Core {
         let cfg = &self.book.cfg;
         Message::Welcome(wire::Welcome {
             run_id: self.id.clone(),
-            workflow: cfg.workflow.to_string(),
+            workflow: cfg.workflow,
             env_id: cfg.env.clone(),
             obs_dim: self.spec.obs_dim() as u32,
             action_dim: self.spec.action_space.flat_dim() as u32,
-            agent: cfg.agent.to_string(),
+            agent: cfg.agent,
             hidden: cfg.policy_hidden().to_vec(),
             dueling: cfg.dueling(),
             onnx: self.onnx.clone(),

@@ -280,7 +280,7 @@ fn a_bad_batch_is_refused_with_its_problem_and_counted_invalid() {
     e.transitions.rewards[1] = f32::NAN;
     match answered(&mut h.send(1, e)) {
         Some(Message::Error(err)) => {
-            assert_eq!(err.code, ErrorCode::NonFinite as u16);
+            assert_eq!(err.code, ErrorCode::NonFinite);
             assert!(err.text.contains("rewards"), "{}", err.text);
         }
         other => panic!("expected an error, got {other:?}"),

@@ -1,0 +1,93 @@
+//! Reaching the learner over QUIC: connect with exponential backoff and
+//! jitter, run a session, and after a lost connection connect again (a new
+//! session id; the batches that were not acknowledged go again).
+
+use super::{ActorOptions, ActorReport, Carry, SessionEnd, session};
+use rand::Rng;
+use rlfleet_shared::quic::{FramedStream, client_endpoint};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Runs the actor over QUIC until the learner stops it (or `cancel` fires).
+pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Result<ActorReport> {
+    let endpoint = client_endpoint(&opts.trust, opts.liveness)?;
+    let host = opts
+        .server
+        .rsplit_once(':')
+        .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
+        .unwrap_or_else(|| opts.server.clone());
+    let server_name = opts.server_name.clone().unwrap_or(host);
+    let mut carry = Carry {
+        pending: None,
+        seq: 0,
+        report: ActorReport::default(),
+    };
+    let mut backoff = Duration::from_millis(100);
+    let mut failing_since: Option<std::time::Instant> = None;
+    loop {
+        if cancel.is_cancelled() {
+            break;
+        }
+        let attempt = async {
+            let addr = tokio::net::lookup_host(&opts.server)
+                .await?
+                .next()
+                .ok_or_else(|| anyhow::anyhow!("`{}` resolves to no address", opts.server))?;
+            let conn = endpoint.connect(addr, &server_name)?.await?;
+            let (send, recv) = conn.open_bi().await?;
+            anyhow::Ok((conn, FramedStream::new(send, recv, opts.max_frame_bytes)))
+        };
+        let (conn, mut fs) = match attempt.await {
+            Ok(c) => c,
+            Err(e) => {
+                let since = *failing_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > opts.give_up_after {
+                    anyhow::bail!("cannot reach the learner at {}: {e:#}", opts.server);
+                }
+                let jitter = fresh_rng().random_range(0.5..1.5);
+                tracing::warn!(
+                    "cannot connect to {}: {e:#}; retrying in {:.0?}",
+                    opts.server,
+                    backoff.mul_f64(jitter)
+                );
+                tokio::time::sleep(backoff.mul_f64(jitter)).await;
+                backoff = (backoff * 2).min(Duration::from_secs(5));
+                continue;
+            }
+        };
+        failing_since = None;
+        carry.report.sessions += 1;
+        let end = tokio::select! {
+            r = session(&opts.player, &mut fs, &mut carry, &mut backoff) => r,
+            _ = cancel.cancelled() => Ok(SessionEnd::Stopped { shutdown: true }),
+        };
+        match end {
+            Ok(SessionEnd::Stopped { shutdown }) => {
+                let _ = fs.send.finish();
+                conn.close(0u32.into(), b"done");
+                if shutdown || opts.player.once {
+                    break;
+                }
+            }
+            Ok(SessionEnd::Lost(why)) => {
+                tracing::warn!("connection lost ({why}); reconnecting");
+            }
+            Err(e) => {
+                conn.close(1u32.into(), b"error");
+                return Err(e);
+            }
+        }
+    }
+    endpoint.wait_idle().await;
+    Ok(carry.report)
+}
+
+/// A generator seeded from the clock and the process id (session ids and
+/// backoff jitter need to differ between processes, not be reproducible).
+pub(super) fn fresh_rng() -> rand_pcg::Pcg64 {
+    use rand::SeedableRng;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    rand_pcg::Pcg64::seed_from_u64(nanos ^ (u64::from(std::process::id()) << 32))
+}

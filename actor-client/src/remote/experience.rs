@@ -1,0 +1,245 @@
+//! The experience workflows on the actor (`async`, `sync`, `nb-async`,
+//! `async-window`, `rma`, `rma-queue-pop-all`, `random`, `orchestrated`,
+//! `ml-*`): act with local weights and send a batch every
+//! `batch_step_frequency` steps or at an episode end (`steps_per_round`
+//! steps, episode ends included, for `sync`). Up to `in_flight` batches may
+//! be unacknowledged while the actor keeps playing ([`Flight`]); replies
+//! arrive in order and carry newer weights and episodes. A batch the
+//! learner's pool refused (full) is sent again, in order, after a pause.
+
+use super::flight::{Acked, Flight};
+use super::{Carry, Inference, Link, Player, SessionEnd, answer};
+use crate::envs::EnvSlots;
+use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::policy::ActorPolicy;
+use rlfleet_shared::wire::{EpisodeResult, Experience, Message, Transitions, Welcome};
+use std::time::Duration;
+
+/// Everything one run's experience loop works with.
+struct Play<'a, L> {
+    player: &'a Player,
+    link: &'a mut L,
+    session_id: u64,
+    carry: &'a mut Carry,
+    envs: EnvSlots,
+    policy: ActorPolicy,
+    flight: Flight,
+    /// Env steps per batch.
+    every: usize,
+    /// `sync`: a batch runs through episode ends.
+    sync: bool,
+    /// Scratch for one step: the running envs, their observations, the
+    /// policy's actions.
+    running: Vec<usize>,
+    obs: Vec<f32>,
+    actions: Vec<f32>,
+}
+
+pub(super) async fn play_experience<L: Link>(
+    player: &Player,
+    link: &mut L,
+    w: &Welcome,
+    session_id: u64,
+    carry: &mut Carry,
+) -> anyhow::Result<SessionEnd> {
+    let mut envs = EnvSlots::new(w)?;
+    let mut policy = ActorPolicy::for_welcome(w).map_err(anyhow::Error::msg)?;
+    if player.inference == Inference::Ort {
+        let net = policy.net().clone();
+        let forward = crate::ort_net::OrtForward::new(&w.onnx, net)?;
+        policy = policy
+            .with_forward(Box::new(forward))
+            .map_err(anyhow::Error::msg)?;
+    }
+    if let Some(weights) = &w.weights {
+        policy
+            .load(weights.version, &weights.data)
+            .map_err(anyhow::Error::msg)?;
+    }
+    policy.set_exploration(w.epsilon);
+    envs.start(&w.starts)?;
+    let sync = w.workflow == WorkflowKind::Sync;
+    let every = if sync {
+        w.steps_per_round
+    } else {
+        w.batch_step_frequency
+    } as usize;
+    let flight = Flight::new(w.in_flight, envs.slots.len());
+    let mut play = Play {
+        player,
+        link,
+        session_id,
+        carry,
+        envs,
+        policy,
+        flight,
+        every,
+        sync,
+        running: Vec::new(),
+        obs: Vec::new(),
+        actions: Vec::new(),
+    };
+    // Batches the previous session sent but never saw acknowledged.
+    let resend = match play.carry.pending.take() {
+        Some((run, pending)) if run == w.run_id => pending,
+        _ => Vec::new(),
+    };
+    let result = play.run(resend).await;
+    let pending = play.flight.unacknowledged();
+    if !pending.is_empty() {
+        play.carry.pending = Some((w.run_id.clone(), pending));
+    }
+    result
+}
+
+impl<L: Link> Play<'_, L> {
+    async fn send(&mut self, e: Experience) -> Result<(), SessionEnd> {
+        let msg = Message::Experience(e);
+        let sent = self.link.send(&msg).await;
+        let Message::Experience(e) = msg else {
+            unreachable!("built above")
+        };
+        self.flight.sent(e);
+        sent.map_err(SessionEnd::Lost)
+    }
+
+    fn any_running(&self) -> bool {
+        self.envs.slots.iter().any(|s| s.episode.is_some())
+    }
+
+    /// Sends `resend` again (under their original keys), then plays and
+    /// sends until the learner stops the run or the link goes.
+    async fn run(&mut self, resend: Vec<Experience>) -> anyhow::Result<SessionEnd> {
+        for mut e in resend {
+            e.idle_envs.clear();
+            self.carry.report.batches_resent += 1;
+            if let Err(end) = self.send(e).await {
+                return Ok(end);
+            }
+        }
+        let mut pause = Duration::from_millis(1);
+        loop {
+            // Take replies while the window is full, while there is
+            // nothing to play and replies are due, and before sending
+            // refused batches again.
+            while self.flight.must_take_reply(self.any_running()) {
+                let m = match answer(self.link.recv().await)? {
+                    Ok(m) => m,
+                    Err(end) => return Ok(end),
+                };
+                self.on_reply(m)?;
+            }
+            if self.flight.resend_due() {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(50));
+                for e in self.flight.take_refused() {
+                    if let Err(end) = self.send(e).await {
+                        return Ok(end);
+                    }
+                }
+                continue;
+            }
+            pause = Duration::from_millis(1);
+            let (batch, finished) = self.play_batch();
+            let idle = self.flight.report_idle(self.envs.idle());
+            if batch.is_empty() && idle.is_empty() && self.flight.awaiting() {
+                // Nothing to report: wait for the replies due.
+                continue;
+            }
+            let report = &mut self.carry.report;
+            self.carry.seq += 1;
+            report.env_steps += batch.len() as u64;
+            report.episodes += finished.len() as u64;
+            if !batch.is_empty() {
+                report.batches_sent += 1;
+            }
+            let e = Experience {
+                actor_id: self.player.actor_id.clone(),
+                session_id: self.session_id,
+                seq: self.carry.seq,
+                policy_version: self.policy.version(),
+                last: !self.any_running(),
+                transitions: batch,
+                finished,
+                idle_envs: idle,
+            };
+            if let Err(end) = self.send(e).await {
+                return Ok(end);
+            }
+        }
+    }
+
+    /// Steps every running env with the local policy for one batch (up to
+    /// an episode end, except in `sync`).
+    fn play_batch(&mut self) -> (Transitions, Vec<EpisodeResult>) {
+        let envs = &mut self.envs;
+        let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
+        let (running, obs, actions) = (&mut self.running, &mut self.obs, &mut self.actions);
+        let mut batch = Transitions::default();
+        let mut finished = Vec::new();
+        for _ in 0..self.every {
+            running.clear();
+            running.extend((0..n).filter(|&i| envs.slots[i].episode.is_some()));
+            if running.is_empty() {
+                break;
+            }
+            obs.clear();
+            for &i in running.iter() {
+                obs.extend_from_slice(&envs.slots[i].obs);
+            }
+            self.policy.act(obs, running.len(), actions);
+            let mut ended = false;
+            for (k, &i) in running.iter().enumerate() {
+                let a = &actions[k * ad..(k + 1) * ad];
+                let step = envs.step(i, a);
+                let slot = &mut envs.slots[i];
+                batch.obs.extend_from_slice(&obs[k * od..(k + 1) * od]);
+                batch.actions.extend_from_slice(a);
+                batch.rewards.push(step.reward as f32);
+                batch.next_obs.extend_from_slice(&slot.obs);
+                batch.terminated.push(u8::from(step.terminated));
+                batch.episode.push(slot.episode.expect("running"));
+                if step.done() {
+                    finished.push(EpisodeResult {
+                        episode: slot.episode.take().expect("running"),
+                        env: i as u32,
+                        ret: slot.ret,
+                        length: slot.len,
+                    });
+                    ended = true;
+                }
+            }
+            if ended && !self.sync {
+                break;
+            }
+        }
+        (batch, finished)
+    }
+
+    /// Applies the reply to the oldest batch in flight: newer weights,
+    /// the exploration rate, the next episodes.
+    fn on_reply(&mut self, m: Message) -> anyhow::Result<()> {
+        let Message::Ack(ack) = m else {
+            anyhow::bail!("expected ack, got {}", m.kind());
+        };
+        if let Acked::Refused { batch } = self.flight.ack(&ack)? {
+            if batch {
+                self.carry.report.batches_refused += 1;
+            }
+            return Ok(());
+        }
+        if let Some(weights) = &ack.weights {
+            anyhow::ensure!(
+                weights.version >= self.policy.version(),
+                "the learner sent weights version {} after version {}",
+                weights.version,
+                self.policy.version()
+            );
+            self.policy
+                .load(weights.version, &weights.data)
+                .map_err(anyhow::Error::msg)?;
+        }
+        self.policy.set_exploration(ack.epsilon);
+        self.envs.start(&ack.starts)
+    }
+}

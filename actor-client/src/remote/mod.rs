@@ -1,0 +1,219 @@
+//! The actor's side of the learner protocol: say hello, follow the
+//! assigned workflow over any [`Link`] — the experience workflows
+//! (`experience.rs`: play with local weights, send experience, with the
+//! in-flight window in `flight.rs`) or `seed` (`seed.rs`: send
+//! observations, play the returned actions). Over QUIC ([`run`],
+//! `connect.rs`): connect with backoff, and after a lost connection
+//! reconnect with a new session id and resend the batches that were not
+//! acknowledged. In the learner's own process ([`run_inproc`]): messages
+//! as values over channels. As an MPI rank: `crate::mpi_link` (feature
+//! `mpi`), through [`run_link`].
+
+mod connect;
+mod experience;
+mod flight;
+mod link;
+mod seed;
+
+pub use connect::run;
+pub use link::{InprocLink, Link};
+
+use rand::Rng;
+use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::quic::{Liveness, Trust};
+use rlfleet_shared::wire::{self, Experience, Hello, Message};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Who the actor is and how it plays, whatever carries its messages.
+#[derive(Debug, Clone)]
+pub struct Player {
+    pub actor_id: String,
+    pub token: String,
+    pub envs: u32,
+    /// Exit when the first run ends instead of waiting for the next.
+    pub once: bool,
+    /// What runs the policy network.
+    pub inference: Inference,
+}
+
+/// The backend that runs an actor's policy network.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum Inference {
+    /// Plain Rust (`rlfleet_shared::nets::MlpCopy`).
+    #[default]
+    Rust,
+    /// ONNX Runtime, from the model in `Welcome.onnx`.
+    Ort,
+}
+
+/// How an actor reaches its learner over QUIC.
+#[derive(Debug, Clone)]
+pub struct ActorOptions {
+    /// `HOST:PORT` of the learner's QUIC listener.
+    pub server: String,
+    /// Name checked against the certificate (default: the host part).
+    pub server_name: Option<String>,
+    pub trust: Trust,
+    pub player: Player,
+    pub liveness: Liveness,
+    pub max_frame_bytes: u32,
+    /// Give up after failing to connect for this long.
+    pub give_up_after: Duration,
+}
+
+/// What an actor did, for its exit line and tests.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct ActorReport {
+    pub sessions: u64,
+    pub env_steps: u64,
+    pub episodes: u64,
+    pub batches_sent: u64,
+    pub batches_resent: u64,
+    /// Replies saying the learner's pool was full (the batch went again).
+    pub batches_refused: u64,
+    pub inference_requests: u64,
+}
+
+impl std::fmt::Display for ActorReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "actor done: {} env steps, {} episodes, {} batches ({} resent, {} refused), {} inference requests, {} sessions",
+            self.env_steps,
+            self.episodes,
+            self.batches_sent,
+            self.batches_resent,
+            self.batches_refused,
+            self.inference_requests,
+            self.sessions
+        )
+    }
+}
+
+/// Why a session ended.
+#[derive(Debug)]
+enum SessionEnd {
+    /// The learner said stop; `shutdown`: it is going away.
+    Stopped { shutdown: bool },
+    /// The connection dropped.
+    Lost(String),
+}
+
+/// A refusal from the learner that reconnecting will not fix.
+#[derive(Debug, thiserror::Error)]
+#[error("the learner refused this actor ({}): {text}", code.label())]
+pub struct Refused {
+    pub code: wire::ErrorCode,
+    pub text: String,
+}
+
+/// State that survives reconnects.
+#[derive(Debug)]
+struct Carry {
+    /// Batches sent but not acknowledged, with the run they belong to.
+    pending: Option<(String, Vec<Experience>)>,
+    seq: u64,
+    report: ActorReport,
+}
+
+/// Runs an in-process actor until the learner stops it (or `cancel`
+/// fires). An in-process link does not drop, so there is no reconnect.
+pub async fn run_inproc(
+    player: &Player,
+    mut link: InprocLink,
+    cancel: CancellationToken,
+) -> anyhow::Result<ActorReport> {
+    run_link(player, &mut link, cancel)
+        .await
+        .map_err(|e| e.context("in-process link lost"))
+}
+
+/// Runs one session over a link that is never re-established (in-process,
+/// an MPI rank) until the learner stops it or `cancel` fires; a lost link
+/// is an error.
+pub async fn run_link<L: Link>(
+    player: &Player,
+    link: &mut L,
+    cancel: CancellationToken,
+) -> anyhow::Result<ActorReport> {
+    let mut carry = Carry {
+        pending: None,
+        seq: 0,
+        report: ActorReport {
+            sessions: 1,
+            ..ActorReport::default()
+        },
+    };
+    let mut backoff = Duration::ZERO;
+    let end = tokio::select! {
+        r = session(player, link, &mut carry, &mut backoff) => r?,
+        _ = cancel.cancelled() => SessionEnd::Stopped { shutdown: true },
+    };
+    if let SessionEnd::Lost(why) = end {
+        anyhow::bail!("{why}");
+    }
+    Ok(carry.report)
+}
+
+/// A reply as the session sees it: `Ok(Ok(m))` to go on with, `Ok(Err)`
+/// when the session ends (the link was lost, or the learner said stop),
+/// `Err` when the learner refused this actor (fatal).
+fn answer(reply: Result<Message, String>) -> anyhow::Result<Result<Message, SessionEnd>> {
+    match reply {
+        Err(why) => Ok(Err(SessionEnd::Lost(why))),
+        Ok(Message::Stop(s)) => {
+            tracing::info!("learner: stop ({})", s.reason);
+            Ok(Err(SessionEnd::Stopped {
+                shutdown: s.shutdown,
+            }))
+        }
+        Ok(Message::Error(e)) => Err(Refused {
+            code: e.code,
+            text: e.text,
+        }
+        .into()),
+        Ok(other) => Ok(Ok(other)),
+    }
+}
+
+/// Hello, then the workflow the learner assigns, run after run (unless
+/// `once`), until the learner stops the actor or the link is lost.
+async fn session<L: Link>(
+    opts: &Player,
+    fs: &mut L,
+    carry: &mut Carry,
+    backoff: &mut Duration,
+) -> anyhow::Result<SessionEnd> {
+    let session_id: u64 = connect::fresh_rng().random();
+    loop {
+        let hello = Message::Hello(Hello {
+            protocol: wire::PROTOCOL_VERSION,
+            software: wire::SOFTWARE_VERSION.into(),
+            actor_id: opts.actor_id.clone(),
+            session_id,
+            token: opts.token.clone(),
+            env_capacity: opts.envs,
+        });
+        let welcome = match answer(fs.call(&hello).await)? {
+            Ok(Message::Welcome(w)) => w,
+            Ok(other) => anyhow::bail!("expected welcome, got {}", other.kind()),
+            Err(end) => return Ok(end),
+        };
+        *backoff = Duration::from_millis(100);
+        tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
+        let end = match welcome.workflow {
+            WorkflowKind::Seed | WorkflowKind::SeedA2c => {
+                seed::play_seed(fs, &welcome, carry).await?
+            }
+            k if k.sends_experience() => {
+                experience::play_experience(opts, fs, &welcome, session_id, carry).await?
+            }
+            k => anyhow::bail!("workflow `{k}` has no actors"),
+        };
+        match end {
+            SessionEnd::Stopped { shutdown: false } if !opts.once => continue,
+            end => return Ok(end),
+        }
+    }
+}

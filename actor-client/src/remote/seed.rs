@@ -1,0 +1,83 @@
+//! `seed` and `seed-a2c` on the actor: no model here. Every env's
+//! observation goes to the learner (with the outcome of its last action)
+//! and the actions that come back are played.
+
+use super::{Carry, Link, SessionEnd, answer};
+use crate::envs::EnvSlots;
+use rlfleet_shared::wire::{Message, Observations, Welcome, flags};
+
+/// `seed`: no model here. Send every env's observation (with the outcome
+/// of its last action), play the actions that come back.
+pub(super) async fn play_seed<L: Link>(
+    fs: &mut L,
+    w: &Welcome,
+    carry: &mut Carry,
+) -> anyhow::Result<SessionEnd> {
+    let mut envs = EnvSlots::new(w)?;
+    envs.start(&w.starts)?;
+    let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
+    // Per env: the flags and reward to report next.
+    let mut flag: Vec<u8> = envs
+        .slots
+        .iter()
+        .map(|s| {
+            if s.episode.is_some() {
+                flags::FRESH
+            } else {
+                flags::IDLE
+            }
+        })
+        .collect();
+    let mut rewards = vec![0f32; n];
+    let mut seq = 0;
+    loop {
+        seq += 1;
+        let mut obs = Vec::with_capacity(n * od);
+        for s in &envs.slots {
+            obs.extend_from_slice(&s.obs);
+        }
+        let req = Observations {
+            seq,
+            obs,
+            rewards: rewards.clone(),
+            flags: flag.clone(),
+        };
+        carry.report.inference_requests += 1;
+        let m = match answer(fs.call(&Message::Observations(req)).await)? {
+            Ok(m) => m,
+            Err(end) => return Ok(end),
+        };
+        let Message::Actions(a) = m else {
+            anyhow::bail!("expected actions, got {}", m.kind());
+        };
+        anyhow::ensure!(
+            a.actions.len() == n * ad,
+            "actions for {} values, expected {}",
+            a.actions.len(),
+            n * ad
+        );
+        for i in 0..n {
+            let acting = flag[i] & (flags::IDLE | flags::TERMINATED | flags::TRUNCATED) == 0;
+            if acting && envs.slots[i].episode.is_some() {
+                let step = envs.step(i, &a.actions[i * ad..(i + 1) * ad]);
+                carry.report.env_steps += 1;
+                rewards[i] = step.reward as f32;
+                flag[i] = (u8::from(step.terminated) * flags::TERMINATED)
+                    | (u8::from(step.truncated) * flags::TRUNCATED);
+                if step.done() {
+                    envs.slots[i].episode = None;
+                    carry.report.episodes += 1;
+                }
+            } else {
+                envs.slots[i].episode = None;
+                rewards[i] = 0.0;
+                flag[i] = flags::IDLE;
+            }
+        }
+        envs.start(&a.starts)?;
+        for s in &a.starts {
+            flag[s.env as usize] = flags::FRESH;
+            rewards[s.env as usize] = 0.0;
+        }
+    }
+}
