@@ -60,7 +60,9 @@ impl Link for MpiLink {
             self.batches += 1;
         }
         let frame = wire::encode(msg);
-        if let (Some(mb), Message::Experience(_)) = (&self.mailbox, msg) {
+        // Batches and requests for work go the same way, so that their
+        // replies keep their order.
+        if let (Some(mb), Message::Experience(_) | Message::WorkRequest(_)) = (&self.mailbox, msg) {
             let mut backoff = backoff();
             while !mb.deposit(&self.window, &frame)? {
                 pause(&mut backoff).await;

@@ -15,6 +15,7 @@ pub struct Metrics {
     pub episodes_finished: IntCounter,
     pub episodes_issued: IntCounter,
     pub episodes_reissued: IntCounter,
+    pub env_steps_abandoned: IntCounter,
     pub episode_return: Histogram,
     pub batches_received: IntCounter,
     pub batches_trained: IntCounter,
@@ -108,6 +109,12 @@ impl Metrics {
                 &r,
                 "rlfleet_episodes_reissued_total",
                 "Unfinished episodes handed out again after their actor left.",
+            ),
+            env_steps_abandoned: counter(
+                &r,
+                "rlfleet_env_steps_abandoned_total",
+                "Env steps ingested for episodes whose actor left before finishing them \
+                 (the episode was re-issued and played again from its start).",
             ),
             episode_return: histogram(
                 &r,

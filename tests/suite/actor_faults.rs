@@ -42,6 +42,20 @@ fn kill_one_actor(workflow: &str) {
             .join("\n")
     );
     let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+    // Every env step the learner took is in a finished episode or counted
+    // abandoned (the killed actor's unfinished episode, played again).
+    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
+    let abandoned = status["env_steps_abandoned"].as_u64().unwrap();
+    assert_eq!(
+        lengths + abandoned,
+        status["env_steps"].as_u64().unwrap(),
+        "{workflow}: {status}"
+    );
+    assert_eq!(
+        d.metric("rlfleet_env_steps_abandoned_total"),
+        abandoned as f64,
+        "{workflow}"
+    );
     let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
     ids.sort();
     assert_eq!(

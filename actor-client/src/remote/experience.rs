@@ -12,7 +12,9 @@ use super::{Carry, Inference, Link, Player, SessionEnd, answer};
 use crate::envs::EnvSlots;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::policy::ActorPolicy;
-use rlfleet_shared::wire::{EpisodeResult, Experience, Message, Transitions, Welcome};
+use rlfleet_shared::wire::{
+    EpisodeResult, Experience, Message, Submission, Transitions, Welcome, WorkRequest,
+};
 use std::time::Duration;
 
 /// Everything one run's experience loop works with.
@@ -93,13 +95,11 @@ pub(super) async fn play_experience<L: Link>(
 }
 
 impl<L: Link> Play<'_, L> {
-    async fn send(&mut self, e: Experience) -> Result<(), SessionEnd> {
-        let msg = Message::Experience(e);
+    async fn send(&mut self, s: Submission) -> Result<(), SessionEnd> {
+        let msg = s.into_message();
         let sent = self.link.send(&msg).await;
-        let Message::Experience(e) = msg else {
-            unreachable!("built above")
-        };
-        self.flight.sent(e);
+        let s = Submission::from_message(msg).expect("built from a submission");
+        self.flight.sent(s);
         sent.map_err(SessionEnd::Lost)
     }
 
@@ -107,13 +107,17 @@ impl<L: Link> Play<'_, L> {
         self.envs.slots.iter().any(|s| s.episode.is_some())
     }
 
-    /// Sends `resend` again (under their original keys), then plays and
-    /// sends until the learner stops the run or the link goes.
-    async fn run(&mut self, resend: Vec<Experience>) -> anyhow::Result<SessionEnd> {
-        for mut e in resend {
+    /// Sends the batches of `resend` again (under their original keys;
+    /// requests for work are moot in a new session), then plays and sends
+    /// until the learner stops the run or the link goes.
+    async fn run(&mut self, resend: Vec<Submission>) -> anyhow::Result<SessionEnd> {
+        for s in resend {
+            let Submission::Batch(mut e) = s else {
+                continue;
+            };
             e.idle_envs.clear();
             self.carry.report.batches_resent += 1;
-            if let Err(end) = self.send(e).await {
+            if let Err(end) = self.send(Submission::Batch(e)).await {
                 return Ok(end);
             }
         }
@@ -153,17 +157,33 @@ impl<L: Link> Play<'_, L> {
             if !batch.is_empty() {
                 report.batches_sent += 1;
             }
-            let e = Experience {
-                actor_id: self.player.actor_id.clone(),
-                session_id: self.session_id,
-                seq: self.carry.seq,
-                policy_version: self.policy.version(),
-                last: !self.any_running(),
-                transitions: batch,
-                finished,
-                idle_envs: idle,
+            let (actor_id, session_id, seq) = (
+                self.player.actor_id.clone(),
+                self.session_id,
+                self.carry.seq,
+            );
+            let last = !self.any_running();
+            let s = if batch.is_empty() {
+                Submission::Ask(WorkRequest {
+                    actor_id,
+                    session_id,
+                    seq,
+                    idle_envs: idle,
+                    last,
+                })
+            } else {
+                Submission::Batch(Experience {
+                    actor_id,
+                    session_id,
+                    seq,
+                    policy_version: self.policy.version(),
+                    last,
+                    transitions: batch,
+                    finished,
+                    idle_envs: idle,
+                })
             };
-            if let Err(end) = self.send(e).await {
+            if let Err(end) = self.send(s).await {
                 return Ok(end);
             }
         }

@@ -1,11 +1,11 @@
-//! [`Flight`]: the experience batches between an actor and its learner —
+//! [`Flight`]: the batches (and requests for work) between an actor and its learner —
 //! up to `in_flight` sent and not yet acknowledged (replies come in order),
 //! the ones the learner's full pool refused (sent again, in order), and
 //! which envs were already reported idle (reported once until the reply).
 //! Sans-IO: the experience loop sends and receives, and asks the flight
 //! what to do.
 
-use rlfleet_shared::wire::{Ack, Experience};
+use rlfleet_shared::wire::{Ack, Submission};
 use std::collections::VecDeque;
 
 /// What an acknowledgement did to the batch it answers.
@@ -15,7 +15,7 @@ pub(super) enum Acked {
     Taken,
     /// The learner's pool was full: the batch goes again later.
     Refused {
-        /// It carried transitions (a request for work alone is no batch).
+        /// It was a batch (not a request for work).
         batch: bool,
     },
 }
@@ -26,9 +26,9 @@ pub(super) struct Flight {
     /// Most batches sent and not yet acknowledged.
     window: usize,
     /// Sent, awaiting their `Ack`, oldest first.
-    sent: VecDeque<Experience>,
+    sent: VecDeque<Submission>,
     /// Refused because the learner's pool was full: sent again, in order.
-    refused: Vec<Experience>,
+    refused: Vec<Submission>,
     /// Envs reported idle in a batch whose reply has not come yet.
     asked: Vec<bool>,
 }
@@ -62,13 +62,13 @@ impl Flight {
     }
 
     /// The refused batches, in order, to send again.
-    pub fn take_refused(&mut self) -> Vec<Experience> {
+    pub fn take_refused(&mut self) -> Vec<Submission> {
         std::mem::take(&mut self.refused)
     }
 
-    /// `e` went out.
-    pub fn sent(&mut self, e: Experience) {
-        self.sent.push_back(e);
+    /// `s` went out.
+    pub fn sent(&mut self, s: Submission) {
+        self.sent.push_back(s);
     }
 
     /// Of the envs that are `idle`, the ones not yet reported idle in a
@@ -87,21 +87,21 @@ impl Flight {
     /// Applies the reply to the oldest batch in flight; an error when the
     /// learner answers out of order.
     pub fn ack(&mut self, ack: &Ack) -> anyhow::Result<Acked> {
-        let Some(e) = self.sent.pop_front() else {
+        let Some(s) = self.sent.pop_front() else {
             anyhow::bail!("an ack for seq {} with no batch in flight", ack.seq);
         };
         anyhow::ensure!(
-            ack.seq == e.seq,
+            ack.seq == s.seq(),
             "an ack for seq {}, the oldest batch in flight is {}",
             ack.seq,
-            e.seq
+            s.seq()
         );
         if ack.full {
-            let batch = !e.transitions.is_empty();
-            self.refused.push(e);
+            let batch = s.batch().is_some();
+            self.refused.push(s);
             return Ok(Acked::Refused { batch });
         }
-        for &i in &e.idle_envs {
+        for &i in s.idle_envs() {
             self.asked[i as usize] = false;
         }
         Ok(Acked::Taken)
@@ -109,10 +109,10 @@ impl Flight {
 
     /// Everything not acknowledged (the session ends), oldest first: the
     /// next session sends it again under its original keys.
-    pub fn unacknowledged(&mut self) -> Vec<Experience> {
-        let mut pending: Vec<Experience> = self.refused.drain(..).collect();
+    pub fn unacknowledged(&mut self) -> Vec<Submission> {
+        let mut pending: Vec<Submission> = self.refused.drain(..).collect();
         pending.extend(self.sent.drain(..));
-        pending.sort_by_key(|e| e.seq);
+        pending.sort_by_key(Submission::seq);
         pending
     }
 }
@@ -120,10 +120,20 @@ impl Flight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlfleet_shared::wire::Transitions;
+    use rlfleet_shared::wire::{Experience, Transitions, WorkRequest};
 
-    fn batch(seq: u64, steps: usize, idle: Vec<u32>) -> Experience {
-        Experience {
+    /// A batch of `steps` steps, or (0 steps) a request for work.
+    fn batch(seq: u64, steps: usize, idle: Vec<u32>) -> Submission {
+        if steps == 0 {
+            return Submission::Ask(WorkRequest {
+                actor_id: "a".into(),
+                session_id: 1,
+                seq,
+                idle_envs: idle,
+                last: false,
+            });
+        }
+        Submission::Batch(Experience {
             actor_id: "a".into(),
             session_id: 1,
             seq,
@@ -139,7 +149,7 @@ mod tests {
             finished: vec![],
             idle_envs: idle,
             last: false,
-        }
+        })
     }
 
     fn ack(seq: u64, full: bool) -> Ack {
@@ -186,7 +196,7 @@ mod tests {
             Acked::Refused { batch: true }
         );
         assert!(f.resend_due());
-        let again: Vec<u64> = f.take_refused().iter().map(|e| e.seq).collect();
+        let again: Vec<u64> = f.take_refused().iter().map(Submission::seq).collect();
         assert_eq!(again, vec![2, 3]);
         assert!(!f.resend_due());
     }
@@ -218,7 +228,7 @@ mod tests {
         }
         f.ack(&ack(1, true)).unwrap();
         f.ack(&ack(2, false)).unwrap();
-        let left: Vec<u64> = f.unacknowledged().iter().map(|e| e.seq).collect();
+        let left: Vec<u64> = f.unacknowledged().iter().map(Submission::seq).collect();
         assert_eq!(left, vec![1, 3, 4]);
         assert!(!f.awaiting() && !f.resend_due());
     }

@@ -21,7 +21,7 @@ pub use link::{InprocLink, Link};
 use rand::Rng;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::quic::{Liveness, Trust};
-use rlfleet_shared::wire::{self, Experience, Hello, Message};
+use rlfleet_shared::wire::{self, Hello, Message, Submission};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -112,7 +112,7 @@ pub struct Refused {
 #[derive(Debug)]
 struct Carry {
     /// Batches sent but not acknowledged, with the run they belong to.
-    pending: Option<(String, Vec<Experience>)>,
+    pending: Option<(String, Vec<Submission>)>,
     seq: u64,
     report: ActorReport,
 }

@@ -42,6 +42,10 @@ pub struct RunStatus {
     pub episodes_finished: u64,
     pub episodes_issued: u64,
     pub episodes_reissued: u64,
+    /// Env steps of episodes abandoned by actors that left (those episodes
+    /// were played again): `env_steps` = the finished episodes' lengths +
+    /// this + the steps of episodes still being played.
+    pub env_steps_abandoned: u64,
     /// Mean return of the last 20 finished episodes.
     pub recent_return: Option<f64>,
     pub last_eval_return: Option<f64>,
@@ -75,6 +79,7 @@ impl RunStatus {
             episodes_finished: 0,
             episodes_issued: 0,
             episodes_reissued: 0,
+            env_steps_abandoned: 0,
             recent_return: None,
             last_eval_return: None,
             best_eval_return: None,

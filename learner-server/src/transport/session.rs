@@ -80,6 +80,8 @@ impl<W: Wire> Session<W> {
                 Some(Message::Hello(h)) => break h,
                 // Batches the actor had in flight when its run ended.
                 Some(Message::Experience(e)) if self.registered => self.count_late(e),
+                // A request for work the actor had in flight: moot now.
+                Some(Message::WorkRequest(_)) if self.registered => {}
                 Some(other) => {
                     return Err(End::Refused(
                         ErrorCode::Unexpected,
@@ -251,11 +253,18 @@ impl<W: Wire> Session<W> {
                 }
             }
             let msg = match self.wire.recv().await? {
-                Some(m @ (Message::Observations(_) | Message::Experience(_))) => m,
+                Some(
+                    m @ (Message::Observations(_)
+                    | Message::Experience(_)
+                    | Message::WorkRequest(_)),
+                ) => m,
                 Some(other) => {
                     return Err(End::Refused(
                         ErrorCode::Unexpected,
-                        format!("expected observations or experience, got {}", other.kind()),
+                        format!(
+                            "expected observations, experience or a work request, got {}",
+                            other.kind()
+                        ),
                     ));
                 }
                 None => return Ok(true),

@@ -17,6 +17,8 @@ pub struct LearnerFigures {
     pub batches_received: u64,
     pub batches_trained: u64,
     pub batches_dropped: BTreeMap<String, u64>,
+    /// Env steps of episodes abandoned by actors that left.
+    pub env_steps_abandoned: u64,
 }
 
 /// The outcome of a run.
@@ -62,8 +64,12 @@ impl RunSummary {
         if let Some(l) = &self.learner {
             out.push_str(&format!(
                 "\n[learner]\ntrain_secs = {}\nwait_secs = {}\nbatches_received = {}\n\
-                 batches_trained = {}\n\n[learner.batches_dropped]\n",
-                l.train_secs, l.wait_secs, l.batches_received, l.batches_trained
+                 batches_trained = {}\nenv_steps_abandoned = {}\n\n[learner.batches_dropped]\n",
+                l.train_secs,
+                l.wait_secs,
+                l.batches_received,
+                l.batches_trained,
+                l.env_steps_abandoned
             ));
             for (reason, n) in &l.batches_dropped {
                 out.push_str(&format!("{reason} = {n}\n"));

@@ -14,6 +14,7 @@ pub enum Message {
     Ack(Ack),
     Stop(Stop),
     Error(ErrorMsg),
+    WorkRequest(WorkRequest),
 }
 
 impl Message {
@@ -28,6 +29,7 @@ impl Message {
             Message::Ack(_) => "ack",
             Message::Stop(_) => "stop",
             Message::Error(_) => "error",
+            Message::WorkRequest(_) => "work request",
         }
     }
 }
@@ -177,7 +179,97 @@ pub struct Experience {
     pub last: bool,
 }
 
-/// Reply to `Experience`.
+/// "Give me work" (the experience workflows): the actor has envs with
+/// nothing to play and no transitions to send. Answered with an `Ack`, in
+/// order with its batches, whose sequence numbers it shares.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct WorkRequest {
+    pub actor_id: String,
+    pub session_id: u64,
+    pub seq: u64,
+    /// Environments that need an episode.
+    pub idle_envs: Vec<u32>,
+    /// Every env of the actor is idle: if the learner has no episode to
+    /// give it, this is its end sentinel (`rma-queue-pop-all`).
+    pub last: bool,
+}
+
+/// What an actor of the experience workflows sends and the learner
+/// acknowledges in order: a batch of experience, or a request for work.
+/// (Not a message itself: each variant is one.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submission {
+    Batch(Experience),
+    Ask(WorkRequest),
+}
+
+impl Submission {
+    /// The message it travels as.
+    pub fn into_message(self) -> Message {
+        match self {
+            Submission::Batch(e) => Message::Experience(e),
+            Submission::Ask(w) => Message::WorkRequest(w),
+        }
+    }
+
+    /// `msg` as a submission; gives back any other message.
+    pub fn from_message(msg: Message) -> Result<Submission, Box<Message>> {
+        match msg {
+            Message::Experience(e) => Ok(Submission::Batch(e)),
+            Message::WorkRequest(w) => Ok(Submission::Ask(w)),
+            other => Err(Box::new(other)),
+        }
+    }
+
+    /// `msg` is a submission.
+    pub fn is_submission(msg: &Message) -> bool {
+        matches!(msg, Message::Experience(_) | Message::WorkRequest(_))
+    }
+
+    pub fn batch(&self) -> Option<&Experience> {
+        match self {
+            Submission::Batch(e) => Some(e),
+            Submission::Ask(_) => None,
+        }
+    }
+
+    pub fn actor_id(&self) -> &str {
+        match self {
+            Submission::Batch(e) => &e.actor_id,
+            Submission::Ask(w) => &w.actor_id,
+        }
+    }
+
+    pub fn session_id(&self) -> u64 {
+        match self {
+            Submission::Batch(e) => e.session_id,
+            Submission::Ask(w) => w.session_id,
+        }
+    }
+
+    pub fn seq(&self) -> u64 {
+        match self {
+            Submission::Batch(e) => e.seq,
+            Submission::Ask(w) => w.seq,
+        }
+    }
+
+    pub fn idle_envs(&self) -> &[u32] {
+        match self {
+            Submission::Batch(e) => &e.idle_envs,
+            Submission::Ask(w) => &w.idle_envs,
+        }
+    }
+
+    pub fn last(&self) -> bool {
+        match self {
+            Submission::Batch(e) => e.last,
+            Submission::Ask(w) => w.last,
+        }
+    }
+}
+
+/// Reply to `Experience` and `WorkRequest`.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Ack {
     pub seq: u64,

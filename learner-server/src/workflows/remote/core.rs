@@ -105,6 +105,12 @@ pub(super) struct Core {
     pub ledger: Arc<Mutex<EpisodeLedger>>,
     pub actors: BTreeMap<ConnId, ActorSlot>,
     next_index: u32,
+    /// Env steps ingested per (connection, episode) and not yet matched by
+    /// that episode's counted end (its length is subtracted; an `rma` end
+    /// can come before its steps are popped, so counts may be negative).
+    episode_steps: HashMap<(ConnId, u64), i64>,
+    /// Env steps of episodes whose actor left before finishing them.
+    pub abandoned: u64,
     /// Highest sequence number trained per (actor id, session id).
     pub(super) trained_seq: HashMap<(String, u64), u64>,
     /// The latest weights, copied out once per version and shared by every
@@ -160,6 +166,8 @@ impl Core {
             actors: BTreeMap::new(),
             next_index: 0,
             trained_seq: HashMap::new(),
+            episode_steps: HashMap::new(),
+            abandoned: 0,
             weights: None,
             metrics,
             shared,
@@ -231,6 +239,16 @@ impl Core {
     pub fn release(&mut self, conn: ConnId) -> Option<usize> {
         let slot = self.actors.remove(&conn)?;
         let requeued = self.ledger().release(conn);
+        // Its unfinished episodes will be played again from their start.
+        let mut abandoned = 0;
+        self.episode_steps.retain(|&(c, _), n| {
+            let keep = c != conn || *n < 0;
+            if !keep {
+                abandoned += *n as u64;
+            }
+            keep
+        });
+        self.abandon(abandoned);
         tracing::info!(
             run = %self.id,
             actor = %slot.actor_id,
@@ -341,6 +359,37 @@ impl Core {
         })
     }
 
+    /// `n` env steps of `episode`, played by `conn`, were ingested.
+    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64) {
+        let key = (conn, episode);
+        if let Some(open) = self.episode_steps.get_mut(&key) {
+            *open += n as i64;
+            if *open == 0 {
+                self.episode_steps.remove(&key);
+            }
+        } else if self.actors.contains_key(&conn) {
+            self.episode_steps.insert(key, n as i64);
+        } else {
+            // Its actor left: the episode was re-issued.
+            self.abandon(n);
+        }
+    }
+
+    /// `conn`'s `episode` of `length` steps was counted finished.
+    pub fn episode_counted(&mut self, conn: ConnId, episode: u64, length: u32) {
+        let key = (conn, episode);
+        let open = self.episode_steps.entry(key).or_default();
+        *open -= i64::from(length);
+        if *open == 0 {
+            self.episode_steps.remove(&key);
+        }
+    }
+
+    fn abandon(&mut self, steps: u64) {
+        self.abandoned += steps;
+        self.metrics.env_steps_abandoned.inc_by(steps);
+    }
+
     /// Counts a finished episode reported for (conn, env) if the ledger
     /// agrees it is the reporter's to finish.
     pub fn finish_episode(
@@ -357,6 +406,7 @@ impl Core {
             return Ok(());
         }
         self.agent.end_episode(episode);
+        self.episode_counted(conn, episode, length);
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
         self.record_episode(actor, episode, ret, length)
     }

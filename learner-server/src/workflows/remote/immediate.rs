@@ -9,7 +9,7 @@ use super::workflow::Workflow;
 use crate::agents::{Agent, Weights};
 use crate::transport::{ConnId, Reply};
 use rlfleet_shared::config::RunConfig;
-use rlfleet_shared::wire::Experience;
+use rlfleet_shared::wire::Submission;
 use std::time::Instant;
 
 /// The workflows that answer each batch at once.
@@ -21,11 +21,11 @@ impl Workflow for Immediate {
         &mut self,
         core: &mut Core,
         conn: ConnId,
-        e: Experience,
+        s: Submission,
         reply: Reply,
         _now: Instant,
     ) -> anyhow::Result<()> {
-        core.answer(conn, e, reply)
+        core.answer(conn, s, reply)
     }
 }
 

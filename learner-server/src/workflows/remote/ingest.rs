@@ -9,7 +9,7 @@ use crate::replay::Transition;
 use crate::transport::{ConnId, Reply};
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::env::Space;
-use rlfleet_shared::wire::{ErrorCode, Experience};
+use rlfleet_shared::wire::{ErrorCode, Experience, Submission};
 use std::time::Instant;
 
 /// A refusal: the code and the text that names the problem.
@@ -24,6 +24,12 @@ pub(super) fn check_experience(
 ) -> Result<(), Refusal> {
     let t = &e.transitions;
     let n = t.rewards.len();
+    if n == 0 {
+        return Err((
+            ErrorCode::BadShape,
+            "experience without transitions (an actor asking for work sends a work request)".into(),
+        ));
+    }
     let act_dim = action_space.flat_dim();
     let shape = |what: &str, got: usize, want: usize| {
         (got != want).then(|| {
@@ -72,64 +78,80 @@ pub(super) fn check_experience(
             ),
         ));
     }
-    let bad_env = e
-        .finished
-        .iter()
-        .map(|f| f.env)
-        .chain(e.idle_envs.iter().copied())
-        .find(|&env| env >= n_envs);
-    if let Some(env) = bad_env {
-        return Err((
-            ErrorCode::BadShape,
-            format!("experience names env {env}, the actor runs {n_envs}"),
-        ));
-    }
-    Ok(())
+    check_envs(e.finished.iter().map(|f| f.env), n_envs)
 }
 
-/// A batch's actor id must be the connection's.
-pub(super) fn check_actor(e: &Experience, actor_id: &str) -> Result<(), Refusal> {
-    if e.actor_id == actor_id {
-        return Ok(());
+/// Every env a submission names is one the actor runs.
+fn check_envs(mut envs: impl Iterator<Item = u32>, n_envs: u32) -> Result<(), Refusal> {
+    match envs.find(|&env| env >= n_envs) {
+        Some(env) => Err((
+            ErrorCode::BadShape,
+            format!("experience names env {env}, the actor runs {n_envs}"),
+        )),
+        None => Ok(()),
     }
-    Err((
-        ErrorCode::Unexpected,
-        format!(
-            "experience from actor `{}` on the connection of `{actor_id}`",
-            e.actor_id
-        ),
-    ))
+}
+
+/// Checks a submission from an actor with `n_envs` envs, connected as
+/// `actor_id`, against the run's spaces.
+pub(super) fn check_submission(
+    s: &Submission,
+    actor_id: &str,
+    obs_dim: usize,
+    action_space: &Space,
+    n_envs: u32,
+) -> Result<(), Refusal> {
+    if s.actor_id() != actor_id {
+        return Err((
+            ErrorCode::Unexpected,
+            format!(
+                "experience from actor `{}` on the connection of `{actor_id}`",
+                s.actor_id()
+            ),
+        ));
+    }
+    if let Some(e) = s.batch() {
+        check_experience(e, obs_dim, action_space, n_envs)?;
+    }
+    check_envs(s.idle_envs().iter().copied(), n_envs)
 }
 
 impl Core {
-    /// Counts a batch received and checks it; a batch that fails is
-    /// counted dropped (`invalid`).
-    pub fn accept(&self, conn: ConnId, e: &Experience) -> Result<(), Refusal> {
-        if !e.transitions.is_empty() {
+    /// Counts a batch received and checks the submission; a batch that
+    /// fails is counted dropped (`invalid`).
+    pub fn accept(&self, conn: ConnId, s: &Submission) -> Result<(), Refusal> {
+        if let Some(e) = s.batch() {
             self.accounts.received(e);
         }
         let slot = &self.actors[&conn];
-        let check = check_actor(e, &slot.actor_id).and_then(|()| {
-            check_experience(e, self.obs_dim(), &self.spec.action_space, slot.n_envs)
-        });
+        let check = check_submission(
+            s,
+            &slot.actor_id,
+            self.obs_dim(),
+            &self.spec.action_space,
+            slot.n_envs,
+        );
         if check.is_err() {
-            self.drop_batch(e, DropReason::Invalid);
+            self.drop_batch(s, DropReason::Invalid);
         }
         check
     }
 
-    /// Counts a batch with transitions dropped for `reason`.
-    pub fn drop_batch(&self, e: &Experience, reason: DropReason) {
-        if !e.transitions.is_empty() {
+    /// Counts a submission's batch, if it is one, dropped for `reason`.
+    pub fn drop_batch(&self, s: &Submission, reason: DropReason) {
+        if let Some(e) = s.batch() {
             self.accounts.dropped(e, self.agent.train_steps(), reason);
         }
     }
 
-    /// Ingests a batch and answers it: the next episodes and newer
-    /// weights, or — when the actor has nothing left to play — later.
-    pub fn answer(&mut self, conn: ConnId, e: Experience, reply: Reply) -> anyhow::Result<()> {
-        let (seq, idle) = (e.seq, e.idle_envs.clone());
-        let duplicate = !self.ingest(conn, &e, false)?;
+    /// Ingests a batch, if it is one, and answers: the next episodes and
+    /// newer weights, or — when the actor has nothing left to play — later.
+    pub fn answer(&mut self, conn: ConnId, s: Submission, reply: Reply) -> anyhow::Result<()> {
+        let (seq, idle) = (s.seq(), s.idle_envs().to_vec());
+        let duplicate = match &s {
+            Submission::Batch(e) => !self.ingest(conn, e, false)?,
+            Submission::Ask(_) => false,
+        };
         let starts = self.issue(conn, &idle);
         let nothing_to_do = starts.is_empty() && self.ledger().held_by(conn) == 0;
         if nothing_to_do
@@ -179,27 +201,25 @@ impl Core {
     ) -> anyhow::Result<bool> {
         let version = self.agent.train_steps();
         let before = self.book.counters.env_steps;
-        if !e.transitions.is_empty() {
-            if !from_pool {
-                let key = (e.actor_id.clone(), e.session_id);
-                if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
-                    self.accounts.dropped(e, version, DropReason::Duplicate);
-                    return Ok(false);
-                }
-                self.trained_seq.insert(key, e.seq);
+        if !from_pool {
+            let key = (e.actor_id.clone(), e.session_id);
+            if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
+                self.accounts.dropped(e, version, DropReason::Duplicate);
+                return Ok(false);
             }
-            let lag = version.saturating_sub(e.policy_version);
-            let stale = self
-                .cfg()
-                .distributed
-                .max_policy_lag
-                .is_some_and(|m| lag > m);
-            if stale {
-                self.accounts.dropped(e, version, DropReason::Stale);
-            } else {
-                self.observe(e);
-                self.accounts.trained(e, version);
-            }
+            self.trained_seq.insert(key, e.seq);
+        }
+        let lag = version.saturating_sub(e.policy_version);
+        let stale = self
+            .cfg()
+            .distributed
+            .max_policy_lag
+            .is_some_and(|m| lag > m);
+        if stale {
+            self.accounts.dropped(e, version, DropReason::Stale);
+        } else {
+            self.observe(conn, e);
+            self.accounts.trained(e, version);
         }
         if !from_pool {
             // Before training: an on-policy agent trains on the episodes
@@ -220,7 +240,7 @@ impl Core {
 
     /// Gives a batch's transitions to the agent (`random` only counts
     /// them) and counts its env steps.
-    fn observe(&mut self, e: &Experience) {
+    fn observe(&mut self, conn: ConnId, e: &Experience) {
         let started = Instant::now();
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
@@ -239,6 +259,14 @@ impl Core {
         }
         self.time.train += started.elapsed();
         self.book.counters.env_steps += t.len() as u64;
+        // Steps per episode, in runs of the same episode.
+        let mut from = 0;
+        for i in 1..=t.len() {
+            if i == t.len() || t.episode[i] != t.episode[from] {
+                self.steps_ingested(conn, t.episode[from], (i - from) as u64);
+                from = i;
+            }
+        }
         if !learns {
             self.trained_upto = self.book.counters.env_steps;
         }

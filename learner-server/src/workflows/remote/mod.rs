@@ -35,10 +35,11 @@ use super::{RunOptions, RunSummary, StopReason};
 use crate::agents;
 use crate::hub::{RunShared, RunState};
 use crate::metrics::Metrics;
+use crate::transport::Reply;
 use crate::transport::RunInbox;
 use accounts::DropReason as Drop;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
-use rlfleet_shared::wire::{ErrorCode, Message};
+use rlfleet_shared::wire::{ErrorCode, Message, Submission};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
@@ -209,26 +210,26 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
                 let _ = reply.send(ErrorCode::Unexpected.message(text));
                 return Ok(());
             }
-            match msg {
-                Message::Experience(e) if workflow.takes_experience() => {
-                    if let Err((code, text)) = core.accept(conn, &e) {
-                        core.refuse(reply, code, text);
-                        return Ok(());
-                    }
-                    workflow.experience(core, conn, e, reply, Instant::now())
-                }
-                other => {
-                    let text = format!(
-                        "`{}` messages have no place in workflow `{}`",
-                        other.kind(),
-                        core.cfg().workflow
-                    );
-                    core.refuse(reply, ErrorCode::Unexpected, text);
-                    Ok(())
-                }
+            let s = match Submission::from_message(msg) {
+                Ok(s) if workflow.takes_experience() => s,
+                Ok(s) => return refuse_misplaced(core, s.into_message().kind(), reply),
+                Err(other) => return refuse_misplaced(core, other.kind(), reply),
+            };
+            if let Err((code, text)) = core.accept(conn, &s) {
+                core.refuse(reply, code, text);
+                return Ok(());
             }
+            workflow.experience(core, conn, s, reply, Instant::now())
         }
     }
+}
+
+/// A message the workflow has no place for.
+fn refuse_misplaced(core: &Core, kind: &str, reply: Reply) -> anyhow::Result<()> {
+    let workflow = core.cfg().workflow;
+    let text = format!("`{kind}` messages have no place in workflow `{workflow}`");
+    core.refuse(reply, ErrorCode::Unexpected, text);
+    Ok(())
 }
 
 /// An input that came after the run ended.
@@ -241,11 +242,10 @@ fn late(
     match input {
         Input::Internal(ev) => workflow.late(core, ev)?,
         Input::Request { msg, reply, .. } => {
-            if let Message::Experience(e) = &msg
-                && !e.transitions.is_empty()
-            {
+            if let Message::Experience(e) = &msg {
                 core.accounts.received(e);
-                core.drop_batch(e, Drop::RunEnded);
+                core.accounts
+                    .dropped(e, core.agent.train_steps(), Drop::RunEnded);
             }
             let _ = reply.send(stop_message(reason));
         }

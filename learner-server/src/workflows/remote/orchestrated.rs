@@ -8,7 +8,7 @@ use super::core::{Core, stop_message};
 use super::workflow::Workflow;
 use crate::replay::RateLimiter;
 use crate::transport::{ConnId, Reply};
-use rlfleet_shared::wire::Experience;
+use rlfleet_shared::wire::Submission;
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -19,7 +19,7 @@ const MAX_STEPS_PER_TURN: u32 = 32;
 #[derive(Debug)]
 pub(super) struct Orchestrated {
     limiter: RateLimiter,
-    waiting: VecDeque<(ConnId, Experience, Reply)>,
+    waiting: VecDeque<(ConnId, Submission, Reply)>,
     /// Items one gradient step samples.
     items: f64,
 }
@@ -42,14 +42,16 @@ impl Orchestrated {
         &mut self,
         core: &mut Core,
         conn: ConnId,
-        e: Experience,
+        s: Submission,
         reply: Option<Reply>,
     ) -> anyhow::Result<()> {
         let before = core.book.counters.env_steps;
         match reply {
-            Some(reply) => core.answer(conn, e, reply)?,
+            Some(reply) => core.answer(conn, s, reply)?,
             None => {
-                core.ingest(conn, &e, false)?;
+                if let Submission::Batch(e) = &s {
+                    core.ingest(conn, e, false)?;
+                }
             }
         }
         self.limiter.inserted(core.book.counters.env_steps - before);
@@ -62,15 +64,15 @@ impl Workflow for Orchestrated {
         &mut self,
         core: &mut Core,
         conn: ConnId,
-        e: Experience,
+        s: Submission,
         reply: Reply,
         _now: Instant,
     ) -> anyhow::Result<()> {
         if !self.waiting.is_empty() || !self.limiter.can_insert() {
-            self.waiting.push_back((conn, e, reply));
+            self.waiting.push_back((conn, s, reply));
             return Ok(());
         }
-        self.insert(core, conn, e, Some(reply))
+        self.insert(core, conn, s, Some(reply))
     }
 
     /// Gradient steps while the rate limiter allows, then the inserts it
@@ -91,9 +93,9 @@ impl Workflow for Orchestrated {
         core.count_train_steps(before);
         let mut inserted = false;
         while self.limiter.can_insert()
-            && let Some((conn, e, reply)) = self.waiting.pop_front()
+            && let Some((conn, s, reply)) = self.waiting.pop_front()
         {
-            self.insert(core, conn, e, Some(reply))?;
+            self.insert(core, conn, s, Some(reply))?;
             inserted = true;
         }
         Ok(steps > 0 || inserted)
@@ -101,8 +103,8 @@ impl Workflow for Orchestrated {
 
     fn stop(&mut self, core: &mut Core, reason: &str) -> anyhow::Result<()> {
         // Inserts held back by the rate limiter go into replay.
-        for (conn, e, reply) in std::mem::take(&mut self.waiting) {
-            self.insert(core, conn, e, None)?;
+        for (conn, s, reply) in std::mem::take(&mut self.waiting) {
+            self.insert(core, conn, s, None)?;
             let _ = reply.send(stop_message(reason));
         }
         Ok(())

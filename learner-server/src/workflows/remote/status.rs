@@ -42,6 +42,7 @@ impl Core {
         s.wall_secs = c.wall_secs;
         s.episodes_issued = issued;
         s.episodes_reissued = reissued;
+        s.env_steps_abandoned = self.abandoned;
         s.recent_return = self.book.recent_mean();
         s.last_eval_return = self.book.last_eval;
         s.best_eval_return = self.book.best_eval();
@@ -69,6 +70,7 @@ impl Core {
             batches_received: t.received,
             batches_trained: t.trained,
             batches_dropped: t.dropped_by_label(),
+            env_steps_abandoned: self.abandoned,
         });
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;

@@ -8,7 +8,7 @@ use super::accounts::DropReason;
 use super::core::{Core, stop_message};
 use super::workflow::Workflow;
 use crate::transport::{ConnId, Reply};
-use rlfleet_shared::wire::{ErrorCode, Experience};
+use rlfleet_shared::wire::{ErrorCode, Experience, Submission};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;
 
@@ -18,7 +18,7 @@ pub(super) struct Sync {
     /// Actors this round waits for.
     participants: BTreeSet<ConnId>,
     /// Batches in, with the reply each waits for.
-    submitted: BTreeMap<ConnId, (Experience, Reply)>,
+    submitted: BTreeMap<ConnId, (Submission, Reply)>,
     /// Batches of actors that left after submitting (trained, not answered).
     orphans: Vec<Experience>,
     /// Actors admitted at the next boundary.
@@ -48,9 +48,12 @@ impl Sync {
             core.ingest(u64::MAX, &e, false)?;
         }
         let mut replies = Vec::new();
-        for (conn, (e, reply)) in std::mem::take(&mut self.submitted) {
-            let duplicate = !core.ingest(conn, &e, false)?;
-            replies.push((conn, e.seq, duplicate, e.idle_envs, reply));
+        for (conn, (s, reply)) in std::mem::take(&mut self.submitted) {
+            let duplicate = match &s {
+                Submission::Batch(e) => !core.ingest(conn, e, false)?,
+                Submission::Ask(_) => false,
+            };
+            replies.push((conn, s.seq(), duplicate, s.idle_envs().to_vec(), reply));
         }
         for (conn, seq, duplicate, idle, reply) in replies {
             let starts = core.issue(conn, &idle);
@@ -83,7 +86,7 @@ impl Workflow for Sync {
 
     fn left(&mut self, core: &mut Core, conn: ConnId, requeued: usize) -> anyhow::Result<()> {
         self.participants.remove(&conn);
-        if let Some((e, _reply)) = self.submitted.remove(&conn) {
+        if let Some((Submission::Batch(e), _reply)) = self.submitted.remove(&conn) {
             self.orphans.push(e);
         }
         if requeued > 0 {
@@ -97,12 +100,12 @@ impl Workflow for Sync {
         &mut self,
         core: &mut Core,
         conn: ConnId,
-        e: Experience,
+        s: Submission,
         reply: Reply,
         _now: Instant,
     ) -> anyhow::Result<()> {
         if !self.participants.contains(&conn) || self.submitted.contains_key(&conn) {
-            core.drop_batch(&e, DropReason::Invalid);
+            core.drop_batch(&s, DropReason::Invalid);
             core.refuse(
                 reply,
                 ErrorCode::Unexpected,
@@ -110,7 +113,7 @@ impl Workflow for Sync {
             );
             return Ok(());
         }
-        self.submitted.insert(conn, (e, reply));
+        self.submitted.insert(conn, (s, reply));
         self.maybe_finish_round(core)
     }
 
@@ -120,15 +123,18 @@ impl Workflow for Sync {
         let submitted = std::mem::take(&mut self.submitted).into_values();
         let joiners = std::mem::take(&mut self.joiners).into_iter();
         let mut untrained = std::mem::take(&mut self.orphans);
-        for (e, reply) in submitted {
-            untrained.push(e);
+        for (s, reply) in submitted {
+            if let Submission::Batch(e) = s {
+                untrained.push(e);
+            }
             let _ = reply.send(stop_message(reason));
         }
         for (_, reply) in joiners {
             let _ = reply.send(stop_message(reason));
         }
+        let version = core.agent.train_steps();
         for e in &untrained {
-            core.drop_batch(e, DropReason::RunEnded);
+            core.accounts.dropped(e, version, DropReason::RunEnded);
         }
         Ok(())
     }

@@ -15,7 +15,8 @@ use crate::transport::{Answer, ConnId};
 use crate::workflows::{RunOptions, StopReason};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::{
-    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions, flags,
+    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions,
+    WorkRequest, flags,
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -169,6 +170,20 @@ impl Harness {
         rx
     }
 
+    /// A request for work from `actor` for its env 0.
+    fn ask(&mut self, conn: ConnId, actor: &str, seq: u64) -> Answer {
+        let (reply, rx) = oneshot::channel();
+        let msg = Message::WorkRequest(WorkRequest {
+            actor_id: actor.into(),
+            session_id: 1,
+            seq,
+            idle_envs: vec![0],
+            last: true,
+        });
+        self.input(Input::Request { conn, msg, reply });
+        rx
+    }
+
     fn send(&mut self, conn: ConnId, e: Experience) -> Answer {
         let (reply, rx) = oneshot::channel();
         let msg = Message::Experience(e);
@@ -236,15 +251,51 @@ fn async_answers_at_once_parks_an_idle_actor_and_reissues_a_leavers_episodes() {
     // a finishes 2: nothing is left to hand out, a waits.
     let mut parked = h.send(1, batch("a", 2, 2, 3, true, 0));
     assert!(answered(&mut parked).is_none(), "parked");
-    // b leaves holding episode 1: a gets it.
+    // b played 2 steps of episode 1, then leaves: a gets episode 1, and
+    // b's 2 steps are counted abandoned.
+    ack(answered(&mut h.send(2, batch("b", 1, 1, 2, false, 0))));
     h.input(Input::Left { conn: 2 });
     let a2 = ack(answered(&mut parked));
     assert_eq!(
         a2.starts.iter().map(|s| s.episode).collect::<Vec<_>>(),
         vec![1]
     );
-    assert_eq!((h.episodes(), h.trained()), (2, 2));
+    assert_eq!((h.episodes(), h.trained()), (2, 3));
     assert_eq!(h.run.core.ledger().reissued, 1);
+    assert_eq!(h.run.core.abandoned, 2);
+    // a plays episode 1 from its start: steps = lengths + abandoned.
+    let mut done = h.send(1, batch("a", 3, 1, 6, true, 0));
+    assert!(
+        answered(&mut done).is_none(),
+        "nothing left to play: parked"
+    );
+    assert_eq!(h.episodes(), 3);
+    assert_eq!(h.run.core.book.counters.env_steps, (4 + 3 + 6) + 2);
+}
+
+#[test]
+fn a_work_request_gets_episodes_or_waits_and_is_never_a_batch() {
+    let mut h = harness("async", 2, "");
+    answered(&mut h.join(1, "a", 1)).expect("welcome");
+    // Welcomed with episode 0; it asks again (as after a lost start):
+    // episode 1, the last one.
+    let a1 = ack(answered(&mut h.ask(1, "a", 1)));
+    assert_eq!(
+        a1.starts.iter().map(|s| s.episode).collect::<Vec<_>>(),
+        vec![1]
+    );
+    // Nothing is left, but a holds episodes: answered at once, empty.
+    assert!(ack(answered(&mut h.ask(1, "a", 2))).starts.is_empty());
+    let t = h.run.core.accounts.tally.lock().expect("tally");
+    assert_eq!((t.received, t.trained), (0, 0), "requests are not batches");
+    drop(t);
+    // An empty `Experience` is refused: asking is a work request.
+    let mut empty = batch("a", 3, 0, 1, false, 0);
+    empty.transitions = Transitions::default();
+    match answered(&mut h.send(1, empty)) {
+        Some(Message::Error(e)) => assert!(e.text.contains("work request"), "{}", e.text),
+        other => panic!("expected an error, got {other:?}"),
+    }
 }
 
 #[test]

@@ -5,7 +5,7 @@
 use super::core::{Core, stop_message};
 use super::workflow::{IDLE_TICK, Workflow};
 use crate::transport::{ConnId, Reply};
-use rlfleet_shared::wire::Experience;
+use rlfleet_shared::wire::Submission;
 use std::time::{Duration, Instant};
 
 /// The batches collected since the window opened.
@@ -14,7 +14,7 @@ pub(super) struct Window {
     /// `distributed.window_ms`.
     length: Duration,
     opened: Option<Instant>,
-    batches: Vec<(ConnId, Experience, Reply)>,
+    batches: Vec<(ConnId, Submission, Reply)>,
 }
 
 impl Window {
@@ -32,7 +32,7 @@ impl Window {
     }
 
     /// Closes the window: its batches, in arrival order.
-    fn take(&mut self) -> Vec<(ConnId, Experience, Reply)> {
+    fn take(&mut self) -> Vec<(ConnId, Submission, Reply)> {
         self.opened = None;
         std::mem::take(&mut self.batches)
     }
@@ -43,12 +43,12 @@ impl Workflow for Window {
         &mut self,
         _core: &mut Core,
         conn: ConnId,
-        e: Experience,
+        s: Submission,
         reply: Reply,
         now: Instant,
     ) -> anyhow::Result<()> {
         self.opened.get_or_insert(now);
-        self.batches.push((conn, e, reply));
+        self.batches.push((conn, s, reply));
         Ok(())
     }
 
@@ -56,8 +56,8 @@ impl Workflow for Window {
         if !self.due(now) {
             return Ok(false);
         }
-        for (conn, e, reply) in self.take() {
-            core.answer(conn, e, reply)?;
+        for (conn, s, reply) in self.take() {
+            core.answer(conn, s, reply)?;
         }
         Ok(true)
     }
@@ -72,8 +72,10 @@ impl Workflow for Window {
 
     fn stop(&mut self, core: &mut Core, reason: &str) -> anyhow::Result<()> {
         // What the window holds is trained on; its actors are told to stop.
-        for (conn, e, reply) in self.take() {
-            core.ingest(conn, &e, false)?;
+        for (conn, s, reply) in self.take() {
+            if let Submission::Batch(e) = &s {
+                core.ingest(conn, e, false)?;
+            }
             let _ = reply.send(stop_message(reason));
         }
         Ok(())

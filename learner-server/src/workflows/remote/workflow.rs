@@ -10,7 +10,7 @@ use super::{immediate::Immediate, orchestrated::Orchestrated, sync::Sync, window
 use crate::transport::{Answer, ConnId, Intake, Reply, RunGone};
 use crate::workflows::StopReason;
 use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::wire::{Experience, Hello, Message};
+use rlfleet_shared::wire::{Experience, Hello, Message, Submission};
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -99,19 +99,19 @@ pub(super) trait Workflow: Send {
         Ok(())
     }
 
-    /// Experience reaches the run thread in this workflow (checked and
-    /// counted by the driver before [`Workflow::experience`]).
+    /// Experience and work requests reach the run thread in this workflow
+    /// (checked and counted by the driver before [`Workflow::experience`]).
     fn takes_experience(&self) -> bool {
         true
     }
 
-    /// A checked batch from an admitted actor (never called when
-    /// [`Workflow::takes_experience`] says no).
+    /// A checked batch or work request from an admitted actor (never
+    /// called when [`Workflow::takes_experience`] says no).
     fn experience(
         &mut self,
         core: &mut Core,
         _conn: ConnId,
-        _e: Experience,
+        _s: Submission,
         reply: Reply,
         _now: Instant,
     ) -> anyhow::Result<()> {

@@ -120,6 +120,7 @@ impl Rma {
     /// Writes out the episode ends the deposits recorded.
     fn record_finished(&self, core: &mut Core) -> anyhow::Result<()> {
         for f in self.pools.take_finished() {
+            core.episode_counted(f.conn, f.episode, f.length);
             core.record_episode(f.actor, f.episode, f.ret, f.length)?;
         }
         Ok(())
@@ -239,7 +240,8 @@ impl Workflow for Rma {
         for (conn, e) in self.pools.drain() {
             if short {
                 // Its run ends without the rest of the queues.
-                core.drop_batch(&e, DropReason::RunEnded);
+                let version = core.agent.train_steps();
+                core.accounts.dropped(&e, version, DropReason::RunEnded);
                 continue;
             }
             if let Some(select) = &self.select {

@@ -10,14 +10,14 @@
 
 use super::super::accounts::{Accounts, DropReason};
 use super::super::core::{issue_starts, refusal, stop_message};
-use super::super::ingest::{check_actor, check_experience};
+use super::super::ingest::check_submission;
 use super::super::ledger::{EpisodeLedger, Finish};
 use super::super::workflow::{Bypass, Input, Internal};
 use crate::metrics::Metrics;
 use crate::transport::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::env::Space;
-use rlfleet_shared::wire::{self, ErrorCode, Experience, Message, WeightsMsg};
+use rlfleet_shared::wire::{self, ErrorCode, Experience, Message, Submission, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -37,6 +37,7 @@ pub(super) struct PoolRules {
 /// An episode end recorded at deposit, for the run thread to write out.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Finished {
+    pub conn: ConnId,
     pub actor: u32,
     pub episode: u64,
     pub ret: f64,
@@ -106,19 +107,19 @@ pub struct Pools {
 
 impl Bypass for Pools {
     fn serves(&self, msg: &Message) -> bool {
-        matches!(msg, Message::Experience(_))
+        Submission::is_submission(msg)
     }
 
     fn take(&self, conn: ConnId, msg: Message) -> Answer {
-        let Message::Experience(e) = msg else {
-            unreachable!("serves experience only")
+        let Ok(s) = Submission::from_message(msg) else {
+            unreachable!("serves submissions only")
         };
-        self.deposit(conn, e)
+        self.deposit(conn, s)
     }
 
     fn late(&self, conn: ConnId, e: Experience) -> Option<Experience> {
         // Closed pools count it `run_ended` and log it.
-        drop(self.deposit(conn, e));
+        drop(self.deposit(conn, Submission::Batch(e)));
         None
     }
 }
@@ -207,12 +208,12 @@ impl Pools {
         self.inner.lock().expect("pools lock").epsilon = epsilon;
     }
 
-    /// Takes one `Experience` from `conn`'s transport task and returns
+    /// Takes one submission from `conn`'s transport task and returns
     /// where its answer will come from (at once, unless the actor has to
     /// wait for an episode).
-    pub fn deposit(&self, conn: ConnId, e: Experience) -> oneshot::Receiver<Message> {
+    pub fn deposit(&self, conn: ConnId, s: Submission) -> oneshot::Receiver<Message> {
         let (tx, rx) = oneshot::channel();
-        let answer = self.take(conn, e, tx);
+        let answer = self.take(conn, s, tx);
         if let Some((tx, m)) = answer {
             let _ = tx.send(m);
         }
@@ -221,64 +222,66 @@ impl Pools {
         rx
     }
 
-    fn refuse(&self, e: &Experience, version: u64, code: ErrorCode, text: String) -> Message {
-        if !e.transitions.is_empty() {
+    /// A submission's batch, if it is one, received and dropped.
+    fn drop_received(&self, s: &Submission, version: u64, reason: DropReason) {
+        if let Some(e) = s.batch() {
             self.accounts.received(e);
-            self.accounts.dropped(e, version, DropReason::Invalid);
+            self.accounts.dropped(e, version, reason);
         }
+    }
+
+    fn refuse(&self, s: &Submission, version: u64, code: ErrorCode, text: String) -> Message {
+        self.drop_received(s, version, DropReason::Invalid);
         refusal(&self.metrics, code, text)
     }
 
     /// The deposit itself; `Some` with the answer, `None` when parked.
-    fn take(&self, conn: ConnId, e: Experience, tx: Reply) -> Option<(Reply, Message)> {
+    fn take(&self, conn: ConnId, s: Submission, tx: Reply) -> Option<(Reply, Message)> {
         let mut g = self.inner.lock().expect("pools lock");
         let g = &mut *g;
         let version = g.weights.as_ref().map_or(0, |w| w.version);
         if let Some(reason) = &g.closed {
-            if !e.transitions.is_empty() {
-                self.accounts.received(&e);
-                self.accounts.dropped(&e, version, DropReason::RunEnded);
-            }
+            self.drop_received(&s, version, DropReason::RunEnded);
             return Some((tx, stop_message(reason)));
         }
         let Some(pool) = g.pools.get_mut(&conn) else {
             let m = self.refuse(
-                &e,
+                &s,
                 version,
                 ErrorCode::Unexpected,
                 "experience before a welcome".into(),
             );
             return Some((tx, m));
         };
-        let check = check_actor(&e, &pool.actor_id).and_then(|()| {
-            check_experience(
-                &e,
-                self.rules.obs_dim,
-                &self.rules.action_space,
-                pool.n_envs,
-            )
-        });
+        let check = check_submission(
+            &s,
+            &pool.actor_id,
+            self.rules.obs_dim,
+            &self.rules.action_space,
+            pool.n_envs,
+        );
         if let Err((code, text)) = check {
-            return Some((tx, self.refuse(&e, version, code, text)));
+            return Some((tx, self.refuse(&s, version, code, text)));
         }
+        let seq = s.seq();
         let seqs = g
             .seqs
-            .entry((e.actor_id.clone(), e.session_id))
+            .entry((s.actor_id().to_string(), s.session_id()))
             .or_default();
         let full = |pool: &Pool| {
             matches!(
                 self.rules.structure,
                 DataStructure::Queue | DataStructure::Stack
             ) && self.rules.overflow == Overflow::Reject
-                && !e.transitions.is_empty()
+                && s.batch().is_some()
                 && pool.batches.len() >= self.rules.length
         };
-        let duplicate = e.seq <= seqs.accepted;
-        if !duplicate && (seqs.refused_from.is_some_and(|r| e.seq > r) || full(pool)) {
+        let duplicate = seq <= seqs.accepted;
+        if !duplicate && (seqs.refused_from.is_some_and(|r| seq > r) || full(pool)) {
             // Refused, nothing counted: the actor sends it again.
-            seqs.refused_from = Some(seqs.refused_from.map_or(e.seq, |r| r.min(e.seq)));
+            seqs.refused_from = Some(seqs.refused_from.map_or(seq, |r| r.min(seq)));
             let full = Message::Ack(wire::Ack {
-                seq: e.seq,
+                seq,
                 duplicate: false,
                 weights: None,
                 epsilon: g.epsilon,
@@ -288,19 +291,17 @@ impl Pools {
             return Some((tx, full));
         }
         if duplicate {
-            if !e.transitions.is_empty() {
-                self.accounts.received(&e);
-                self.accounts.dropped(&e, version, DropReason::Duplicate);
-            }
-            let ack = self.ack(pool, g.weights.as_ref(), g.epsilon, e.seq, true, vec![]);
+            self.drop_received(&s, version, DropReason::Duplicate);
+            let ack = self.ack(pool, g.weights.as_ref(), g.epsilon, seq, true, vec![]);
             return Some((tx, ack));
         }
-        seqs.accepted = e.seq;
+        seqs.accepted = seq;
         seqs.refused_from = None;
         let mut ledger = self.ledger.lock().expect("ledger lock");
-        for f in &e.finished {
+        for f in s.batch().map_or(&[][..], |e| &e.finished) {
             if ledger.finish(f.episode, (conn, f.env)) == Finish::Counted {
                 g.finished.push(Finished {
+                    conn,
                     actor: pool.index,
                     episode: f.episode,
                     ret: f.ret,
@@ -308,18 +309,12 @@ impl Pools {
                 });
             }
         }
-        let starts = issue_starts(
-            &mut ledger,
-            &self.metrics,
-            self.rules.seed,
-            conn,
-            &e.idle_envs,
-        );
+        let idle = s.idle_envs().to_vec();
+        let starts = issue_starts(&mut ledger, &self.metrics, self.rules.seed, conn, &idle);
         let nothing_to_do = starts.is_empty() && ledger.held_by(conn) == 0;
         drop(ledger);
-        pool.sentinel = e.last && nothing_to_do;
-        let (seq, idle) = (e.seq, e.idle_envs.clone());
-        if !e.transitions.is_empty() {
+        pool.sentinel = s.last() && nothing_to_do;
+        if let Submission::Batch(e) = s {
             self.accounts.received(&e);
             self.put(pool, e, version);
         }
