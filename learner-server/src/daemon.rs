@@ -41,7 +41,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
     };
     let endpoint = server_endpoint(a.listen, &identity, cfg.liveness())?;
     let actors_addr = endpoint.local_addr().context("QUIC local address")?;
-    let hub = Hub::new(Arc::new(Metrics::new()), shutdown.clone());
+    let hub = Hub::new(Arc::new(Metrics::new()), shutdown.clone(), a.max_actors);
     let listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
         .with_context(|| format!("cannot bind the control API on {}", cfg.api.listen))?;

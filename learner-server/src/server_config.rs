@@ -32,6 +32,10 @@ pub struct ActorsListener {
     pub token_file: Option<PathBuf>,
     /// Largest frame accepted from an actor.
     pub max_frame_bytes: u32,
+    /// Most actors connected at once, over every transport; one more is
+    /// refused (`too_many_actors`). It also sizes the run's inboxes, which
+    /// are bounded by it.
+    pub max_actors: u32,
     pub keep_alive_ms: u64,
     pub idle_timeout_ms: u64,
 }
@@ -47,6 +51,7 @@ impl Default for ActorsListener {
             token: None,
             token_file: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
+            max_actors: crate::hub::DEFAULT_MAX_ACTORS,
             keep_alive_ms: 1_000,
             idle_timeout_ms: 5_000,
         }
@@ -140,6 +145,13 @@ impl ServerConfig {
                 key: "actors.max_frame_bytes",
                 value: self.actors.max_frame_bytes.to_string(),
                 allowed: "an integer >= 1024".into(),
+            });
+        }
+        if !(1..=1_000_000).contains(&self.actors.max_actors) {
+            return Err(ConfigError::OutOfRange {
+                key: "actors.max_actors",
+                value: self.actors.max_actors.to_string(),
+                allowed: "an integer from 1 to 1000000".into(),
             });
         }
         if self.actors.keep_alive_ms == 0

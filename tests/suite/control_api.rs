@@ -108,3 +108,34 @@ fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
         );
     }
 }
+
+/// `actors.max_actors` caps the actors connected at once (it also bounds
+/// every run's inboxes): one more is refused with `too_many_actors` and
+/// exits 3, and the run goes on with the actor it has.
+#[test]
+fn an_actor_past_max_actors_is_refused_and_the_run_goes_on() {
+    let _heavy = rlfleet_tests::heavy();
+    let d = Daemon::start("max_actors = 1", "");
+    let cfg = short_run("async", 40, d.dir.path());
+    let id = d.start_run(&cfg);
+    let first = d.actor("first", 1, &["--once"]);
+    d.wait_until(&id, Duration::from_secs(30), |v| {
+        v["env_steps"].as_u64().unwrap() > 50
+    });
+    let second = d.actor("second", 1, &["--once"]);
+    let out = second.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("at most 1 actors"), "{stderr}");
+    assert_eq!(
+        d.metric("rlfleet_protocol_errors_total{code=\"too_many_actors\"}"),
+        1.0
+    );
+    assert_eq!(d.metric("rlfleet_connected_actors"), 1.0);
+    let done = d.wait_finished(&id, Duration::from_secs(120));
+    assert_eq!(done["state"], "finished", "{done}");
+    assert_eq!(done["episodes_finished"], 40, "{done}");
+    assert_eq!(done["actors"], serde_json::json!(["first"]), "{done}");
+    let (ok, err) = rlfleet_tests::daemon::finish_actor(first);
+    assert!(ok, "{err}");
+}

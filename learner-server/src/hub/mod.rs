@@ -18,6 +18,9 @@ use std::time::Instant;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+/// `actors.max_actors` when the server config says nothing.
+pub const DEFAULT_MAX_ACTORS: u32 = 4096;
+
 /// The run actors are routed to.
 #[derive(Debug, Clone)]
 pub struct ActiveRun {
@@ -58,12 +61,14 @@ pub struct Hub {
     active: watch::Sender<Option<ActiveRun>>,
     next_run: AtomicU64,
     next_conn: AtomicU64,
+    /// Most actors connected at once; bounds every run's inboxes.
+    pub max_actors: usize,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
 }
 
 impl Hub {
-    pub fn new(metrics: Arc<Metrics>, shutdown: CancellationToken) -> Arc<Hub> {
+    pub fn new(metrics: Arc<Metrics>, shutdown: CancellationToken, max_actors: u32) -> Arc<Hub> {
         Arc::new(Hub {
             metrics,
             runs: Mutex::default(),
@@ -71,6 +76,7 @@ impl Hub {
             active: watch::Sender::new(None),
             next_run: AtomicU64::new(1),
             next_conn: AtomicU64::new(1),
+            max_actors: max_actors as usize,
             shutdown,
         })
     }
@@ -151,7 +157,7 @@ impl Hub {
         if !cfg.workflow.is_distributed() {
             return workflows::run(cfg, opts, cancel.clone()).map_err(|e| format!("{e:#}"));
         }
-        let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared)
+        let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared, self.max_actors)
             .map_err(|e| format!("{e:#}"))?;
         let inbox = run.inbox(rt);
         self.active.send_replace(Some(ActiveRun {
@@ -229,15 +235,24 @@ impl Hub {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
-    pub fn actor_connected(&self, view: ActorView) {
+    /// Registers an actor; refuses one past `max_actors`.
+    pub fn actor_connected(&self, view: ActorView) -> Result<(), String> {
+        let mut actors = self.actors.lock().expect("actors lock");
+        if actors.len() >= self.max_actors {
+            return Err(format!(
+                "this learner takes at most {} actors at once (actors.max_actors)",
+                self.max_actors
+            ));
+        }
         self.metrics.connected_actors.inc();
-        self.actors.lock().expect("actors lock").insert(
+        actors.insert(
             view.connection,
             ActorEntry {
                 view,
                 since: Instant::now(),
             },
         );
+        Ok(())
     }
 
     pub fn actor_assigned(&self, conn: ConnId, run: Option<String>) {

@@ -1,8 +1,9 @@
 //! The in-process transport: actors as tasks in the learner's process,
-//! exchanging messages as values over channels (no sockets, no encoding).
-//! Each actor gets a [`Session`] like a QUIC connection does, so workflows
-//! hands the run the same requests; an actor task that ends (or panics) is
-//! seen as a departed connection.
+//! exchanging messages as values over channels (no sockets, no encoding;
+//! the learner's replies are moved, not copied, and the weights they carry
+//! are shared). Each actor gets a [`Session`] like a QUIC connection does,
+//! so it hands the run the same requests; an actor task that ends (or
+//! panics) is seen as a departed connection.
 
 use super::session::{End, Session, Wire};
 use crate::hub::Hub;
@@ -28,8 +29,8 @@ impl Wire for InprocWire {
         Ok(self.from_actor.recv().await)
     }
 
-    async fn send(&mut self, msg: &Message) -> Result<(), End> {
-        self.to_actor.send(msg.clone()).await.map_err(|_| End::Lost)
+    async fn send(&mut self, msg: Message) -> Result<(), End> {
+        self.to_actor.send(msg).await.map_err(|_| End::Lost)
     }
 
     async fn closed(&self) {

@@ -198,8 +198,8 @@ impl Wire for MpiWire {
         }
     }
 
-    async fn send(&mut self, msg: &Message) -> Result<(), End> {
-        let frame = wire::encode(msg);
+    async fn send(&mut self, msg: Message) -> Result<(), End> {
+        let frame = wire::encode(&msg);
         self.metrics
             .bytes_sent
             .with_label_values(&["mpi"])

@@ -88,7 +88,7 @@ async fn connection(incoming: quinn::Incoming, hub: Arc<Hub>, opts: QuicOptions)
                 .protocol_errors
                 .with_label_values(&[code.label()])
                 .inc();
-            let _ = wire.send(&code.message(text.clone())).await;
+            let _ = wire.send(code.message(text.clone())).await;
             wire.close(code as u32, &text).await;
         }
         End::Answered(code) => wire.close(code as u32, "refused").await,
@@ -135,8 +135,8 @@ impl Wire for QuicWire {
         Ok(m)
     }
 
-    async fn send(&mut self, msg: &Message) -> Result<(), End> {
-        self.fs.send(msg).await.map_err(|_| End::Lost)?;
+    async fn send(&mut self, msg: Message) -> Result<(), End> {
+        self.fs.send(&msg).await.map_err(|_| End::Lost)?;
         self.report_bytes();
         Ok(())
     }

@@ -30,7 +30,8 @@ pub enum End {
 pub trait Wire: Send {
     /// The next message; `None` when the actor finished cleanly.
     fn recv(&mut self) -> impl Future<Output = Result<Option<Message>, End>> + Send;
-    fn send(&mut self, msg: &Message) -> impl Future<Output = Result<(), End>> + Send;
+    /// Sends `msg` (by value: the in-process wire hands it over as it is).
+    fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), End>> + Send;
     /// Resolves when the actor's side is gone.
     fn closed(&self) -> impl Future<Output = ()> + Send;
 }
@@ -151,7 +152,7 @@ impl<W: Wire> Session<W> {
                     .protocol_errors
                     .with_label_values(&[code.label()])
                     .inc();
-                let _ = self.wire.send(&code.message(text)).await;
+                let _ = self.wire.send(code.message(text)).await;
             }
             End::Lost => tracing::info!(%addr, "actor gone"),
             End::Clean | End::Answered(_) => {}
@@ -169,9 +170,7 @@ impl<W: Wire> Session<W> {
                 Err(end) => return end,
             };
             if !self.registered {
-                self.registered = true;
-                tracing::info!(%addr, actor = %hello.actor_id, session = hello.session_id, "actor connected");
-                self.hub.actor_connected(ActorView {
+                let registered = self.hub.actor_connected(ActorView {
                     connection: self.id,
                     actor_id: hello.actor_id.clone(),
                     session_id: hello.session_id,
@@ -181,6 +180,11 @@ impl<W: Wire> Session<W> {
                     run: None,
                     connected_secs: 0.0,
                 });
+                if let Err(text) = registered {
+                    return End::Refused(ErrorCode::TooManyActors, text);
+                }
+                self.registered = true;
+                tracing::info!(%addr, actor = %hello.actor_id, session = hello.session_id, "actor connected");
             }
             let (active, rx) = loop {
                 let active = tokio::select! {
@@ -189,7 +193,7 @@ impl<W: Wire> Session<W> {
                 };
                 let Some(active) = active else {
                     let stop = self.stop_message();
-                    let _ = self.wire.send(&stop).await;
+                    let _ = self.wire.send(stop).await;
                     return End::Clean;
                 };
                 if let Ok(rx) = active.events.join(self.id, hello.clone()) {
@@ -228,7 +232,7 @@ impl<W: Wire> Session<W> {
             match answer {
                 Some(Message::Error(e)) => {
                     let code = e.code;
-                    self.wire.send(&Message::Error(e)).await?;
+                    self.wire.send(Message::Error(e)).await?;
                     return Err(End::Answered(code));
                 }
                 Some(m @ Message::Stop(_))
@@ -237,7 +241,7 @@ impl<W: Wire> Session<W> {
                 | Some(m @ Message::Ack(_)) => {
                     let stop = matches!(m, Message::Stop(_));
                     let m = if stop { self.stop_message() } else { m };
-                    self.wire.send(&m).await?;
+                    self.wire.send(m).await?;
                     if stop {
                         return Ok(false);
                     }
@@ -248,7 +252,7 @@ impl<W: Wire> Session<W> {
                 }
                 None => {
                     let stop = self.stop_message();
-                    self.wire.send(&stop).await?;
+                    self.wire.send(stop).await?;
                     return Ok(false);
                 }
             }
@@ -276,7 +280,7 @@ impl<W: Wire> Session<W> {
                         self.count_late(e);
                     }
                     let stop = self.stop_message();
-                    self.wire.send(&stop).await?;
+                    self.wire.send(stop).await?;
                     return Ok(false);
                 }
             }

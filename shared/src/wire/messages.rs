@@ -49,11 +49,12 @@ pub struct Hello {
     pub env_capacity: u32,
 }
 
-/// A weights publication: version and raw flat f32 parameters.
+/// A weights publication: version and raw flat f32 parameters (shared:
+/// every acknowledgement that carries one version holds the same copy).
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct WeightsMsg {
     pub version: u64,
-    pub data: Vec<f32>,
+    pub data: std::sync::Arc<[f32]>,
 }
 
 /// "Environment `env` now plays episode `episode`, reset with `seed`."
@@ -321,10 +322,12 @@ pub enum ErrorCode {
     Unexpected = 7,
     /// An action outside the action space.
     BadAction = 8,
+    /// The learner has as many actors as it takes (`actors.max_actors`).
+    TooManyActors = 9,
 }
 
 impl ErrorCode {
-    pub const ALL: [ErrorCode; 8] = [
+    pub const ALL: [ErrorCode; 9] = [
         ErrorCode::BadFrame,
         ErrorCode::FrameTooLarge,
         ErrorCode::ProtocolVersion,
@@ -333,6 +336,7 @@ impl ErrorCode {
         ErrorCode::NonFinite,
         ErrorCode::Unexpected,
         ErrorCode::BadAction,
+        ErrorCode::TooManyActors,
     ];
 
     /// The label used in metrics.
@@ -346,6 +350,7 @@ impl ErrorCode {
             ErrorCode::NonFinite => "non_finite",
             ErrorCode::Unexpected => "unexpected",
             ErrorCode::BadAction => "bad_action",
+            ErrorCode::TooManyActors => "too_many_actors",
         }
     }
 

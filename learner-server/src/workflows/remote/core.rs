@@ -1,17 +1,16 @@
 //! [`Core`]: what every distributed workflow shares on the run thread — the
 //! agent, the [`RunBook`], the [`EpisodeLedger`], the batch [`Accounts`]
 //! and the table of actors — with the steps every workflow is made of:
-//! admit, welcome, issue episodes, acknowledge, record finished episodes.
-//! (Ingesting and training are in `ingest.rs`.)
+//! admit, release, welcome, acknowledge. (Episodes are in `episodes.rs`,
+//! ingesting and training in `ingest.rs`.)
 
 use super::accounts::Accounts;
-use super::ledger::{EpisodeLedger, Finish};
+use super::ledger::EpisodeLedger;
 use crate::agents::{Agent, Weights};
-use crate::hub::{EpisodeView, RunShared};
+use crate::hub::RunShared;
 use crate::metrics::Metrics;
 use crate::transport::{ConnId, Reply};
 use crate::workflows::book::RunBook;
-use crate::workflows::episode_seed;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::wire::{self, EpisodeStart, ErrorCode, Hello, Message, WeightsMsg};
@@ -36,34 +35,6 @@ pub(super) fn stop_message(reason: &str) -> Message {
         reason: reason.to_string(),
         shutdown: false,
     })
-}
-
-/// Hands out episodes to the given envs of `conn`, as far as the ledger
-/// allows (the fetch-and-add of the `rma` workflows).
-pub(super) fn issue_starts(
-    ledger: &mut EpisodeLedger,
-    metrics: &Metrics,
-    seed: u64,
-    conn: ConnId,
-    envs: &[u32],
-) -> Vec<EpisodeStart> {
-    let mut starts = Vec::new();
-    for &env in envs {
-        let Some((episode, reissued)) = ledger.issue((conn, env)) else {
-            break;
-        };
-        if reissued {
-            metrics.episodes_reissued.inc();
-        } else {
-            metrics.episodes_issued.inc();
-        }
-        starts.push(EpisodeStart {
-            env,
-            episode,
-            seed: episode_seed(seed, episode),
-        });
-    }
-    starts
 }
 
 /// An experience request held back until it can be answered (an actor
@@ -108,14 +79,14 @@ pub(super) struct Core {
     /// Env steps ingested per (connection, episode) and not yet matched by
     /// that episode's counted end (its length is subtracted; an `rma` end
     /// can come before its steps are popped, so counts may be negative).
-    episode_steps: HashMap<(ConnId, u64), i64>,
+    pub(super) episode_steps: HashMap<(ConnId, u64), i64>,
     /// Env steps of episodes whose actor left before finishing them.
     pub abandoned: u64,
     /// Highest sequence number trained per (actor id, session id).
     pub(super) trained_seq: HashMap<(String, u64), u64>,
     /// The latest weights, copied out once per version and shared by every
     /// message that carries them.
-    weights: Option<(u64, Arc<Vec<f32>>)>,
+    weights: Option<WeightsMsg>,
     pub metrics: Arc<Metrics>,
     pub shared: Arc<RunShared>,
     pub accounts: Arc<Accounts>,
@@ -127,6 +98,9 @@ pub(super) struct Core {
     pub time: LearnerTime,
     /// `random`: the exploration its actors use, whatever the agent says.
     pub fixed_epsilon: Option<f32>,
+    /// Most actors connected at once (`actors.max_actors`): what bounds
+    /// the run's inboxes.
+    pub max_actors: usize,
     /// Batches an actor may have in flight (`Welcome.in_flight`).
     pub in_flight: u32,
     /// The policy as an ONNX model with its weights as an input (every
@@ -176,6 +150,7 @@ impl Core {
             time: LearnerTime::default(),
             fixed_epsilon: None,
             in_flight: 1,
+            max_actors: crate::hub::DEFAULT_MAX_ACTORS as usize,
         })
     }
 
@@ -300,36 +275,18 @@ impl Core {
         })
     }
 
-    /// Hands out episodes to the given envs of `conn`, as far as the ledger
-    /// allows.
-    pub fn issue(&mut self, conn: ConnId, envs: &[u32]) -> Vec<EpisodeStart> {
-        issue_starts(
-            &mut self.ledger.lock().expect("ledger lock"),
-            &self.metrics,
-            self.book.cfg.seed,
-            conn,
-            envs,
-        )
-    }
-
     /// The latest weights: copied out of the agent once per version, the
     /// copy shared by every message that carries them.
-    pub fn weights(&mut self) -> (u64, Arc<Vec<f32>>) {
+    pub fn weights_msg(&mut self) -> WeightsMsg {
         let version = self.agent.train_steps();
-        if self.weights.as_ref().is_none_or(|w| w.0 != version) {
+        if self.weights.as_ref().is_none_or(|w| w.version != version) {
             let Weights { version, data } = self.agent.weights();
-            self.weights = Some((version, Arc::new(data)));
+            self.weights = Some(WeightsMsg {
+                version,
+                data: data.into(),
+            });
         }
         self.weights.clone().expect("just set")
-    }
-
-    /// The latest weights as a message.
-    pub fn weights_msg(&mut self) -> WeightsMsg {
-        let (version, data) = self.weights();
-        WeightsMsg {
-            version,
-            data: data.as_ref().clone(),
-        }
     }
 
     /// An `Ack`, with the weights when the actor's are older.
@@ -357,86 +314,6 @@ impl Core {
             starts,
             full: false,
         })
-    }
-
-    /// `n` env steps of `episode`, played by `conn`, were ingested.
-    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64) {
-        let key = (conn, episode);
-        if let Some(open) = self.episode_steps.get_mut(&key) {
-            *open += n as i64;
-            if *open == 0 {
-                self.episode_steps.remove(&key);
-            }
-        } else if self.actors.contains_key(&conn) {
-            self.episode_steps.insert(key, n as i64);
-        } else {
-            // Its actor left: the episode was re-issued.
-            self.abandon(n);
-        }
-    }
-
-    /// `conn`'s `episode` of `length` steps was counted finished.
-    pub fn episode_counted(&mut self, conn: ConnId, episode: u64, length: u32) {
-        let key = (conn, episode);
-        let open = self.episode_steps.entry(key).or_default();
-        *open -= i64::from(length);
-        if *open == 0 {
-            self.episode_steps.remove(&key);
-        }
-    }
-
-    fn abandon(&mut self, steps: u64) {
-        self.abandoned += steps;
-        self.metrics.env_steps_abandoned.inc_by(steps);
-    }
-
-    /// Counts a finished episode reported for (conn, env) if the ledger
-    /// agrees it is the reporter's to finish.
-    pub fn finish_episode(
-        &mut self,
-        conn: ConnId,
-        env: u32,
-        episode: u64,
-        ret: f64,
-        length: u32,
-    ) -> anyhow::Result<()> {
-        let finish = self.ledger().finish(episode, (conn, env));
-        if finish != Finish::Counted {
-            tracing::debug!(episode, ?finish, "episode end not counted");
-            return Ok(());
-        }
-        self.agent.end_episode(episode);
-        self.episode_counted(conn, episode, length);
-        let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
-        self.record_episode(actor, episode, ret, length)
-    }
-
-    /// Writes out a finished episode the ledger counted.
-    pub fn record_episode(
-        &mut self,
-        actor: u32,
-        episode: u64,
-        ret: f64,
-        length: u32,
-    ) -> anyhow::Result<()> {
-        let version = self.agent.train_steps();
-        self.book.episode(episode, actor, ret, length, version)?;
-        self.metrics.episodes_finished.inc();
-        self.metrics.episode_return.observe(ret);
-        self.shared
-            .episodes
-            .lock()
-            .expect("episodes lock")
-            .push(EpisodeView {
-                episode,
-                actor,
-                ret,
-                length,
-                policy_version: version,
-                env_steps: self.book.counters.env_steps,
-                wall_secs: self.book.counters.wall_secs,
-            });
-        Ok(())
     }
 
     /// Replies `Stop` to every request held back.

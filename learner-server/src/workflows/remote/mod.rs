@@ -12,6 +12,7 @@
 
 mod accounts;
 mod core;
+mod episodes;
 mod immediate;
 mod ingest;
 mod ledger;
@@ -49,6 +50,12 @@ use workflow::{Inbox, Input, Workflow};
 /// Most inputs handled between two looks at the stop rules.
 const MAX_DRAIN: usize = 64;
 
+/// Inputs the run thread's channel holds beyond two per actor (a join or
+/// request, and a leave): what the workflow's helpers may have queued —
+/// `seed`'s answered batches (at most `MAX_BATCHES_AHEAD` + 1), one `rma`
+/// wake-up, the fetcher's set.
+const HELPER_INPUTS: usize = 16;
+
 /// How often the status snapshot is refreshed.
 const STATUS_PERIOD: Duration = Duration::from_millis(100);
 
@@ -57,7 +64,7 @@ pub struct RemoteRun {
     core: Core,
     workflow: Box<dyn Workflow>,
     /// Where the run's inbox delivers (kept until [`RemoteRun::inbox`]).
-    sender: mpsc::Sender<Input>,
+    sender: mpsc::SyncSender<Input>,
     events: Receiver<Input>,
     last_status: Instant,
     /// What of `core.time` the metrics have.
@@ -79,6 +86,7 @@ impl RemoteRun {
         opts: &RunOptions,
         metrics: Arc<Metrics>,
         shared: Arc<RunShared>,
+        max_actors: usize,
     ) -> anyhow::Result<RemoteRun> {
         if !cfg.workflow.is_distributed() {
             anyhow::bail!(
@@ -104,8 +112,12 @@ impl RemoteRun {
             }
             _ => {}
         }
+        core.max_actors = max_actors;
         let workflow = workflow::build(&mut core, learners, actor_ranks);
-        let (sender, events) = mpsc::channel();
+        // Bounded by construction: a session has one input queued at most
+        // besides its leave, and there are at most `max_actors` sessions,
+        // so a send never blocks.
+        let (sender, events) = mpsc::sync_channel(2 * max_actors + HELPER_INPUTS);
         Ok(RemoteRun {
             core,
             workflow,

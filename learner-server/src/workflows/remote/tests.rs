@@ -30,7 +30,7 @@ struct Harness {
     bypass: Option<Arc<dyn Bypass>>,
     /// Where helpers reach the run thread (the test drains it at the end).
     internal: (
-        std::sync::mpsc::Sender<Input>,
+        std::sync::mpsc::SyncSender<Input>,
         std::sync::mpsc::Receiver<Input>,
     ),
     rt: tokio::runtime::Runtime,
@@ -69,11 +69,11 @@ train_every = 5
     });
     let opts = RunOptions::new(None, false);
     let run =
-        RemoteRun::new("unit-1", &cfg, &opts, Arc::new(Metrics::new()), shared).expect("a run");
+        RemoteRun::new("unit-1", &cfg, &opts, Arc::new(Metrics::new()), shared, 16).expect("a run");
     Harness {
         run,
         bypass: None,
-        internal: std::sync::mpsc::channel(),
+        internal: std::sync::mpsc::sync_channel(64),
         rt: tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime"),

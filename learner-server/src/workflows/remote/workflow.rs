@@ -78,7 +78,7 @@ pub(super) trait Workflow: Send {
     fn bypass(
         &mut self,
         _core: &Core,
-        _run: &mpsc::Sender<Input>,
+        _run: &mpsc::SyncSender<Input>,
         _rt: &tokio::runtime::Handle,
     ) -> Option<Arc<dyn Bypass>> {
         None
@@ -176,7 +176,7 @@ pub(super) fn build(core: &mut Core, learners: usize, actor_ranks: usize) -> Box
 /// workflow's helper beside it.
 #[derive(Debug)]
 pub(super) struct Inbox {
-    pub run: mpsc::Sender<Input>,
+    pub run: mpsc::SyncSender<Input>,
     pub bypass: Option<Arc<dyn Bypass>>,
     pub accounts: Arc<super::accounts::Accounts>,
 }

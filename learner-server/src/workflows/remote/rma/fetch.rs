@@ -15,7 +15,7 @@ impl Pools {
     /// `Event::Fetched`, then — while the run thread trains on them — the
     /// next actor's, which waits in the channel until the run thread has
     /// taken the previous set. Ends when the pools close.
-    pub(in crate::workflows::remote) fn fetch_loop(&self, run: mpsc::Sender<Input>) {
+    pub(in crate::workflows::remote) fn fetch_loop(&self, run: mpsc::SyncSender<Input>) {
         loop {
             {
                 let mut waiting = self.fetched_waiting.lock().expect("fetch lock");

@@ -7,6 +7,7 @@
 //! learner as the [`select::Selector`] says (`ml-*`) — and publishes the
 //! weights deposits read.
 
+mod deposit;
 mod fetch;
 mod pools;
 mod pop;
@@ -131,7 +132,7 @@ impl Workflow for Rma {
     fn bypass(
         &mut self,
         _core: &Core,
-        run: &mpsc::Sender<Input>,
+        run: &mpsc::SyncSender<Input>,
         _rt: &tokio::runtime::Handle,
     ) -> Option<Arc<dyn Bypass>> {
         self.pools.set_wake(run.clone());

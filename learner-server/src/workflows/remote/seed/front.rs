@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::sync::mpsc::Receiver;
 
 /// One `Observations` request, as a session hands it to the front.
 #[derive(Debug)]
@@ -49,9 +49,9 @@ pub const MAX_BATCHES_AHEAD: u64 = 2;
 /// The front of one `seed` run.
 pub struct Front {
     link: Arc<SeedLink>,
-    requests: UnboundedReceiver<Request>,
+    requests: Receiver<Request>,
     /// The run's thread.
-    run: mpsc::Sender<Input>,
+    run: mpsc::SyncSender<Input>,
     metrics: Arc<Metrics>,
     cfg: DistributedConfig,
     obs_dim: usize,
@@ -68,8 +68,8 @@ impl Front {
     /// `dims`: the observation and action dimensions.
     pub fn new(
         link: Arc<SeedLink>,
-        requests: UnboundedReceiver<Request>,
-        run: mpsc::Sender<Input>,
+        requests: Receiver<Request>,
+        run: mpsc::SyncSender<Input>,
         metrics: Arc<Metrics>,
         cfg: DistributedConfig,
         (obs_dim, act_dim): (usize, usize),

@@ -23,7 +23,7 @@ pub struct ConnBox {
 pub struct PolicySnapshot {
     pub version: u64,
     /// Flat parameters (shared: the front copies them once per version).
-    pub params: std::sync::Arc<Vec<f32>>,
+    pub params: std::sync::Arc<[f32]>,
     pub epsilon: f32,
 }
 
@@ -90,7 +90,7 @@ impl SeedLink {
     }
 
     /// Publishes a new policy version (and the current epsilon).
-    pub fn publish(&self, version: u64, params: std::sync::Arc<Vec<f32>>, epsilon: f32) {
+    pub fn publish(&self, version: u64, params: std::sync::Arc<[f32]>, epsilon: f32) {
         let mut p = self.policy.lock().expect("policy lock");
         if p.version != version {
             p.params = params;

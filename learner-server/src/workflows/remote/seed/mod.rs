@@ -62,7 +62,7 @@ pub(super) struct Seed {
 
 /// Where observations go: the front's queue.
 #[derive(Debug)]
-struct FrontDoor(tokio::sync::mpsc::UnboundedSender<front::Request>);
+struct FrontDoor(tokio::sync::mpsc::Sender<front::Request>);
 
 impl Bypass for FrontDoor {
     fn serves(&self, msg: &Message) -> bool {
@@ -75,8 +75,9 @@ impl Bypass for FrontDoor {
         };
         let (reply, rx) = oneshot::channel();
         // A front that is gone drops the reply: the actor hears the run
-        // ended.
-        let _ = self.0.send(front::Request {
+        // ended. (Never full: each actor has one request here at most, and
+        // the queue holds one per actor the learner takes.)
+        let _ = self.0.try_send(front::Request {
             conn,
             obs,
             received: Instant::now(),
@@ -88,12 +89,12 @@ impl Bypass for FrontDoor {
 
 impl Seed {
     pub fn new(core: &mut Core) -> Seed {
-        let (version, params) = core.weights();
+        let w = core.weights_msg();
         let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
         Seed {
             link: Arc::new(SeedLink::new(PolicySnapshot {
-                version,
-                params,
+                version: w.version,
+                params: w.data,
                 epsilon,
             })),
             tracks: BTreeMap::new(),
@@ -124,9 +125,9 @@ impl Seed {
         let before = core.trained_upto;
         core.train_pending();
         core.book.after_steps(before, core.agent.as_ref())?;
-        let (version, params) = core.weights();
+        let w = core.weights_msg();
         let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
-        self.link.publish(version, params, epsilon);
+        self.link.publish(w.version, w.data, epsilon);
         self.link.batch_done();
         Ok(())
     }
@@ -215,10 +216,10 @@ impl Workflow for Seed {
     fn bypass(
         &mut self,
         core: &Core,
-        run: &mpsc::Sender<Input>,
+        run: &mpsc::SyncSender<Input>,
         rt: &tokio::runtime::Handle,
     ) -> Option<Arc<dyn Bypass>> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = tokio::sync::mpsc::channel(core.max_actors.max(1));
         let cfg = core.cfg();
         let policy = ActorPolicy::new(
             &core.spec,

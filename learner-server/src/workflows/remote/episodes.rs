@@ -1,0 +1,136 @@
+//! Episodes on the run thread: ids handed out through the shared
+//! [`EpisodeLedger`] (also from the `rma` pools, at deposit), finished
+//! episodes counted once and written out, and the env steps of episodes
+//! whose actor left before finishing them (abandoned: the episode is
+//! played again from its start), so that env steps = the finished
+//! episodes' lengths + abandoned steps + steps of episodes in play.
+
+use super::core::Core;
+use super::ledger::{EpisodeLedger, Finish};
+use crate::hub::EpisodeView;
+use crate::metrics::Metrics;
+use crate::transport::ConnId;
+use crate::workflows::episode_seed;
+use rlfleet_shared::wire::EpisodeStart;
+
+/// Hands out episodes to the given envs of `conn`, as far as the ledger
+/// allows (the fetch-and-add of the `rma` workflows).
+pub(super) fn issue_starts(
+    ledger: &mut EpisodeLedger,
+    metrics: &Metrics,
+    seed: u64,
+    conn: ConnId,
+    envs: &[u32],
+) -> Vec<EpisodeStart> {
+    let mut starts = Vec::new();
+    for &env in envs {
+        let Some((episode, reissued)) = ledger.issue((conn, env)) else {
+            break;
+        };
+        if reissued {
+            metrics.episodes_reissued.inc();
+        } else {
+            metrics.episodes_issued.inc();
+        }
+        starts.push(EpisodeStart {
+            env,
+            episode,
+            seed: episode_seed(seed, episode),
+        });
+    }
+    starts
+}
+
+impl Core {
+    /// Hands out episodes to the given envs of `conn`, as far as the ledger
+    /// allows.
+    pub fn issue(&mut self, conn: ConnId, envs: &[u32]) -> Vec<EpisodeStart> {
+        issue_starts(
+            &mut self.ledger.lock().expect("ledger lock"),
+            &self.metrics,
+            self.book.cfg.seed,
+            conn,
+            envs,
+        )
+    }
+
+    /// `n` env steps of `episode`, played by `conn`, were ingested.
+    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64) {
+        let key = (conn, episode);
+        if let Some(open) = self.episode_steps.get_mut(&key) {
+            *open += n as i64;
+            if *open == 0 {
+                self.episode_steps.remove(&key);
+            }
+        } else if self.actors.contains_key(&conn) {
+            self.episode_steps.insert(key, n as i64);
+        } else {
+            // Its actor left: the episode was re-issued.
+            self.abandon(n);
+        }
+    }
+
+    /// `conn`'s `episode` of `length` steps was counted finished.
+    pub fn episode_counted(&mut self, conn: ConnId, episode: u64, length: u32) {
+        let key = (conn, episode);
+        let open = self.episode_steps.entry(key).or_default();
+        *open -= i64::from(length);
+        if *open == 0 {
+            self.episode_steps.remove(&key);
+        }
+    }
+
+    pub(super) fn abandon(&mut self, steps: u64) {
+        self.abandoned += steps;
+        self.metrics.env_steps_abandoned.inc_by(steps);
+    }
+
+    /// Counts a finished episode reported for (conn, env) if the ledger
+    /// agrees it is the reporter's to finish.
+    pub fn finish_episode(
+        &mut self,
+        conn: ConnId,
+        env: u32,
+        episode: u64,
+        ret: f64,
+        length: u32,
+    ) -> anyhow::Result<()> {
+        let finish = self.ledger().finish(episode, (conn, env));
+        if finish != Finish::Counted {
+            tracing::debug!(episode, ?finish, "episode end not counted");
+            return Ok(());
+        }
+        self.agent.end_episode(episode);
+        self.episode_counted(conn, episode, length);
+        let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
+        self.record_episode(actor, episode, ret, length)
+    }
+
+    /// Writes out a finished episode the ledger counted.
+    pub fn record_episode(
+        &mut self,
+        actor: u32,
+        episode: u64,
+        ret: f64,
+        length: u32,
+    ) -> anyhow::Result<()> {
+        let version = self.agent.train_steps();
+        self.book.episode(episode, actor, ret, length, version)?;
+        self.metrics.episodes_finished.inc();
+        self.metrics.episode_return.observe(ret);
+        self.shared
+            .episodes
+            .lock()
+            .expect("episodes lock")
+            .push(EpisodeView {
+                episode,
+                actor,
+                ret,
+                length,
+                policy_version: version,
+                env_steps: self.book.counters.env_steps,
+                wall_secs: self.book.counters.wall_secs,
+            });
+        Ok(())
+    }
+}
