@@ -236,6 +236,10 @@ impl Metrics {
         for activity in ["train", "wait"] {
             m.loop_seconds.with_label_values(&[activity]);
         }
+        for transport in ["quic", "mpi"] {
+            m.bytes_received.with_label_values(&[transport]);
+            m.bytes_sent.with_label_values(&[transport]);
+        }
         m
     }
 
@@ -249,6 +253,24 @@ impl Metrics {
     }
 }
 
+/// The metric names a Grafana dashboard's JSON queries.
+pub fn dashboard_metrics(dashboard: &str) -> Vec<String> {
+    let mut names: Vec<String> = dashboard
+        .match_indices("rlfleet_")
+        .map(|(i, _)| {
+            let rest = &dashboard[i..];
+            let end = rest
+                .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
+                .unwrap_or(rest.len());
+            rest[..end].to_string()
+        })
+        .filter(|n| n != "rlfleet_" && !n.starts_with("rlfleet_learner"))
+        .collect();
+    names.sort();
+    names.dedup();
+    names
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,32 +278,17 @@ mod tests {
     /// Every metric the Grafana dashboard queries exists under that name.
     #[test]
     fn the_dashboard_queries_only_exported_metrics() {
-        let m = Metrics::new();
-        m.bytes_received.with_label_values(&["quic"]).inc();
-        m.bytes_sent.with_label_values(&["quic"]).inc();
-        let text = m.render();
+        // A fresh registry, nothing counted yet.
+        let text = Metrics::new().render();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/../dashboards/rlfleet-learner.json"
         );
-        let dash = std::fs::read_to_string(path).unwrap();
-        let mut names: Vec<&str> = dash
-            .match_indices("rlfleet_")
-            .map(|(i, _)| {
-                let rest = &dash[i..];
-                let end = rest
-                    .find(|c: char| !(c.is_ascii_lowercase() || c == '_'))
-                    .unwrap_or(rest.len());
-                &rest[..end]
-            })
-            .filter(|n| *n != "rlfleet_" && !n.starts_with("rlfleet_learner"))
-            .collect();
-        names.sort();
-        names.dedup();
+        let names = dashboard_metrics(&std::fs::read_to_string(path).unwrap());
         assert!(names.len() >= 15, "{names:?}");
         for n in names {
             assert!(
-                text.lines().any(|l| l.starts_with(n)),
+                text.lines().any(|l| l.starts_with(n.as_str())),
                 "the dashboard queries `{n}`, which /metrics does not export"
             );
         }

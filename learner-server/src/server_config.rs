@@ -121,10 +121,13 @@ impl ServerConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        let mut cfg: ServerConfig = toml::from_str(&text).map_err(|e| ConfigError::Parse {
-            origin: path.display().to_string(),
-            message: e.to_string(),
-        })?;
+        let mut cfg: ServerConfig =
+            rlfleet_shared::config::from_toml_keyed(&text).map_err(|message| {
+                ConfigError::Parse {
+                    origin: path.display().to_string(),
+                    message,
+                }
+            })?;
         cfg.resolve()?;
         Ok(cfg)
     }

@@ -139,3 +139,30 @@ fn an_actor_past_max_actors_is_refused_and_the_run_goes_on() {
     let (ok, err) = rlfleet_tests::daemon::finish_actor(first);
     assert!(ok, "{err}");
 }
+
+/// Every metric the shipped dashboards query exists in a fresh daemon's
+/// `/metrics`, before any run (a healthy server shows 0, not "no data").
+#[test]
+fn a_fresh_daemon_exports_every_metric_the_dashboards_query() {
+    let d = Daemon::start("", "");
+    let (status, text) = d.get("/metrics");
+    assert_eq!(status, 200);
+    let dir = rlfleet_tests::workspace_root().join("dashboards");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let dashboard = std::fs::read_to_string(&path).unwrap();
+        for name in learner_server::metrics::dashboard_metrics(&dashboard) {
+            assert!(
+                text.lines().any(|l| l.starts_with(name.as_str())),
+                "{} queries `{name}`, which a fresh daemon does not export",
+                path.display()
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 15, "only {checked} metrics checked");
+}

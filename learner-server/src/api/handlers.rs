@@ -41,7 +41,7 @@ pub async fn create_run(
     State(state): State<Arc<ApiState>>,
     body: Bytes,
 ) -> Result<impl IntoResponse, ApiError> {
-    let cfg: RunConfig = serde_json::from_slice(&body)
+    let cfg: RunConfig = rlfleet_shared::config::from_json_keyed(&body)
         .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;
     cfg.validate()
         .map_err(|e| ApiError::bad_request(format!("run config: {e}")))?;

@@ -9,8 +9,9 @@ pub enum ConfigError {
         path: PathBuf,
         source: std::io::Error,
     },
-    /// Syntax, unknown keys, wrong types (the message quotes the line).
-    #[error("invalid run config `{origin}`: {message}")]
+    /// Syntax, unknown keys, wrong types (the message names the key's
+    /// path and quotes the line).
+    #[error("invalid config `{origin}`: {message}")]
     Parse { origin: String, message: String },
     #[error("`{key}` = {value} is out of range: {allowed}")]
     OutOfRange {

@@ -10,6 +10,7 @@ mod a2c;
 mod distributed;
 mod dqn;
 mod error;
+mod keyed;
 mod kinds;
 mod ppo;
 mod sections;
@@ -21,6 +22,7 @@ pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow, WindowSelector};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
+pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
@@ -92,9 +94,9 @@ impl RunConfig {
 
     /// Parses and validates config text; `origin` names it in errors.
     pub fn from_toml(text: &str, origin: &str) -> Result<RunConfig, ConfigError> {
-        let cfg: RunConfig = toml::from_str(text).map_err(|e| ConfigError::Parse {
+        let cfg: RunConfig = from_toml_keyed(text).map_err(|message| ConfigError::Parse {
             origin: origin.to_string(),
-            message: e.to_string(),
+            message,
         })?;
         cfg.validate()?;
         Ok(cfg)

@@ -229,3 +229,107 @@ fn continuous_agents_and_ppo_rules() {
         "`dqn.n_step` = 0 is out of range: an integer in 1..=100"
     );
 }
+
+/// Every leaf of a resolved config, as a dotted path (`stop.max_episodes`,
+/// `dqn.hidden[0]`), with its JSON value.
+fn leaves(v: &serde_json::Value, path: String, out: &mut Vec<(String, serde_json::Value)>) {
+    match v {
+        serde_json::Value::Object(m) => {
+            for (k, v) in m {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                leaves(v, p, out);
+            }
+        }
+        serde_json::Value::Array(a) if !a.is_empty() => {
+            for (i, v) in a.iter().enumerate() {
+                leaves(v, format!("{path}[{i}]"), out);
+            }
+        }
+        other => out.push((path, other.clone())),
+    }
+}
+
+/// Sets the leaf at a path `leaves` produced.
+fn set(v: &mut serde_json::Value, path: &str, to: serde_json::Value) {
+    let mut at = v;
+    for part in path.split('.') {
+        let (key, index) = match part.split_once('[') {
+            Some((k, i)) => (k, Some(i.trim_end_matches(']').parse::<usize>().unwrap())),
+            None => (part, None),
+        };
+        at = &mut at[key];
+        if let Some(i) = index {
+            at = &mut at[i];
+        }
+    }
+    *at = to;
+}
+
+/// The same JSON without nulls (TOML has none: an unset option is absent).
+fn without_nulls(v: &serde_json::Value) -> serde_json::Value {
+    match v {
+        serde_json::Value::Object(m) => serde_json::Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), without_nulls(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+#[test]
+fn every_wrong_typed_field_names_its_key_path_in_toml_and_json() {
+    let cfg = RunConfig::from_toml(MINIMAL, "test.toml").unwrap();
+    let json = serde_json::to_value(&cfg).unwrap();
+    let mut all = Vec::new();
+    leaves(&json, String::new(), &mut all);
+    assert!(all.len() > 80, "only {} leaves", all.len());
+    for (path, value) in &all {
+        // A value of the wrong type for this key.
+        let wrong = match value {
+            serde_json::Value::String(_) => serde_json::json!(7),
+            // An unset option: a table fits none of them.
+            serde_json::Value::Null => serde_json::json!({"seven": 7}),
+            _ => serde_json::json!("seven"),
+        };
+        let mut bad = json.clone();
+        set(&mut bad, path, wrong.clone());
+        let e = from_json_keyed::<RunConfig>(&serde_json::to_vec(&bad).unwrap()).unwrap_err();
+        assert!(e.starts_with(&format!("{path}: ")), "JSON {path}: {e}");
+        let toml_text = toml::to_string(&without_nulls(&bad)).unwrap();
+        let e = RunConfig::from_toml(&toml_text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{path}: ")), "TOML {path}: {e}");
+    }
+}
+
+#[test]
+fn a_negative_count_names_its_key_path_in_toml_and_json() {
+    let cfg = RunConfig::from_toml(MINIMAL, "test.toml").unwrap();
+    let json = serde_json::to_value(&cfg).unwrap();
+    for path in [
+        "stop.max_episodes",
+        "seed",
+        "eval.episodes",
+        "distributed.batch_step_frequency",
+        "probe.train_every",
+        "dqn.hidden[0]",
+    ] {
+        let mut bad = json.clone();
+        set(&mut bad, path, serde_json::json!(-5));
+        let e = from_json_keyed::<RunConfig>(&serde_json::to_vec(&bad).unwrap()).unwrap_err();
+        assert!(e.starts_with(&format!("{path}: ")), "JSON {path}: {e}");
+        assert!(e.contains("-5"), "JSON {path}: {e}");
+        let toml_text = toml::to_string(&without_nulls(&bad)).unwrap();
+        let e = RunConfig::from_toml(&toml_text, "t.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(&format!("{path}: ")), "TOML {path}: {e}");
+    }
+}

@@ -129,8 +129,7 @@ impl Accounts {
         }
     }
 
-    /// A batch with transitions arrived (a request without any is not a
-    /// batch).
+    /// A batch arrived (a work request is not a batch).
     pub fn received(&self, e: &Experience) {
         self.tally.lock().expect("tally lock").received += 1;
         self.metrics.batches_received.inc();

@@ -12,7 +12,7 @@ use std::time::Duration;
 impl Pools {
     /// `rma-queue-pop-all`'s fetcher, on its own thread: takes every
     /// pending batch of the next actor and hands them to the run thread as
-    /// `Event::Fetched`, then — while the run thread trains on them — the
+    /// `Internal::Fetched`, then — while the run thread trains on them — the
     /// next actor's, which waits in the channel until the run thread has
     /// taken the previous set. Ends when the pools close.
     pub(in crate::workflows::remote) fn fetch_loop(&self, run: mpsc::SyncSender<Input>) {
