@@ -14,6 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -67,6 +68,8 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
         QuicOptions {
             token: a.token.clone(),
             max_frame_bytes: a.max_frame_bytes,
+            max_unauthenticated: a.max_unauthenticated as usize,
+            hello_timeout: Duration::from_millis(a.hello_timeout_ms),
         },
     ));
     state.ready.store(true, Ordering::Release);

@@ -16,6 +16,7 @@ pub struct Metrics {
     pub episodes_issued: IntCounter,
     pub episodes_reissued: IntCounter,
     pub env_steps_abandoned: IntCounter,
+    pub connections_refused: IntCounter,
     pub episode_return: Histogram,
     pub batches_received: IntCounter,
     pub batches_trained: IntCounter,
@@ -109,6 +110,11 @@ impl Metrics {
                 &r,
                 "rlfleet_episodes_reissued_total",
                 "Unfinished episodes handed out again after their actor left.",
+            ),
+            connections_refused: counter(
+                &r,
+                "rlfleet_connections_refused_total",
+                "QUIC connections refused before their handshake: too many were not past hello yet.",
             ),
             env_steps_abandoned: counter(
                 &r,

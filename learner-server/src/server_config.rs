@@ -36,6 +36,12 @@ pub struct ActorsListener {
     /// refused (`too_many_actors`). It also sizes the run's inboxes, which
     /// are bounded by it.
     pub max_actors: u32,
+    /// Connections not yet past `Hello` (version and token checked) at
+    /// once; one more is refused before its handshake. Until its `Hello`
+    /// is accepted a connection may send frames of at most 64 KiB, and it
+    /// has `hello_timeout_ms` to open its stream and send the `Hello`.
+    pub max_unauthenticated: u32,
+    pub hello_timeout_ms: u64,
     pub keep_alive_ms: u64,
     pub idle_timeout_ms: u64,
 }
@@ -52,6 +58,8 @@ impl Default for ActorsListener {
             token_file: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
             max_actors: crate::hub::DEFAULT_MAX_ACTORS,
+            max_unauthenticated: 64,
+            hello_timeout_ms: 10_000,
             keep_alive_ms: 1_000,
             idle_timeout_ms: 5_000,
         }
@@ -156,6 +164,11 @@ impl ServerConfig {
                 value: self.actors.max_actors.to_string(),
                 allowed: "an integer from 1 to 1000000".into(),
             });
+        }
+        if self.actors.max_unauthenticated == 0 || self.actors.hello_timeout_ms == 0 {
+            return Err(ConfigError::Conflict(
+                "[actors] max_unauthenticated and hello_timeout_ms must be at least 1".into(),
+            ));
         }
         if self.actors.keep_alive_ms == 0
             || self.actors.idle_timeout_ms <= self.actors.keep_alive_ms

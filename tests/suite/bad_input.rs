@@ -153,3 +153,90 @@ fn malformed_input_is_refused_counted_and_harmless() {
     let (ok, err) = finish_actor(good);
     assert!(ok, "{err}");
 }
+
+/// Opens a connection and its stream, and sends `bytes`; `None` when the
+/// learner refused the connection.
+async fn raw(
+    d: &Daemon,
+    ep: &quinn::Endpoint,
+    bytes: &[u8],
+) -> Option<(quinn::Connection, FramedStream)> {
+    let conn = ep
+        .connect(d.actors.parse().unwrap(), "localhost")
+        .unwrap()
+        .await
+        .ok()?;
+    let (send, recv) = conn.open_bi().await.ok()?;
+    let mut fs = FramedStream::new(send, recv, 1 << 20);
+    fs.send_raw(bytes).await.ok()?;
+    Some((conn, fs))
+}
+
+/// Before its `Hello` is accepted a connection cannot make the learner hold
+/// memory: a declared maximum-size frame is refused at once (64 KiB until
+/// hello), a frame trickled in holds only what arrived, the hello deadline
+/// ends it, and connections past the cap of unauthenticated ones are
+/// refused before their handshake.
+#[test]
+fn unauthenticated_connections_cannot_pin_memory() {
+    let _heavy = rlfleet_tests::heavy();
+    let d = Daemon::start("max_unauthenticated = 60\nhello_timeout_ms = 4000", "");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let before = d.rss_bytes();
+    rt.block_on(async {
+        let ep = client_endpoint(&Trust::Pin(d.fingerprint.clone()), Liveness::default()).unwrap();
+        // 50 connections each declare a 64 MiB frame (the configured
+        // maximum once authenticated): refused as too large.
+        for _ in 0..50 {
+            let declared = (64u32 << 20).to_le_bytes();
+            let (_conn, mut fs) = raw(&d, &ep, &declared).await.expect("accepted");
+            match fs.recv().await {
+                Ok(Some(m)) => expect_error(m, ErrorCode::FrameTooLarge, "65536"),
+                other => panic!("expected an error frame, got {other:?}"),
+            }
+        }
+        // (Their tasks end within the close's grace of 0.5 s.)
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        // 50 more declare 60 KiB and send 10 bytes of it, then wait.
+        let mut trickling = Vec::new();
+        for _ in 0..50 {
+            let mut bytes = (60u32 << 10).to_le_bytes().to_vec();
+            bytes.extend_from_slice(&[0u8; 10]);
+            trickling.push(raw(&d, &ep, &bytes).await.expect("accepted"));
+        }
+        // The cap is 60 not past hello: of 20 more, at most 10 get in.
+        let mut extra = Vec::new();
+        for _ in 0..20 {
+            if let Some(c) = raw(&d, &ep, &[]).await {
+                extra.push(c);
+            }
+        }
+        assert!(extra.len() <= 10, "{} of 20 got past the cap", extra.len());
+        let grown = d.rss_bytes().saturating_sub(before);
+        eprintln!(
+            "daemon RSS grew by {} KiB for 120 unauthenticated connections",
+            grown >> 10
+        );
+        assert!(grown < 48 << 20, "the daemon grew by {grown} bytes");
+        // The hello deadline ends the trickling ones.
+        for (_conn, fs) in &mut trickling {
+            let m = tokio::time::timeout(Duration::from_secs(10), fs.recv())
+                .await
+                .expect("answered before 10 s");
+            match m {
+                Ok(Some(m)) => expect_error(m, ErrorCode::Unexpected, "no hello within"),
+                other => panic!("expected an error frame, got {other:?}"),
+            }
+        }
+    });
+    assert!(d.metric("rlfleet_connections_refused_total") >= 10.0);
+    assert_eq!(
+        d.metric("rlfleet_protocol_errors_total{code=\"frame_too_large\"}"),
+        50.0
+    );
+    // Authenticated actors still get the full frame size.
+    assert_eq!(d.get("/healthz").0, 200);
+}

@@ -191,6 +191,17 @@ impl Daemon {
         }
     }
 
+    /// The daemon's resident memory now, in bytes (`VmRSS`).
+    pub fn rss_bytes(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kb: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .expect("VmRSS in /proc/PID/status");
+        kb * 1024
+    }
+
     /// Waits for the run to finish.
     pub fn wait_finished(&self, id: &str, limit: Duration) -> Value {
         self.wait_until(id, limit, |v| {

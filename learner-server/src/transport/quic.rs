@@ -1,7 +1,9 @@
 //! The QUIC transport, learner side: accepts actor connections and runs a
 //! [`Session`] over each one's framed stream ([`QuicWire`]). Refused input
 //! gets an `Error` frame, a counter and a closed connection; the run
-//! carries on.
+//! carries on. Before its `Hello` is accepted a connection is held small:
+//! frames of at most [`PRE_AUTH_MAX_FRAME`] bytes, `hello_timeout` to say
+//! hello, and at most `max_unauthenticated` such connections at once.
 
 use super::session::{End, Session, Wire};
 use crate::hub::Hub;
@@ -9,11 +11,13 @@ use crate::metrics::Metrics;
 use rlfleet_shared::quic::FramedStream;
 use rlfleet_shared::wire::{ErrorCode, FrameError, Message};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio_util::task::TaskTracker;
 
-/// How long a connection may take to open its stream and say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest frame a connection may send before its `Hello` is
+/// accepted (a `Hello` is a few hundred bytes).
+pub const PRE_AUTH_MAX_FRAME: u32 = 64 * 1024;
 /// How long shutdown waits for connections to say goodbye.
 const DRAIN: Duration = Duration::from_secs(5);
 
@@ -23,16 +27,43 @@ pub struct QuicOptions {
     /// Actors must present this token, when set.
     pub token: Option<String>,
     pub max_frame_bytes: u32,
+    /// Connections not yet past `Hello`, at most.
+    pub max_unauthenticated: usize,
+    /// How long a connection may take to open its stream and say hello.
+    pub hello_timeout: Duration,
+}
+
+/// Counts a connection as not yet authenticated while it lives.
+#[derive(Debug)]
+struct Unauthenticated(Arc<AtomicUsize>);
+
+impl Drop for Unauthenticated {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// Accepts actors until the hub shuts down, then drains and closes.
 pub async fn serve(endpoint: quinn::Endpoint, hub: Arc<Hub>, opts: QuicOptions) {
     let tracker = TaskTracker::new();
+    let unauthenticated = Arc::new(AtomicUsize::new(0));
     loop {
         tokio::select! {
             incoming = endpoint.accept() => {
                 let Some(incoming) = incoming else { break };
-                tracker.spawn(connection(incoming, hub.clone(), opts.clone()));
+                if unauthenticated.fetch_add(1, Ordering::AcqRel) >= opts.max_unauthenticated {
+                    unauthenticated.fetch_sub(1, Ordering::AcqRel);
+                    hub.metrics.connections_refused.inc();
+                    tracing::warn!(
+                        remote = %incoming.remote_address(),
+                        "refused a connection: {} are not past hello yet (actors.max_unauthenticated)",
+                        opts.max_unauthenticated
+                    );
+                    incoming.refuse();
+                    continue;
+                }
+                let guard = Unauthenticated(unauthenticated.clone());
+                tracker.spawn(connection(incoming, hub.clone(), opts.clone(), guard));
             }
             _ = hub.shutdown.cancelled() => break,
         }
@@ -54,7 +85,12 @@ fn read_failure(e: FrameError) -> End {
     }
 }
 
-async fn connection(incoming: quinn::Incoming, hub: Arc<Hub>, opts: QuicOptions) {
+async fn connection(
+    incoming: quinn::Incoming,
+    hub: Arc<Hub>,
+    opts: QuicOptions,
+    unauthenticated: Unauthenticated,
+) {
     let conn = match incoming.await {
         Ok(c) => c,
         Err(e) => {
@@ -63,8 +99,10 @@ async fn connection(incoming: quinn::Incoming, hub: Arc<Hub>, opts: QuicOptions)
         }
     };
     let addr = conn.remote_address();
-    let stream = match tokio::time::timeout(HELLO_TIMEOUT, conn.accept_bi()).await {
-        Ok(Ok((send, recv))) => FramedStream::new(send, recv, opts.max_frame_bytes),
+    let started = tokio::time::Instant::now();
+    let pre_auth = PRE_AUTH_MAX_FRAME.min(opts.max_frame_bytes);
+    let stream = match tokio::time::timeout(opts.hello_timeout, conn.accept_bi()).await {
+        Ok(Ok((send, recv))) => FramedStream::new(send, recv, pre_auth),
         _ => {
             conn.close(1u32.into(), b"no stream opened");
             return;
@@ -76,8 +114,12 @@ async fn connection(incoming: quinn::Incoming, hub: Arc<Hub>, opts: QuicOptions)
         fs: stream,
         metrics: hub.metrics.clone(),
         reported: (0, 0),
+        max_frame: opts.max_frame_bytes,
+        unauthenticated: Some(unauthenticated),
     };
     let mut session = Session::new(wire, id, hub.clone(), opts.token.clone());
+    // The deadline covers opening the stream and reading the hello.
+    session.hello_timeout = Some(opts.hello_timeout.saturating_sub(started.elapsed()));
     let end = session.run(&addr.to_string()).await;
     let wire = &mut session.wire;
     match end {
@@ -106,6 +148,10 @@ struct QuicWire {
     metrics: Arc<Metrics>,
     /// Bytes already added to the metrics (in, out).
     reported: (u64, u64),
+    /// The largest frame once the actor is authenticated.
+    max_frame: u32,
+    /// Held until the actor's `Hello` is accepted.
+    unauthenticated: Option<Unauthenticated>,
 }
 
 impl QuicWire {
@@ -143,5 +189,10 @@ impl Wire for QuicWire {
 
     async fn closed(&self) {
         self.conn.closed().await;
+    }
+
+    fn authenticated(&mut self) {
+        self.fs.set_max_frame(self.max_frame);
+        self.unauthenticated = None;
     }
 }

@@ -34,6 +34,9 @@ pub trait Wire: Send {
     fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), End>> + Send;
     /// Resolves when the actor's side is gone.
     fn closed(&self) -> impl Future<Output = ()> + Send;
+    /// The actor's `Hello` was accepted (version and token): limits kept
+    /// for unauthenticated peers may be lifted.
+    fn authenticated(&mut self) {}
 }
 
 /// Tells the run the connection left when dropped.
@@ -57,6 +60,8 @@ pub struct Session<W> {
     /// Actors must present this token, when set.
     pub token: Option<String>,
     registered: bool,
+    /// How long a new connection has to send its `Hello` (none: no limit).
+    pub hello_timeout: Option<Duration>,
     /// The last run this actor took part in: batches it had in flight
     /// when that run ended are accounted there.
     last_run: Option<RunInbox>,
@@ -70,6 +75,7 @@ impl<W: Wire> Session<W> {
             hub,
             token,
             registered: false,
+            hello_timeout: None,
             last_run: None,
         }
     }
@@ -77,7 +83,18 @@ impl<W: Wire> Session<W> {
     /// Reads `Hello` and checks it.
     async fn hello(&mut self) -> Result<Option<Hello>, End> {
         let hello = loop {
-            match self.wire.recv().await? {
+            let next = match self.hello_timeout.filter(|_| !self.registered) {
+                Some(limit) => tokio::time::timeout(limit, self.wire.recv())
+                    .await
+                    .map_err(|_| {
+                        End::Refused(
+                            ErrorCode::Unexpected,
+                            format!("no hello within {} ms", limit.as_millis()),
+                        )
+                    })?,
+                None => self.wire.recv().await,
+            };
+            match next? {
                 Some(Message::Hello(h)) => break h,
                 // Batches the actor had in flight when its run ended.
                 Some(Message::Experience(e)) if self.registered => self.count_late(e),
@@ -110,6 +127,7 @@ impl<W: Wire> Session<W> {
                 "missing or wrong token".into(),
             ));
         }
+        self.wire.authenticated();
         Ok(Some(hello))
     }
 

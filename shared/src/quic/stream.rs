@@ -29,6 +29,11 @@ impl FramedStream {
         }
     }
 
+    /// The largest frame `recv` accepts from now on.
+    pub fn set_max_frame(&mut self, max_frame: u32) {
+        self.max_frame = max_frame;
+    }
+
     /// Reads the next message; `Ok(None)` when the peer finished the stream.
     pub async fn recv(&mut self) -> Result<Option<Message>, FrameError> {
         match wire::read_frame(&mut self.recv, self.max_frame, &mut self.rbuf).await? {

@@ -51,6 +51,10 @@ fn decode_aligned(body: &AlignedVec<16>) -> Result<Message, FrameError> {
         .map_err(|e| FrameError::Invalid(e.to_string()))
 }
 
+/// The buffer's first size for a frame's body (it then doubles as bytes
+/// arrive, up to the frame's declared length).
+const FIRST_READ: usize = 64 * 1024;
+
 /// Reads one frame. `Ok(None)` when the stream ended cleanly between
 /// frames. `buf` is reused between calls. Returns the message and the
 /// frame's size on the wire.
@@ -79,16 +83,24 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
             max: max_bytes,
         });
     }
+    // The buffer grows with the bytes that arrive, not with the length a
+    // peer declares: a frame announced and never sent pins no memory.
+    // (It doubles as it fills: at most twice what arrived.)
     buf.clear();
-    buf.resize(len as usize, 0);
-    match r.read_exact(&mut buf[..]).await {
-        Ok(_) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
+    let len = len as usize;
+    let mut filled = 0;
+    while filled < len {
+        if buf.len() == filled {
+            let grow = filled.max(FIRST_READ).min(len - filled);
+            buf.resize(filled + grow, 0);
+        }
+        let n = r.read(&mut buf[filled..]).await?;
+        if n == 0 {
             return Err(FrameError::Truncated);
         }
-        Err(e) => return Err(e.into()),
+        filled += n;
     }
-    Ok(Some((decode_aligned(buf)?, 4 + len as usize)))
+    Ok(Some((decode_aligned(buf)?, 4 + len)))
 }
 
 /// Writes one message as a frame; returns the bytes written.
