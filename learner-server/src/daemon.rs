@@ -73,6 +73,20 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
         },
     ));
     state.ready.store(true, Ordering::Release);
+    if let Some(every) = hub.watchdog.period() {
+        // Pings while no run's loop does (an idle daemon).
+        let (watchdog, stop) = (hub.watchdog.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(every / 2);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => watchdog.idle_ping(),
+                    _ = stop.cancelled() => break,
+                }
+            }
+        });
+    }
+    crate::notify::ready();
     tracing::info!(
         actors = %actors_addr,
         api = %api_addr,
@@ -111,6 +125,7 @@ impl Daemon {
     /// Waits for the shutdown token, then drains everything.
     pub async fn wait(self) {
         self.hub.shutdown.cancelled().await;
+        crate::notify::stopping();
         tracing::info!("shutting down: stopping runs (they checkpoint first)");
         self.hub.wait_all().await;
         let _ = self.quic_task.await;

@@ -25,6 +25,7 @@
 //!   `mpi_run` (feature `mpi`): `learner-server mpi`, the learner rank.
 //! - [`export`]: `learner-server export`, a policy as an ONNX model.
 //! - [`server_config`]: the daemon's `server.toml`.
+//! - [`notify`]: systemd's readiness, status and watchdog notifications.
 //!
 //! The binary (`src/main.rs`) only parses flags, sets up logging and calls
 //! into this library, so tests drive the same code.
@@ -41,6 +42,7 @@ pub mod metrics;
 #[cfg(feature = "mpi")]
 pub mod mpi_run;
 pub mod nets;
+pub mod notify;
 pub mod output;
 pub mod replay;
 pub mod server_config;

@@ -16,4 +16,5 @@ mod onnx_parity;
 mod ort_actors;
 mod resume;
 mod single_dqn;
+mod systemd_notify;
 mod workflows_learn;

@@ -67,6 +67,11 @@ impl Daemon {
     /// Starts `serve` with listeners on port 0; `extra` is appended to the
     /// `[actors]` table of server.toml, `api_extra` to `[api]`.
     pub fn start(extra: &str, api_extra: &str) -> Daemon {
+        Daemon::start_with_env(extra, api_extra, &[])
+    }
+
+    /// [`Daemon::start`] with these environment variables set for it.
+    pub fn start_with_env(extra: &str, api_extra: &str, env: &[(&str, &str)]) -> Daemon {
         let dir = tempfile::tempdir().unwrap();
         let cfg = format!(
             "[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\nkeep_alive_ms = 200\nidle_timeout_ms = 1500\n{extra}\n\
@@ -78,6 +83,7 @@ impl Daemon {
         let ready = dir.path().join("ready.json");
         let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
         let child = Command::new(binary("learner-server"))
+            .envs(env.iter().copied())
             .args(["--log-format", "json", "serve", "--config"])
             .arg(&cfg_path)
             .arg("--ready-file")
@@ -189,6 +195,15 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// Sends the daemon SIGTERM.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success());
     }
 
     /// The daemon's resident memory now, in bytes (`VmRSS`).

@@ -24,6 +24,8 @@ pub struct Probe {
     n_actions: usize,
     train_every: u64,
     epsilon: f64,
+    /// How long each train step takes.
+    train_sleep: std::time::Duration,
     observed: u64,
     /// Versions taken on the `train_every` schedule.
     scheduled: u64,
@@ -47,6 +49,7 @@ impl Probe {
             n_actions,
             train_every: u64::from(cfg.probe.train_every),
             epsilon: cfg.probe.epsilon,
+            train_sleep: std::time::Duration::from_millis(cfg.probe.train_sleep_ms),
             observed: 0,
             scheduled: 0,
             version: 0,
@@ -101,6 +104,9 @@ impl Agent for Probe {
         let steps = due.saturating_sub(self.scheduled);
         self.scheduled = self.scheduled.max(due);
         self.version += steps;
+        if steps > 0 {
+            std::thread::sleep(self.train_sleep);
+        }
         steps as u32
     }
 

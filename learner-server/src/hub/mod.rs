@@ -63,6 +63,8 @@ pub struct Hub {
     next_conn: AtomicU64,
     /// Most actors connected at once; bounds every run's inboxes.
     pub max_actors: usize,
+    /// systemd's watchdog: distributed runs ping it from their loop.
+    pub watchdog: Arc<crate::notify::Watchdog>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
 }
@@ -77,6 +79,7 @@ impl Hub {
             next_run: AtomicU64::new(1),
             next_conn: AtomicU64::new(1),
             max_actors: max_actors as usize,
+            watchdog: Arc::new(crate::notify::Watchdog::from_env()),
             shutdown,
         })
     }
@@ -104,6 +107,7 @@ impl Hub {
         let shared = Arc::new(RunShared {
             status: Mutex::new(RunStatus::starting(&id, &cfg)),
             episodes: Mutex::default(),
+            watchdog: self.watchdog.clone(),
         });
         let cancel = self.shutdown.child_token();
         let (done_tx, done) = watch::channel(None);

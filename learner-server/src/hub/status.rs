@@ -130,4 +130,6 @@ pub struct ActorView {
 pub struct RunShared {
     pub status: Mutex<RunStatus>,
     pub episodes: Mutex<Vec<EpisodeView>>,
+    /// The daemon's systemd watchdog, pinged from the run's loop.
+    pub watchdog: std::sync::Arc<crate::notify::Watchdog>,
 }

@@ -102,6 +102,9 @@ pub struct ProbeConfig {
     /// Exploration rate the actors use (the probe's weights are all zero,
     /// so its greedy action is always 0).
     pub epsilon: f64,
+    /// Each "train step" takes this long (a stuck or slow learner, for the
+    /// watchdog's tests); 0: none.
+    pub train_sleep_ms: u64,
 }
 
 impl Default for ProbeConfig {
@@ -109,6 +112,7 @@ impl Default for ProbeConfig {
         ProbeConfig {
             train_every: 8,
             epsilon: 0.5,
+            train_sleep_ms: 0,
         }
     }
 }

@@ -151,6 +151,10 @@ impl RemoteRun {
         } = self;
         // The inboxes and helpers hold the other senders.
         drop(sender);
+        // systemd's watchdog is pinged from this loop while the run lasts:
+        // a stuck run thread stops the pings.
+        let watchdog = core.shared.watchdog.clone();
+        watchdog.hold(true);
         let reason = loop {
             if cancel.is_cancelled() {
                 break StopReason::Cancelled;
@@ -186,8 +190,15 @@ impl RemoteRun {
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);
+                let c = &core.book.counters;
+                let status = format!(
+                    "run {}: {} env steps, {} episodes",
+                    core.id, c.env_steps, c.episodes
+                );
+                watchdog.ping(Some(&status));
             }
         };
+        watchdog.hold(false);
         let text = reason.to_string();
         core.stop_parked(&text);
         workflow.stop(&mut core, &text)?;

@@ -66,6 +66,7 @@ train_every = 5
     let shared = Arc::new(RunShared {
         status: Mutex::new(RunStatus::starting("unit-1", &cfg)),
         episodes: Mutex::default(),
+        watchdog: Arc::new(crate::notify::Watchdog::from_env()),
     });
     let opts = RunOptions::new(None, false);
     let run =
