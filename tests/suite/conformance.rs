@@ -26,10 +26,12 @@
 //!   (Policy versions an actor sees are monotonic: the actor refuses older
 //!   weights and would fail the run.)
 
+// (Panics when a series is missing: a renamed metric fails, never reads 0.)
 use rlfleet_shared::config::{
     AgentKind, DataStructure, Overflow, RunConfig, TransportKind, WindowSelector,
 };
 use rlfleet_tests::daemon::{ActorCounts, actor_counts};
+use rlfleet_tests::metric_value as metric;
 use rlfleet_tests::{counting_probe, heavy, run_embedded, run_mpi, run_mpi_groups};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
@@ -230,12 +232,6 @@ fn read_csv(path: &Path) -> Vec<Vec<String>> {
         .skip(1)
         .map(|l| l.split(',').map(str::to_string).collect())
         .collect()
-}
-
-/// The value of the `name{labels}` series of a Prometheus text dump;
-/// panics when there is no such series.
-fn metric(prom: &str, name: &str) -> f64 {
-    rlfleet_tests::metric_value(prom, name)
 }
 
 #[derive(Debug)]

@@ -222,6 +222,14 @@ impl Submission {
         }
     }
 
+    /// The name of the message it travels as (for logs and errors).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Submission::Batch(_) => "experience",
+            Submission::Ask(_) => "work request",
+        }
+    }
+
     /// `msg` is a submission.
     pub fn is_submission(msg: &Message) -> bool {
         matches!(msg, Message::Experience(_) | Message::WorkRequest(_))

@@ -235,7 +235,7 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
             }
             let s = match Submission::from_message(msg) {
                 Ok(s) if workflow.takes_experience() => s,
-                Ok(s) => return refuse_misplaced(core, s.into_message().kind(), reply),
+                Ok(s) => return refuse_misplaced(core, s.kind(), reply),
                 Err(other) => return refuse_misplaced(core, other.kind(), reply),
             };
             if let Err((code, text)) = core.accept(conn, &s) {
