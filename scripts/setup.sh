@@ -2,7 +2,8 @@
 # scripts/setup.sh — install rlfleet's native dependencies, idempotently.
 #
 # Source it (`. scripts/setup.sh`) to get LIBTORCH, ORT_DYLIB_PATH,
-# RLFLEET_PYTHON and LD_LIBRARY_PATH exported; run it to only install.
+# RLFLEET_PYTHON, RLFLEET_PYTHON_VENV, PYO3_PYTHON and LD_LIBRARY_PATH
+# exported; run it to only install.
 # Everything is cached under $RLFLEET_CACHE (default ~/.cache/rlfleet), outside
 # the checkout, so a second run costs seconds. The recipe is the measured one
 # in the design brief's SETUP.md: libtorch from PyPI's torch 2.11.0 wheel,
@@ -65,6 +66,17 @@ _rlfleet_setup() {
         "$venv/bin/pip" install -q "gymnasium==$gym_ver" "numpy==$numpy_ver" "onnxruntime==$ort_ver"
         touch "$venv/.complete"
     fi
+    # 3a. The environments of the Gymnasium bridge (pinned in
+    # scripts/python-requirements.txt; re-run when that file changes).
+    local reqs here
+    here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+    reqs="$here/python-requirements.txt"
+    local reqs_mark="$venv/.envs-$(sha256sum "$reqs" | cut -c1-16)"
+    if [ ! -f "$reqs_mark" ]; then
+        echo "setup: installing the Gymnasium bridge's environments into $venv" >&2
+        "$venv/bin/pip" install -q -r "$reqs"
+        rm -f "$venv"/.envs-* && touch "$reqs_mark"
+    fi
     # 3b. The OpenAPI validator (for the control API's document test).
     if [ ! -f "$venv/.openapi-complete" ]; then
         "$venv/bin/pip" install -q "openapi-spec-validator==$openapi_ver"
@@ -74,6 +86,9 @@ _rlfleet_setup() {
     export LIBTORCH="$libtorch"
     export ORT_DYLIB_PATH="$ortdir/libonnxruntime.so.$ort_ver"
     export RLFLEET_PYTHON="$venv/bin/python"
+    # The venv Python envs import from, and the Python pyo3 builds against.
+    export RLFLEET_PYTHON_VENV="$venv"
+    export PYO3_PYTHON="$venv/bin/python"
     export LD_LIBRARY_PATH="$libtorch/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 }
 
@@ -82,6 +97,7 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     echo "LIBTORCH=$LIBTORCH"
     echo "ORT_DYLIB_PATH=$ORT_DYLIB_PATH"
     echo "RLFLEET_PYTHON=$RLFLEET_PYTHON"
+    echo "RLFLEET_PYTHON_VENV=$RLFLEET_PYTHON_VENV"
 else
     # Sourced: run in a subshell-safe way and keep the caller's shell options.
     # (A command substitution does not inherit errexit, so `set +o` inside

@@ -1,9 +1,11 @@
 //! [`EnvSlots`]: the environments one actor process runs (the WorkerProxy
 //! idea: several envs share one connection and one copy of the weights),
-//! each playing the episode the learner assigned it.
+//! each playing the episode the learner assigned it. An env that raises
+//! (a Python env) loses its episode, is rebuilt, and the fault is kept for
+//! the next message to the learner, which re-issues the episode.
 
-use rlfleet_shared::env::{self, Action, Env, Step};
-use rlfleet_shared::wire::{EpisodeStart, Welcome};
+use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step};
+use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart, Welcome};
 
 /// One environment and its episode.
 pub struct Slot {
@@ -32,42 +34,69 @@ pub struct EnvSlots {
     pub obs_dim: usize,
     pub act_dim: usize,
     pub n_actions: Option<usize>,
+    spec: EnvSpec,
+    source: EnvSource,
+    /// Faults not yet reported to the learner.
+    faults: Vec<EnvFaultReport>,
+    /// Faults over the process's life (for the actor's report).
+    pub fault_count: u64,
 }
 
 impl EnvSlots {
-    /// Builds the envs a welcome asks for, after checking they match.
+    /// Builds the envs a welcome asks for, after checking they match the
+    /// learner's spec.
     pub fn new(w: &Welcome) -> anyhow::Result<EnvSlots> {
-        let spec = env::spec(&w.env_id)?;
+        let source = w.env_source();
+        let first = source.make()?;
+        let spec = first.spec().clone();
+        let shape: Vec<u32> = spec.obs_shape.iter().map(|&d| d as u32).collect();
         anyhow::ensure!(
             spec.obs_dim() == w.obs_dim as usize
-                && spec.action_space.flat_dim() == w.action_dim as usize,
-            "the learner's `{}` has obs_dim {} and action_dim {}; this actor's has {} and {}",
+                && spec.action_space.flat_dim() == w.action_dim as usize
+                && shape == w.obs_shape,
+            "the learner's `{}` has observations of shape {:?} ({} values) and action_dim {}; \
+             this actor's has {:?} ({}) and {}",
             w.env_id,
+            w.obs_shape,
             w.obs_dim,
             w.action_dim,
+            shape,
             spec.obs_dim(),
             spec.action_space.flat_dim()
         );
-        let slots = (0..w.n_envs)
-            .map(|_| {
-                Ok(Slot {
-                    env: env::make(&w.env_id)?,
-                    episode: None,
-                    obs: vec![0.0; spec.obs_dim()],
-                    ret: 0.0,
-                    len: 0,
-                })
+        let mut envs = vec![first];
+        for _ in 1..w.n_envs {
+            envs.push(source.make()?);
+        }
+        let slots = envs
+            .into_iter()
+            .map(|env| Slot {
+                env,
+                episode: None,
+                obs: vec![0.0; spec.obs_dim()],
+                ret: 0.0,
+                len: 0,
             })
-            .collect::<anyhow::Result<Vec<_>>>()?;
+            .collect();
         Ok(EnvSlots {
             slots,
             obs_dim: spec.obs_dim(),
             act_dim: spec.action_space.flat_dim(),
             n_actions: spec.action_space.n(),
+            spec,
+            source,
+            faults: Vec::new(),
+            fault_count: 0,
         })
     }
 
-    /// Starts the assigned episodes (reset with their seeds).
+    /// The spec of the envs (as built here, checked against the learner's).
+    pub fn spec(&self) -> &EnvSpec {
+        &self.spec
+    }
+
+    /// Starts the assigned episodes (reset with their seeds). An env that
+    /// raises in `reset` is rebuilt and its episode reported as a fault.
     pub fn start(&mut self, starts: &[EpisodeStart]) -> anyhow::Result<()> {
         let n = self.slots.len();
         for s in starts {
@@ -79,10 +108,12 @@ impl EnvSlots {
                     n
                 )
             })?;
-            slot.env.reset(Some(s.seed), &mut slot.obs);
             slot.episode = Some(s.episode);
             slot.ret = 0.0;
             slot.len = 0;
+            if let Err(fault) = slot.env.try_reset(Some(s.seed), &mut slot.obs) {
+                self.fault(s.env as usize, fault)?;
+            }
         }
         Ok(())
     }
@@ -94,16 +125,50 @@ impl EnvSlots {
     }
 
     /// Steps env `i` with `action`; the observation lands in its `obs`.
-    pub fn step(&mut self, i: usize, action: &[f32]) -> Step {
+    /// `None`: the env raised; its episode is abandoned and the env rebuilt
+    /// (the fault waits in [`EnvSlots::take_faults`]).
+    pub fn step(&mut self, i: usize, action: &[f32]) -> anyhow::Result<Option<Step>> {
         let slot = &mut self.slots[i];
         let a = if self.n_actions.is_some() {
             Action::Discrete(action[0] as usize)
         } else {
             Action::Continuous(action)
         };
-        let step = slot.env.step(a, &mut slot.obs);
-        slot.ret += step.reward;
-        slot.len += 1;
-        step
+        match slot.env.try_step(a, &mut slot.obs) {
+            Ok(step) => {
+                slot.ret += step.reward;
+                slot.len += 1;
+                Ok(Some(step))
+            }
+            Err(fault) => {
+                self.fault(i, fault)?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Faults since the last call, for the next message to the learner.
+    pub fn take_faults(&mut self) -> Vec<EnvFaultReport> {
+        std::mem::take(&mut self.faults)
+    }
+
+    /// Env `i` raised: record the fault, idle the slot, rebuild the env.
+    fn fault(&mut self, i: usize, fault: EnvFault) -> anyhow::Result<()> {
+        let slot = &mut self.slots[i];
+        let episode = slot.episode.take().expect("a running env raised");
+        tracing::warn!(
+            env = i,
+            episode,
+            "`{}` raised {fault}; the env is rebuilt and the episode goes back to the learner",
+            self.source.id
+        );
+        self.faults.push(EnvFaultReport {
+            episode,
+            env: i as u32,
+            error: fault.0,
+        });
+        self.fault_count += 1;
+        slot.env = self.source.make()?;
+        Ok(())
     }
 }

@@ -75,6 +75,10 @@ struct PlayArgs {
     /// Log as JSON lines.
     #[arg(long)]
     log_json: bool,
+    /// The venv whose packages Python envs (`gymnasium:`, `python:`) import
+    /// (default: the set-up's cached venv).
+    #[arg(long, env = "RLFLEET_PYTHON_VENV")]
+    python_venv: Option<PathBuf>,
     /// What runs the policy network: plain Rust, or ONNX Runtime (loaded
     /// from ORT_DYLIB_PATH) on the model the learner ships.
     #[arg(
@@ -209,6 +213,7 @@ fn main() -> ExitCode {
     }) = cli.command
     {
         init_logging(play.log_json);
+        rlfleet_shared::env::python::set_venv(play.python_venv.clone());
         return mpi_actor(play, fail_after_batches);
     }
     if let Some(Command::Rollout {
@@ -227,6 +232,7 @@ fn main() -> ExitCode {
     }
     let c = cli.connect;
     init_logging(c.play.log_json);
+    rlfleet_shared::env::python::set_venv(c.play.python_venv.clone());
     let Some(server) = c.server else {
         eprintln!("error: give --server HOST:PORT (or the `rollout` subcommand)");
         return ExitCode::from(2);

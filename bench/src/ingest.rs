@@ -41,6 +41,7 @@ fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
             episode: vec![episode; n],
         },
         finished: Vec::new(),
+        faults: vec![],
         idle_envs: Vec::new(),
         last: false,
     })

@@ -16,6 +16,8 @@
 //!   Rust vs tch (see `inference.rs`).
 //! - `learn`: every agent for rl-baselines3-zoo's budget vs the zoo's
 //!   published returns (see `learn.rs`).
+//! - `pyenv`: a Gymnasium env through the bridge and through an actor vs
+//!   Gymnasium's own Python loop (see `pyenv.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
@@ -26,6 +28,7 @@ mod learn;
 mod loopback;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod pyenv;
 mod seed;
 mod workflows;
 
@@ -101,6 +104,19 @@ enum What {
     Inference {
         #[arg(long, default_value_t = 2.0)]
         secs: f64,
+    },
+    /// A Gymnasium env through the bridge and through one actor process
+    /// (1 and N envs) vs. Gymnasium's own Python loop.
+    Pyenv {
+        #[arg(long, default_value = "CartPole-v1")]
+        env: String,
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+        #[arg(long, value_delimiter = ',', default_value = "1,8")]
+        envs: Vec<u32>,
+        /// Env steps of each actor run.
+        #[arg(long, default_value_t = 200_000)]
+        steps: u64,
     },
     /// Gradient steps per second of every agent vs. one plain MLP step.
     Agents {
@@ -358,6 +374,12 @@ fn main() -> anyhow::Result<()> {
         What::Dqn { secs } => bench_dqn(secs, &cli.out),
         What::Envs { secs } => bench_envs(secs, &cli.out),
         What::Agents { secs } => agents::bench(secs, &cli.out),
+        What::Pyenv {
+            env,
+            secs,
+            envs,
+            steps,
+        } => pyenv::run(&env, secs, &envs, steps, &cli.out),
         What::Inference { secs } => inference::bench(secs, &cli.out),
         What::Learn {
             only,

@@ -25,7 +25,7 @@ pub struct Exported {
 /// at its last checkpoint) as an ONNX model to `out`.
 pub fn export_onnx(run_dir: &Path, out: &Path, latest: bool) -> anyhow::Result<Exported> {
     let cfg = RunConfig::load(&run_dir.join("config.resolved.toml"))?;
-    let spec = rlfleet_shared::env::spec(&cfg.env)?;
+    let spec = cfg.env_source().spec()?;
     let ck = Checkpoint::load(&run_dir.join("checkpoint.safetensors"))?;
     let (weights, version, eval_mean) = match (&ck.best, latest) {
         (Some(best), false) => (

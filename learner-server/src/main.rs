@@ -19,6 +19,10 @@ struct Cli {
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
     log_format: LogFormat,
+    /// The venv whose packages Python envs (`gymnasium:`, `python:`) import
+    /// (default: the set-up's cached venv).
+    #[arg(long, env = "RLFLEET_PYTHON_VENV", global = true)]
+    python_venv: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -184,6 +188,7 @@ fn mpi_command(_: MpiArgs) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging(cli.log_format);
+    rlfleet_shared::env::python::set_venv(cli.python_venv.clone());
     match cli.command {
         Command::Check { config } => match load_config(&config) {
             Ok(cfg) => {

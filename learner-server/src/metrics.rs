@@ -16,6 +16,8 @@ pub struct Metrics {
     pub episodes_issued: IntCounter,
     pub episodes_reissued: IntCounter,
     pub env_steps_abandoned: IntCounter,
+    /// Exceptions actors' (and the learner's own) envs raised.
+    pub env_errors: IntCounter,
     pub connections_refused: IntCounter,
     pub episode_return: Histogram,
     pub batches_received: IntCounter,
@@ -121,6 +123,12 @@ impl Metrics {
                 "rlfleet_env_steps_abandoned_total",
                 "Env steps ingested for episodes whose actor left before finishing them \
                  (the episode was re-issued and played again from its start).",
+            ),
+            env_errors: counter(
+                &r,
+                "rlfleet_env_errors_total",
+                "Exceptions environments raised in reset or step (Python envs); each \
+                 abandoned its episode, which was re-issued, and the env was rebuilt.",
             ),
             episode_return: histogram(
                 &r,

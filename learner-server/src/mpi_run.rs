@@ -36,7 +36,7 @@ pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
     if !cfg.workflow.deposits() {
         return Ok(Geometry::plan(layout, 0, |_| 0));
     }
-    let spec = rlfleet_shared::env::spec(&cfg.env).map_err(|e| e.to_string())?;
+    let spec = cfg.env_source().spec().map_err(|e| e.to_string())?;
     let (obs_dim, action_dim) = (spec.obs_dim() as u32, spec.action_space.flat_dim() as u32);
     let steps = cfg
         .distributed
@@ -101,7 +101,7 @@ fn helper(
     let window = mpi::Window::allocate(world, 0);
     cfg.output_dir = cfg.output_dir.join(format!("learner-{}", world.rank()));
     std::fs::create_dir_all(&cfg.output_dir)?;
-    let spec = rlfleet_shared::env::spec(&cfg.env)?;
+    let spec = cfg.env_source().spec()?;
     let agent = crate::agents::build_agent(&cfg, &spec, crate::device::select(1));
     crate::agents::data_parallel::serve_helper(agent, commands, reduce);
     drop(window);

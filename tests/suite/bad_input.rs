@@ -118,6 +118,7 @@ fn malformed_input_is_refused_counted_and_harmless() {
                 obs: values,
                 rewards: vec![0.0],
                 flags: vec![flag],
+                faults: vec![],
             }))
         };
         let m = exchange(&d, vec![hello_ok.clone(), obs(vec![0.1; 3], flags::FRESH)]).await;

@@ -4,8 +4,9 @@
 //! re-issued and every id finishes once), a QUIC actor joins the run of
 //! an MPI job (a mixed fleet), a learner rank's config error ends the
 //! job with the reason, `ml-async` and `ml-rma` reach the target with
-//! identical learners, and the RMA operations stay exact with 3 ranks
-//! contending.
+//! identical learners, the RMA operations stay exact with 3 ranks
+//! contending, and a Gymnasium env (Box2D's LunarLander, through the
+//! embedded interpreter on every rank) runs with exact episode counts.
 
 use rlfleet_shared::config::{RunConfig, TransportKind, WindowSelector};
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, workspace_root};
@@ -34,6 +35,49 @@ fn dqn_reaches_475_with_async_over_mpi() {
     let resolved = std::fs::read_to_string(cfg.output_dir.join("config.resolved.toml")).unwrap();
     assert!(resolved.contains("transport = \"mpi\""), "{resolved}");
     eprintln!("async over mpi: {}", stdout.trim());
+}
+
+#[test]
+fn a_gymnasium_env_runs_over_mpi_ranks_with_exact_episode_counts() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+name = "lunar-mpi"
+env = "gymnasium:LunarLander-v3"
+agent = "dqn"
+workflow = "async"
+transport = "mpi"
+seed = 2
+output_dir = "{}"
+[stop]
+max_episodes = 40
+max_wall_secs = 120.0
+[eval]
+period_steps = 100000
+episodes = 1
+[dqn]
+learning_starts = 1000
+"#,
+        dir.path().join("lunar").display()
+    );
+    let cfg = RunConfig::from_toml(&text, "lunar-mpi").unwrap();
+    let out = run_mpi(&cfg, dir.path(), 3, &["--envs", "2"]);
+    let (stdout, stderr) = (&out.stdout, &out.stderr);
+    assert!(out.success, "{stdout}\n{stderr}");
+    assert!(stdout.starts_with("episode limit reached"), "{stdout}");
+    let (ids, steps) = episode_ids_and_steps(&cfg.output_dir);
+    assert_eq!(ids, (0..40).collect::<Vec<u64>>());
+    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+    assert_eq!(summary["episodes"].as_integer(), Some(40));
+    assert_eq!(summary["env_steps"].as_integer(), Some(steps as i64));
+    assert_eq!(summary["env_errors"].as_integer(), Some(0));
+    let reports: Vec<_> = stderr
+        .lines()
+        .filter_map(rlfleet_tests::daemon::actor_counts)
+        .collect();
+    assert_eq!(reports.len(), 3, "{stderr}");
+    assert_eq!(reports.iter().map(|r| r.episodes).sum::<u64>(), 40);
 }
 
 fn counting(workflow: &str, dir: &std::path::Path) -> RunConfig {

@@ -232,3 +232,9 @@ pub fn episode_ids_and_steps(output_dir: &Path) -> (Vec<u64>, u64) {
     let steps = eps.iter().map(|e| u64::from(e.length)).sum();
     (ids, steps)
 }
+
+/// A run's `summary.toml`, parsed.
+pub fn read_summary(output_dir: &Path) -> toml::Value {
+    let text = std::fs::read_to_string(output_dir.join("summary.toml")).expect("read summary.toml");
+    toml::from_str(&text).expect("summary.toml parses")
+}

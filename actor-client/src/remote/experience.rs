@@ -45,7 +45,7 @@ pub(super) async fn play_experience<L: Link>(
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
     let mut envs = EnvSlots::new(w)?;
-    let mut policy = ActorPolicy::for_welcome(w).map_err(anyhow::Error::msg)?;
+    let mut policy = ActorPolicy::for_welcome(w, envs.spec());
     if player.inference == Inference::Ort {
         let net = policy.net().clone();
         let forward = crate::ort_net::OrtForward::new(&w.onnx, net)?;
@@ -144,9 +144,10 @@ impl<L: Link> Play<'_, L> {
                 continue;
             }
             pause = Duration::from_millis(1);
-            let (batch, finished) = self.play_batch();
+            let (batch, finished) = self.play_batch()?;
+            let faults = self.envs.take_faults();
             let idle = self.flight.report_idle(self.envs.idle());
-            if batch.is_empty() && idle.is_empty() && self.flight.awaiting() {
+            if batch.is_empty() && idle.is_empty() && faults.is_empty() && self.flight.awaiting() {
                 // Nothing to report: wait for the replies due.
                 continue;
             }
@@ -168,6 +169,7 @@ impl<L: Link> Play<'_, L> {
                     actor_id,
                     session_id,
                     seq,
+                    faults,
                     idle_envs: idle,
                     last,
                 })
@@ -180,6 +182,7 @@ impl<L: Link> Play<'_, L> {
                     last,
                     transitions: batch,
                     finished,
+                    faults,
                     idle_envs: idle,
                 })
             };
@@ -190,8 +193,9 @@ impl<L: Link> Play<'_, L> {
     }
 
     /// Steps every running env with the local policy for one batch (up to
-    /// an episode end, except in `sync`).
-    fn play_batch(&mut self) -> (Transitions, Vec<EpisodeResult>) {
+    /// an episode end, except in `sync`). An env that raises loses its
+    /// episode's steps in this batch.
+    fn play_batch(&mut self) -> anyhow::Result<(Transitions, Vec<EpisodeResult>)> {
         let envs = &mut self.envs;
         let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
         let (running, obs, actions) = (&mut self.running, &mut self.obs, &mut self.actions);
@@ -211,7 +215,12 @@ impl<L: Link> Play<'_, L> {
             let mut ended = false;
             for (k, &i) in running.iter().enumerate() {
                 let a = &actions[k * ad..(k + 1) * ad];
-                let step = envs.step(i, a);
+                let episode = envs.slots[i].episode.expect("running");
+                let Some(step) = envs.step(i, a)? else {
+                    batch.drop_episode(episode, od, ad);
+                    ended = true;
+                    continue;
+                };
                 let slot = &mut envs.slots[i];
                 batch.obs.extend_from_slice(&obs[k * od..(k + 1) * od]);
                 batch.actions.extend_from_slice(a);
@@ -233,7 +242,7 @@ impl<L: Link> Play<'_, L> {
                 break;
             }
         }
-        (batch, finished)
+        Ok((batch, finished))
     }
 
     /// Applies the reply to the oldest batch in flight: newer weights,

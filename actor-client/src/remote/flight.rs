@@ -129,6 +129,7 @@ mod tests {
                 actor_id: "a".into(),
                 session_id: 1,
                 seq,
+                faults: vec![],
                 idle_envs: idle,
                 last: false,
             });
@@ -147,6 +148,7 @@ mod tests {
                 episode: vec![0; steps],
             },
             finished: vec![],
+            faults: vec![],
             idle_envs: idle,
             last: false,
         })

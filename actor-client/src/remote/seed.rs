@@ -15,6 +15,7 @@ pub(super) async fn play_seed<L: Link>(
 ) -> anyhow::Result<SessionEnd> {
     let mut envs = EnvSlots::new(w)?;
     envs.start(&w.starts)?;
+    // An env that raised in its first reset is idle until the next reply.
     let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
     // Per env: the flags and reward to report next.
     let mut flag: Vec<u8> = envs
@@ -41,6 +42,7 @@ pub(super) async fn play_seed<L: Link>(
             obs,
             rewards: rewards.clone(),
             flags: flag.clone(),
+            faults: envs.take_faults(),
         };
         carry.report.inference_requests += 1;
         let m = match answer(fs.call(&Message::Observations(req)).await)? {
@@ -59,7 +61,13 @@ pub(super) async fn play_seed<L: Link>(
         for i in 0..n {
             let acting = flag[i] & (flags::IDLE | flags::TERMINATED | flags::TRUNCATED) == 0;
             if acting && envs.slots[i].episode.is_some() {
-                let step = envs.step(i, &a.actions[i * ad..(i + 1) * ad]);
+                let Some(step) = envs.step(i, &a.actions[i * ad..(i + 1) * ad])? else {
+                    // The env raised: idle now, the fault goes with the
+                    // next request.
+                    rewards[i] = 0.0;
+                    flag[i] = flags::IDLE;
+                    continue;
+                };
                 carry.report.env_steps += 1;
                 rewards[i] = step.reward as f32;
                 flag[i] = (u8::from(step.terminated) * flags::TERMINATED)
@@ -76,7 +84,9 @@ pub(super) async fn play_seed<L: Link>(
         }
         envs.start(&a.starts)?;
         for s in &a.starts {
-            flag[s.env as usize] = flags::FRESH;
+            // An env that raised in reset stays idle (its fault is pending).
+            let started = envs.slots[s.env as usize].episode.is_some();
+            flag[s.env as usize] = if started { flags::FRESH } else { flags::IDLE };
             rewards[s.env as usize] = 0.0;
         }
     }

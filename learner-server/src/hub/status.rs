@@ -46,6 +46,9 @@ pub struct RunStatus {
     /// were played again): `env_steps` = the finished episodes' lengths +
     /// this + the steps of episodes still being played.
     pub env_steps_abandoned: u64,
+    /// Exceptions the run's environments raised (Python envs); each
+    /// episode they broke was re-issued.
+    pub env_errors: u64,
     /// Mean return of the last 20 finished episodes.
     pub recent_return: Option<f64>,
     pub last_eval_return: Option<f64>,
@@ -80,6 +83,7 @@ impl RunStatus {
             episodes_issued: 0,
             episodes_reissued: 0,
             env_steps_abandoned: 0,
+            env_errors: 0,
             recent_return: None,
             last_eval_return: None,
             best_eval_return: None,

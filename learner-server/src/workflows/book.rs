@@ -32,6 +32,8 @@ pub struct RunBook {
     last_progress_steps: u64,
     /// Set by distributed workflows before [`RunBook::finish`].
     pub learner: Option<super::LearnerFigures>,
+    /// Exceptions the environments raised in this session.
+    pub env_errors: u64,
 }
 
 impl RunBook {
@@ -64,9 +66,9 @@ impl RunBook {
                 cfg.output_dir.display()
             )
         })?;
-        let spec = rlfleet_shared::env::spec(&cfg.env)?;
+        let spec = cfg.env_source().spec()?;
         let evaluator = Evaluator::spawn(
-            &cfg.env,
+            cfg.env_source().make()?,
             agents::build_policy(cfg, &spec),
             cfg.eval.episodes,
             cfg.seed,
@@ -79,6 +81,7 @@ impl RunBook {
             start_wall: counters.wall_secs,
             last_progress_steps: counters.env_steps,
             learner: None,
+            env_errors: 0,
             counters,
             last_eval: best.as_ref().map(|b| b.mean_return),
             best,
@@ -243,6 +246,7 @@ impl RunBook {
             best_eval: self.best.as_ref().map(|b| (b.mean_return, b.env_steps)),
             final_eval,
             env_steps_per_sec: self.rate(),
+            env_errors: self.env_errors,
             output_dir: self.out.dir().to_path_buf(),
             learner: self.learner.take(),
         };

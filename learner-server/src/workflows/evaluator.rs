@@ -4,7 +4,7 @@
 //! training publishes faster than evaluation runs, older weights are skipped.
 
 use crate::agents::{Policy, Weights};
-use rlfleet_shared::env::{self, Action, Env};
+use rlfleet_shared::env::{Action, Env, EnvFault};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -50,14 +50,20 @@ pub struct Evaluator {
     thread: Option<JoinHandle<()>>,
 }
 
-/// Plays `episodes` greedy episodes with `policy`; returns their returns.
-pub fn evaluate(env: &mut dyn Env, policy: &mut dyn Policy, episodes: u32, seed: u64) -> Vec<f64> {
+/// Plays `episodes` greedy episodes with `policy`; returns their returns,
+/// or the fault of an env that raised (a Python env).
+pub fn evaluate(
+    env: &mut dyn Env,
+    policy: &mut dyn Policy,
+    episodes: u32,
+    seed: u64,
+) -> Result<Vec<f64>, EnvFault> {
     let spec = env.spec().clone();
     let mut obs = vec![0f32; spec.obs_dim()];
     let mut action = vec![0f32; spec.action_space.flat_dim()];
     (0..episodes)
         .map(|i| {
-            env.reset(Some(EVAL_SEED_BASE + seed * 1000 + u64::from(i)), &mut obs);
+            env.try_reset(Some(EVAL_SEED_BASE + seed * 1000 + u64::from(i)), &mut obs)?;
             let mut ret = 0.0;
             loop {
                 policy.act(&obs, &mut action);
@@ -66,10 +72,10 @@ pub fn evaluate(env: &mut dyn Env, policy: &mut dyn Policy, episodes: u32, seed:
                 } else {
                     Action::Continuous(&action)
                 };
-                let step = env.step(a, &mut obs);
+                let step = env.try_step(a, &mut obs)?;
                 ret += step.reward;
                 if step.done() {
-                    return ret;
+                    return Ok(ret);
                 }
             }
         })
@@ -77,11 +83,15 @@ pub fn evaluate(env: &mut dyn Env, policy: &mut dyn Policy, episodes: u32, seed:
 }
 
 impl Evaluator {
-    /// Starts the thread. `policy` is the evaluator's own copy.
-    pub fn spawn(env_id: &str, mut policy: Box<dyn Policy>, episodes: u32, seed: u64) -> Evaluator {
+    /// Starts the thread. `env` and `policy` are the evaluator's own.
+    pub fn spawn(
+        mut env: Box<dyn Env>,
+        mut policy: Box<dyn Policy>,
+        episodes: u32,
+        seed: u64,
+    ) -> Evaluator {
         let slot = Arc::new((Mutex::new(Slot::default()), Condvar::new()));
         let (tx, results) = mpsc::channel();
-        let mut env = env::make(env_id).expect("env id validated with the config");
         let shared = slot.clone();
         let thread = std::thread::Builder::new()
             .name("evaluator".into())
@@ -104,7 +114,18 @@ impl Evaluator {
                         tracing::error!("evaluator cannot load weights: {e}");
                         continue;
                     }
-                    let returns = evaluate(env.as_mut(), policy.as_mut(), episodes, seed);
+                    let returns = match evaluate(env.as_mut(), policy.as_mut(), episodes, seed) {
+                        Ok(r) => r,
+                        Err(fault) => {
+                            // An env that raised is skipped for this
+                            // evaluation; training goes on.
+                            tracing::error!(
+                                env_steps,
+                                "evaluation skipped: the env raised {fault}"
+                            );
+                            continue;
+                        }
+                    };
                     if tx
                         .send(EvalResult {
                             env_steps,

@@ -8,7 +8,7 @@ use crate::agents::{self, Agent};
 use crate::checkpoint::RunCounters;
 use crate::replay::Transition;
 use rlfleet_shared::config::RunConfig;
-use rlfleet_shared::env::{self, Action, Env};
+use rlfleet_shared::env::{Action, Env, EnvFault};
 use tokio_util::sync::CancellationToken;
 
 /// A `single` run, built and ready (possibly resumed from a checkpoint).
@@ -36,7 +36,7 @@ pub fn episode_seed(run_seed: u64, episode: u64) -> u64 {
 impl SingleRun {
     pub fn new(cfg: &RunConfig, opts: &RunOptions) -> anyhow::Result<SingleRun> {
         let device = crate::device::select(1);
-        let env = env::make(&cfg.env)?;
+        let env = cfg.env_source().make()?;
         let mut agent = agents::build_agent(cfg, env.spec(), device);
         let book = RunBook::open(cfg, opts, agent.as_mut())?;
         Ok(SingleRun { agent, env, book })
@@ -53,15 +53,11 @@ impl SingleRun {
     /// Runs to the stop condition; writes the checkpoint, plot and summary.
     pub fn run(mut self, cancel: &CancellationToken) -> anyhow::Result<RunSummary> {
         let spec = self.env.spec().clone();
-        let seed = self.book.cfg.seed;
         let mut obs = vec![0f32; spec.obs_dim()];
         let mut next_obs = obs.clone();
         let mut action = vec![0f32; spec.action_space.flat_dim()];
         let (mut ep_return, mut ep_len) = (0.0, 0u32);
-        self.env.reset(
-            Some(episode_seed(seed, self.book.counters.episodes)),
-            &mut obs,
-        );
+        self.start_episode(&mut obs)?;
 
         let reason = loop {
             if cancel.is_cancelled() {
@@ -77,7 +73,19 @@ impl SingleRun {
             } else {
                 Action::Continuous(&action)
             };
-            let step = self.env.step(a, &mut next_obs);
+            let step = match self.env.try_step(a, &mut next_obs) {
+                Ok(step) => step,
+                Err(fault) => {
+                    // The episode is abandoned (the steps already observed
+                    // stay in training) and played again from its seed on a
+                    // rebuilt env.
+                    self.agent.end_episode(self.book.counters.episodes);
+                    self.env_fault(&fault)?;
+                    (ep_return, ep_len) = (0.0, 0);
+                    self.start_episode(&mut obs)?;
+                    continue;
+                }
+            };
             self.agent.observe(&Transition {
                 episode: self.book.counters.episodes,
                 obs: &obs,
@@ -101,13 +109,42 @@ impl SingleRun {
                 self.book.episode(episode, 0, ep_return, ep_len, version)?;
                 self.book.flush()?;
                 (ep_return, ep_len) = (0.0, 0);
-                self.env.reset(
-                    Some(episode_seed(seed, self.book.counters.episodes)),
-                    &mut obs,
-                );
+                self.start_episode(&mut obs)?;
             }
             self.book.after_steps(steps, self.agent.as_ref())?;
         };
         self.book.finish(reason, self.agent.as_ref())
     }
+
+    /// Resets the env for the next episode id, from its seed; an env that
+    /// raises is rebuilt and tried again, up to a few times.
+    fn start_episode(&mut self, obs: &mut [f32]) -> anyhow::Result<()> {
+        let seed = episode_seed(self.book.cfg.seed, self.book.counters.episodes);
+        for _ in 0..RESET_ATTEMPTS {
+            match self.env.try_reset(Some(seed), obs) {
+                Ok(()) => return Ok(()),
+                Err(fault) => self.env_fault(&fault)?,
+            }
+        }
+        anyhow::bail!(
+            "`{}` raised in reset {RESET_ATTEMPTS} times in a row for episode {}",
+            self.book.cfg.env,
+            self.book.counters.episodes
+        )
+    }
+
+    /// Logs and counts an env's exception and rebuilds the env.
+    fn env_fault(&mut self, fault: &EnvFault) -> anyhow::Result<()> {
+        tracing::error!(
+            env = %self.book.cfg.env,
+            episode = self.book.counters.episodes,
+            "the env raised {fault}; the episode is played again on a rebuilt env"
+        );
+        self.book.env_errors += 1;
+        self.env = self.book.cfg.env_source().make()?;
+        Ok(())
+    }
 }
+
+/// Consecutive failed resets after which a `single` run gives up.
+const RESET_ATTEMPTS: u32 = 3;

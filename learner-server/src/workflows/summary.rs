@@ -33,6 +33,9 @@ pub struct RunSummary {
     pub final_eval: Option<f64>,
     /// Env steps per second in this session.
     pub env_steps_per_sec: f64,
+    /// Exceptions the environments raised (Python envs), each ending its
+    /// episode, which was played again.
+    pub env_errors: u64,
     pub output_dir: PathBuf,
     /// Distributed runs only.
     pub learner: Option<LearnerFigures>,
@@ -49,7 +52,7 @@ impl RunSummary {
         let mut out = format!(
             "reason = {:?}\ntarget_reached = {}\nenv_steps = {}\nepisodes = {}\ntrain_steps = {}\n\
              wall_secs = {}\nenv_steps_per_sec = {}\nbest_eval_return = {}\nbest_eval_env_steps = {}\n\
-             final_eval_return = {}\n",
+             final_eval_return = {}\nenv_errors = {}\n",
             self.reason.to_string(),
             self.target_reached(),
             self.counters.env_steps,
@@ -60,6 +63,7 @@ impl RunSummary {
             opt(self.best_eval.map(|b| b.0)),
             self.best_eval.map_or(0, |b| b.1),
             opt(self.final_eval),
+            self.env_errors,
         );
         if let Some(l) = &self.learner {
             out.push_str(&format!(

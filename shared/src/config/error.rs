@@ -27,4 +27,8 @@ pub enum ConfigError {
     },
     #[error("{0}")]
     Conflict(String),
+    /// The environment could not be built (a Python env's exception, or
+    /// Python options given to a built-in).
+    #[error("`env`: {0}")]
+    Env(String),
 }

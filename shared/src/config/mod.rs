@@ -28,7 +28,9 @@ pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};
 
+use crate::env::EnvSource;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One training run, as written in a TOML file.
@@ -37,8 +39,22 @@ use std::path::{Path, PathBuf};
 pub struct RunConfig {
     /// A short name for logs and the control API.
     pub name: String,
-    /// A built-in environment id (see `rlfleet_shared::env::ENV_IDS`).
+    /// A built-in environment id (see `rlfleet_shared::env::ENV_IDS`),
+    /// `gymnasium:ID` (any registered Gymnasium id) or
+    /// `python:module:attr` (a class or factory with the Gymnasium API).
     pub env: String,
+    /// Keyword arguments for `gymnasium.make` or the `python:` callable.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub env_kwargs: BTreeMap<String, serde_json::Value>,
+    /// `module:attr` wrappers applied to a Python env in order, each called
+    /// with the env.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env_wrappers: Vec<String>,
+    /// Folders put in front of Python's `sys.path` (relative ones are
+    /// relative to the config file's folder; to the daemon's working
+    /// directory for a config posted as JSON).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub python_path: Vec<PathBuf>,
     pub agent: AgentKind,
     pub workflow: WorkflowKind,
     #[serde(default)]
@@ -89,7 +105,19 @@ impl RunConfig {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::from_toml(&text, &path.display().to_string())
+        let mut cfg: RunConfig = from_toml_keyed(&text).map_err(|message| ConfigError::Parse {
+            origin: path.display().to_string(),
+            message,
+        })?;
+        // python_path entries are relative to the file's folder.
+        let folder = path.parent().unwrap_or(Path::new("."));
+        for p in &mut cfg.python_path {
+            if p.is_relative() {
+                *p = folder.join(&*p);
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// Parses and validates config text; `origin` names it in errors.
@@ -136,6 +164,27 @@ impl RunConfig {
             AgentKind::Td3 => Some(u64::from(self.td3.batch_size)),
             AgentKind::Sac => Some(u64::from(self.sac.batch_size)),
             AgentKind::A2c | AgentKind::Ppo => None,
+        }
+    }
+
+    /// Where the run's environment comes from, with its Python options
+    /// (relative `python_path` entries made absolute against the working
+    /// directory).
+    pub fn env_source(&self) -> EnvSource {
+        let cwd = std::env::current_dir().unwrap_or_default();
+        EnvSource {
+            id: self.env.clone(),
+            kwargs_json: if self.env_kwargs.is_empty() {
+                String::new()
+            } else {
+                serde_json::to_string(&self.env_kwargs).expect("JSON values serialise")
+            },
+            wrappers: self.env_wrappers.clone(),
+            python_path: self
+                .python_path
+                .iter()
+                .map(|p| cwd.join(p).to_string_lossy().into_owned())
+                .collect(),
         }
     }
 

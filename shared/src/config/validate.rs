@@ -69,10 +69,17 @@ impl RunConfig {
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
             "1 to 128 characters of letters, digits, '-', '_' or '.'",
         )?;
-        let spec = env::spec(&self.env).map_err(|_| ConfigError::Unsupported {
-            key: "env",
-            value: format!("{:?}", self.env),
-            allowed: format!("built-in environments are {}", env::ENV_IDS.join(", ")),
+        let spec = self.env_source().spec().map_err(|e| match e {
+            env::EnvError::Unknown(_) => ConfigError::Unsupported {
+                key: "env",
+                value: format!("{:?}", self.env),
+                allowed: format!(
+                    "built-in environments are {}; any other Gymnasium id is \
+                     `gymnasium:ID`, a Python class or factory `python:module:attr`",
+                    env::ENV_IDS.join(", ")
+                ),
+            },
+            other => ConfigError::Env(other.to_string()),
         })?;
         if !WorkflowKind::IMPLEMENTED.contains(&self.workflow) {
             let names: Vec<String> = WorkflowKind::IMPLEMENTED

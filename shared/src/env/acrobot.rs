@@ -2,7 +2,8 @@
 //! 0.2 s, no torque noise, float32 initial state, 500-step limit).
 
 use super::time_limit::{Dynamics, discrete};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 use std::f64::consts::PI;
 
 const DT: f64 = 0.2;
@@ -34,13 +35,15 @@ impl Default for Acrobot {
         let high = vec![1.0, 1.0, 1.0, 1.0, max_vel_1() as f32, max_vel_2() as f32];
         Acrobot {
             spec: EnvSpec {
-                id: "Acrobot-v1",
+                id: Cow::Borrowed("Acrobot-v1"),
                 observation_space: Space::Box {
                     low: high.iter().map(|h| -h).collect(),
                     high,
                 },
+                obs_shape: vec![6],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::Discrete { n: 3 },
-                max_episode_steps: 500,
+                max_episode_steps: Some(500),
                 reward_threshold: Some(-100.0),
             },
             state: [0.0; 4],
@@ -119,7 +122,7 @@ impl Dynamics for Acrobot {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        let torque = AVAIL_TORQUE[discrete(action, 3, self.spec.id)];
+        let torque = AVAIL_TORQUE[discrete(action, 3, &self.spec.id)];
         let s = self.state;
         let ns = rk4(&[s[0], s[1], s[2], s[3], torque]);
         self.state = [

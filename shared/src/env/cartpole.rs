@@ -2,7 +2,8 @@
 //! integration, float32 observations, 500-step limit).
 
 use super::time_limit::{Dynamics, discrete};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 
 const GRAVITY: f64 = 9.8;
 const MASSCART: f64 = 1.0;
@@ -34,13 +35,15 @@ impl Default for CartPole {
         let high = vec![X_THRESHOLD as f32 * 2.0, f32::INFINITY, th, f32::INFINITY];
         CartPole {
             spec: EnvSpec {
-                id: "CartPole-v1",
+                id: Cow::Borrowed("CartPole-v1"),
                 observation_space: Space::Box {
                     low: high.iter().map(|h| -h).collect(),
                     high,
                 },
+                obs_shape: vec![4],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::Discrete { n: 2 },
-                max_episode_steps: 500,
+                max_episode_steps: Some(500),
                 reward_threshold: Some(475.0),
             },
             state: [0.0; 4],
@@ -62,7 +65,7 @@ impl Dynamics for CartPole {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        let a = discrete(action, 2, self.spec.id);
+        let a = discrete(action, 2, &self.spec.id);
         let [mut x, mut x_dot, mut theta, mut theta_dot] = self.state;
         let force = if a == 1 { FORCE_MAG } else { -FORCE_MAG };
         let costheta = theta.cos();

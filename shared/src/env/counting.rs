@@ -7,7 +7,8 @@
 //! `5 + s % 13` steps; episodes longer than the 12-step limit are truncated.
 
 use super::time_limit::{Dynamics, discrete};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 
 /// Steps before truncation.
 pub const COUNTING_MAX_STEPS: u32 = 12;
@@ -26,13 +27,15 @@ impl Default for Counting {
     fn default() -> Self {
         Counting {
             spec: EnvSpec {
-                id: "Counting-v0",
+                id: Cow::Borrowed("Counting-v0"),
                 observation_space: Space::Box {
                     low: vec![0.0, 0.0, 0.0],
                     high: vec![16_777_215.0, COUNTING_MAX_STEPS as f32, 1.0],
                 },
+                obs_shape: vec![3],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::Discrete { n: 2 },
-                max_episode_steps: COUNTING_MAX_STEPS,
+                max_episode_steps: Some(COUNTING_MAX_STEPS),
                 reward_threshold: None,
             },
             tag: 0,
@@ -64,7 +67,7 @@ impl Dynamics for Counting {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        self.last_action = discrete(action, 2, self.spec.id) as u64;
+        self.last_action = discrete(action, 2, &self.spec.id) as u64;
         self.t += 1;
         (self.t as f64, self.t >= self.length)
     }

@@ -2,7 +2,9 @@
 //!
 //! Every built-in is a [`Dynamics`] (the physics, exactly as Gymnasium writes
 //! it) wrapped in [`TimeLimited`], which adds seeding and truncation at the
-//! registered `max_episode_steps`, as `gymnasium.make` does.
+//! registered `max_episode_steps`, as `gymnasium.make` does. Any other
+//! Gymnasium-API environment runs through the embedded interpreter
+//! ([`python`]); [`EnvSource`] names either kind and builds it.
 
 mod acrobot;
 mod cartpole;
@@ -11,7 +13,9 @@ mod mountain_car;
 mod mountain_car_continuous;
 mod numpy_scalar;
 mod pendulum;
+pub mod python;
 mod rng;
+mod source;
 mod space;
 mod time_limit;
 
@@ -22,8 +26,11 @@ pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;
 pub use rng::EnvRng;
+pub use source::{EnvError, EnvSource, GYMNASIUM_PREFIX, PYTHON_PREFIX, is_python_id};
 pub use space::Space;
 pub use time_limit::{Dynamics, TimeLimited};
+
+use std::borrow::Cow;
 
 /// An action handed to [`Env::step`]: an index for discrete action spaces, a
 /// slice of `f32` (Gymnasium's dtype) for continuous ones.
@@ -51,16 +58,39 @@ impl Step {
     }
 }
 
+/// The element type an environment's observations have before rlfleet
+/// flattens them to `f32`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ObsDtype {
+    F32,
+    F64,
+    /// Images: values 0..=255.
+    U8,
+}
+
 /// Static facts about an environment, as Gymnasium registers them.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EnvSpec {
-    pub id: &'static str,
+    /// The id as the run config names it (`CartPole-v1`,
+    /// `gymnasium:LunarLander-v3`, `python:pkg.mod:Env`).
+    pub id: Cow<'static, str>,
+    /// Flat: a `Box` observation of any shape is flattened in C order.
     pub observation_space: Space,
+    /// The observation's shape before flattening.
+    pub obs_shape: Vec<usize>,
+    pub obs_dtype: ObsDtype,
     pub action_space: Space,
-    pub max_episode_steps: u32,
+    /// The time limit (`None`: the env has none of its own).
+    pub max_episode_steps: Option<u32>,
     /// The mean return Gymnasium calls "solved", when it names one.
     pub reward_threshold: Option<f64>,
 }
+
+/// An exception an environment raised (Python envs), as one line: type,
+/// message and the last traceback frame.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EnvFault(pub String);
 
 impl EnvSpec {
     /// Length of a flat observation.
@@ -87,6 +117,16 @@ pub trait Env: Send {
     fn set_state(&mut self, state: &[f64]);
     /// Steps taken in the current episode.
     fn elapsed_steps(&self) -> u32;
+    /// [`Env::reset`] for callers that contain faults: an env that can raise
+    /// (a Python env) returns the exception instead of panicking.
+    fn try_reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvFault> {
+        self.reset(seed, obs);
+        Ok(())
+    }
+    /// [`Env::step`], returning an env's exception instead of panicking.
+    fn try_step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvFault> {
+        Ok(self.step(action, obs))
+    }
 }
 
 /// Names of the built-in environments, for error messages and `--help`.

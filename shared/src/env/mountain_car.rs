@@ -2,7 +2,8 @@
 //! observations, 200-step limit).
 
 use super::time_limit::{Dynamics, discrete};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -23,13 +24,15 @@ impl Default for MountainCar {
     fn default() -> Self {
         MountainCar {
             spec: EnvSpec {
-                id: "MountainCar-v0",
+                id: Cow::Borrowed("MountainCar-v0"),
                 observation_space: Space::Box {
                     low: vec![MIN_POSITION as f32, -MAX_SPEED as f32],
                     high: vec![MAX_POSITION as f32, MAX_SPEED as f32],
                 },
+                obs_shape: vec![2],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::Discrete { n: 3 },
-                max_episode_steps: 200,
+                max_episode_steps: Some(200),
                 reward_threshold: Some(-110.0),
             },
             position: 0.0,
@@ -49,7 +52,7 @@ impl Dynamics for MountainCar {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        let a = discrete(action, 3, self.spec.id) as i64;
+        let a = discrete(action, 3, &self.spec.id) as i64;
         let mut velocity = self.velocity;
         velocity += (a - 1) as f64 * FORCE + (3.0 * self.position).cos() * (-GRAVITY);
         velocity = velocity.clamp(-MAX_SPEED, MAX_SPEED);

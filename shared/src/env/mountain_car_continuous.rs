@@ -4,7 +4,8 @@
 
 use super::numpy_scalar::Num::{self, F32, F64, Py};
 use super::time_limit::{Dynamics, continuous};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 
 const MIN_POSITION: f64 = -1.2;
 const MAX_POSITION: f64 = 0.6;
@@ -24,13 +25,15 @@ impl Default for MountainCarContinuous {
     fn default() -> Self {
         MountainCarContinuous {
             spec: EnvSpec {
-                id: "MountainCarContinuous-v0",
+                id: Cow::Borrowed("MountainCarContinuous-v0"),
                 observation_space: Space::Box {
                     low: vec![MIN_POSITION as f32, -MAX_SPEED as f32],
                     high: vec![MAX_POSITION as f32, MAX_SPEED as f32],
                 },
+                obs_shape: vec![2],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::uniform_box(1, -1.0, 1.0),
-                max_episode_steps: 999,
+                max_episode_steps: Some(999),
                 reward_threshold: Some(90.0),
             },
             position: F64(0.0),
@@ -50,7 +53,7 @@ impl Dynamics for MountainCarContinuous {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        let a = continuous(action, self.spec.id);
+        let a = continuous(action, &self.spec.id);
         // force = min(max(action[0], min_action), max_action)
         let mut force = F32(a);
         if Py(-1.0).gt(force) {

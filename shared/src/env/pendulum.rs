@@ -2,7 +2,8 @@
 //! whose square and scaling stay float32 under NumPy 2, 200-step limit).
 
 use super::time_limit::{Dynamics, continuous};
-use super::{Action, EnvRng, EnvSpec, Space};
+use super::{Action, EnvRng, EnvSpec, ObsDtype, Space};
+use std::borrow::Cow;
 use std::f64::consts::PI;
 
 const MAX_SPEED: f64 = 8.0;
@@ -25,13 +26,15 @@ impl Default for Pendulum {
         let high = vec![1.0, 1.0, MAX_SPEED as f32];
         Pendulum {
             spec: EnvSpec {
-                id: "Pendulum-v1",
+                id: Cow::Borrowed("Pendulum-v1"),
                 observation_space: Space::Box {
                     low: high.iter().map(|h| -h).collect(),
                     high,
                 },
+                obs_shape: vec![3],
+                obs_dtype: ObsDtype::F32,
                 action_space: Space::uniform_box(1, -MAX_TORQUE, MAX_TORQUE),
-                max_episode_steps: 200,
+                max_episode_steps: Some(200),
                 reward_threshold: None,
             },
             th: 0.0,
@@ -56,7 +59,7 @@ impl Dynamics for Pendulum {
     }
 
     fn step(&mut self, action: Action<'_>) -> (f64, bool) {
-        let u = continuous(action, self.spec.id).clamp(-MAX_TORQUE, MAX_TORQUE);
+        let u = continuous(action, &self.spec.id).clamp(-MAX_TORQUE, MAX_TORQUE);
         let (th, thdot) = (self.th, self.thdot);
         let n = angle_normalize(th);
         // 0.001 * (u**2) is float32 arithmetic under NumPy 2.

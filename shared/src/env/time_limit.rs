@@ -61,7 +61,11 @@ impl<D: Dynamics> Env for TimeLimited<D> {
         Step {
             reward,
             terminated,
-            truncated: self.elapsed >= self.dynamics.spec().max_episode_steps,
+            truncated: self
+                .dynamics
+                .spec()
+                .max_episode_steps
+                .is_some_and(|m| self.elapsed >= m),
         }
     }
 

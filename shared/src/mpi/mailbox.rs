@@ -197,6 +197,7 @@ mod tests {
                 };
                 t + envs as usize
             ],
+            faults: vec![],
             idle_envs: vec![0; envs as usize],
             last: true,
         };

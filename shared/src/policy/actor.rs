@@ -5,7 +5,7 @@
 
 use super::{ContinuousPolicy, QPolicy, continuous_head};
 use crate::config::AgentKind;
-use crate::env::{self, EnvSpec, Space};
+use crate::env::{EnvSpec, Space};
 use crate::nets::{CpuMlp, Forward};
 use crate::wire::Welcome;
 
@@ -16,12 +16,10 @@ pub enum ActorPolicy {
 }
 
 impl ActorPolicy {
-    /// The policy `w` describes (no weights loaded yet).
-    pub fn for_welcome(w: &Welcome) -> Result<ActorPolicy, String> {
-        let spec = env::spec(&w.env_id).map_err(|e| e.to_string())?;
-        Ok(ActorPolicy::new(
-            &spec, w.agent, &w.hidden, w.dueling, w.seed,
-        ))
+    /// The policy `w` describes for envs of `spec` (no weights loaded
+    /// yet).
+    pub fn for_welcome(w: &Welcome, spec: &EnvSpec) -> ActorPolicy {
+        ActorPolicy::new(spec, w.agent, &w.hidden, w.dueling, w.seed)
     }
 
     /// The policy `agent` publishes for `spec` (no weights loaded yet).

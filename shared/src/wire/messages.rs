@@ -71,8 +71,18 @@ pub struct EpisodeStart {
 pub struct Welcome {
     pub run_id: String,
     pub workflow: WorkflowKind,
+    /// The env's id as the run config names it (built in, `gymnasium:` or
+    /// `python:`); a Python env is built with the three fields below.
     pub env_id: String,
+    /// Keyword arguments for the Python env, as a JSON object (empty: none).
+    pub env_kwargs: String,
+    /// `module:attr` wrappers applied to the Python env in order.
+    pub env_wrappers: Vec<String>,
+    /// Absolute folders put in front of the actor's `sys.path`.
+    pub python_path: Vec<String>,
     pub obs_dim: u32,
+    /// The observation's shape before flattening (its product is `obs_dim`).
+    pub obs_shape: Vec<u32>,
     /// Scalars per action (1 for a discrete index).
     pub action_dim: u32,
     /// The agent, and its network's hidden layer widths.
@@ -117,6 +127,8 @@ pub struct Observations {
     pub rewards: Vec<f32>,
     /// [`super::flags`] per env.
     pub flags: Vec<u8>,
+    /// Episodes abandoned because their env raised (the env is idle now).
+    pub faults: Vec<EnvFaultReport>,
 }
 
 /// SEED reply: one action per environment, and new episodes for the envs
@@ -142,9 +154,45 @@ pub struct Transitions {
     pub episode: Vec<u64>,
 }
 
+impl Welcome {
+    /// The env this welcome asks the actor to run, with its Python options.
+    pub fn env_source(&self) -> crate::env::EnvSource {
+        crate::env::EnvSource {
+            id: self.env_id.clone(),
+            kwargs_json: self.env_kwargs.clone(),
+            wrappers: self.env_wrappers.clone(),
+            python_path: self.python_path.clone(),
+        }
+    }
+}
+
 impl Transitions {
     pub fn len(&self) -> usize {
         self.rewards.len()
+    }
+
+    /// Removes every transition of `episode` (`obs_dim` and `act_dim`
+    /// values per row).
+    pub fn drop_episode(&mut self, episode: u64, obs_dim: usize, act_dim: usize) {
+        let keep: Vec<bool> = self.episode.iter().map(|&e| e != episode).collect();
+        let rows = |v: &mut Vec<f32>, width: usize| {
+            let mut i = 0;
+            v.retain(|_| {
+                let k = keep[i / width];
+                i += 1;
+                k
+            });
+        };
+        rows(&mut self.obs, obs_dim);
+        rows(&mut self.next_obs, obs_dim);
+        rows(&mut self.actions, act_dim);
+        rows(&mut self.rewards, 1);
+        let mut i = 0;
+        self.terminated.retain(|_| {
+            i += 1;
+            keep[i - 1]
+        });
+        self.episode.retain(|&e| e != episode);
     }
     pub fn is_empty(&self) -> bool {
         self.rewards.is_empty()
@@ -160,6 +208,17 @@ pub struct EpisodeResult {
     pub length: u32,
 }
 
+/// An exception an actor's env raised (a Python env): the episode it was
+/// playing is abandoned (its unsent steps dropped) and the env rebuilt; the
+/// learner re-issues the episode.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct EnvFaultReport {
+    pub episode: u64,
+    pub env: u32,
+    /// Exception type, message and last traceback frame.
+    pub error: String,
+}
+
 /// Experience from an actor (`async`, `sync`). `(actor_id, session_id,
 /// seq)` identifies it: a batch resent after a reconnect keeps its original
 /// key and is never trained twice.
@@ -172,6 +231,8 @@ pub struct Experience {
     pub policy_version: u64,
     pub transitions: Transitions,
     pub finished: Vec<EpisodeResult>,
+    /// Episodes abandoned because their env raised.
+    pub faults: Vec<EnvFaultReport>,
     /// Environments that need an episode.
     pub idle_envs: Vec<u32>,
     /// Every env of the actor is idle after this batch: if the learner
@@ -188,6 +249,8 @@ pub struct WorkRequest {
     pub actor_id: String,
     pub session_id: u64,
     pub seq: u64,
+    /// Episodes abandoned because their env raised.
+    pub faults: Vec<EnvFaultReport>,
     /// Environments that need an episode.
     pub idle_envs: Vec<u32>,
     /// Every env of the actor is idle: if the learner has no episode to
@@ -267,6 +330,14 @@ impl Submission {
         match self {
             Submission::Batch(e) => &e.idle_envs,
             Submission::Ask(w) => &w.idle_envs,
+        }
+    }
+
+    /// Episodes the actor abandoned because their env raised.
+    pub fn faults(&self) -> &[EnvFaultReport] {
+        match self {
+            Submission::Batch(e) => &e.faults,
+            Submission::Ask(w) => &w.faults,
         }
     }
 

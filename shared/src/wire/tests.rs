@@ -22,9 +22,31 @@ fn experience() -> Message {
             ret: 2.0,
             length: 2,
         }],
+        faults: vec![EnvFaultReport {
+            episode: 5,
+            env: 1,
+            error: "ValueError: boom (at env.py:3 in step)".into(),
+        }],
         idle_envs: vec![0],
         last: false,
     })
+}
+
+#[test]
+fn dropping_an_episode_removes_its_rows_from_every_column() {
+    let mut t = Transitions {
+        obs: vec![0.0, 0.1, 1.0, 1.1, 2.0, 2.1],
+        actions: vec![0.0, 1.0, 2.0],
+        rewards: vec![0.0, 1.0, 2.0],
+        next_obs: vec![0.5, 0.6, 1.5, 1.6, 2.5, 2.6],
+        terminated: vec![0, 0, 1],
+        episode: vec![7, 8, 7],
+    };
+    t.drop_episode(7, 2, 1);
+    assert_eq!(t.obs, vec![1.0, 1.1]);
+    assert_eq!(t.next_obs, vec![1.5, 1.6]);
+    assert_eq!((t.actions, t.rewards), (vec![1.0], vec![1.0]));
+    assert_eq!((t.terminated, t.episode), (vec![0], vec![8]));
 }
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -77,7 +99,7 @@ fn garbage_fails_validation() {
     let mut frame = encode(&experience());
     // Corrupt the relative pointers and lengths at the end of the archive.
     let n = frame.len();
-    for b in &mut frame[n - 24..] {
+    for b in &mut frame[n - 48..] {
         *b = 0xff;
     }
     let err = decode(&frame[4..]).unwrap_err();

@@ -254,11 +254,16 @@ impl Core {
         slot.sent_version = weights.as_ref().map(|w| w.version);
         let (index, n_envs) = (slot.index, slot.n_envs);
         let cfg = &self.book.cfg;
+        let source = cfg.env_source();
         Message::Welcome(wire::Welcome {
             run_id: self.id.clone(),
             workflow: cfg.workflow,
             env_id: cfg.env.clone(),
+            env_kwargs: source.kwargs_json,
+            env_wrappers: source.wrappers,
+            python_path: source.python_path,
             obs_dim: self.spec.obs_dim() as u32,
+            obs_shape: self.spec.obs_shape.iter().map(|&d| d as u32).collect(),
             action_dim: self.spec.action_space.flat_dim() as u32,
             agent: cfg.agent,
             hidden: cfg.policy_hidden().to_vec(),

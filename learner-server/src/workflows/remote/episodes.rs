@@ -11,7 +11,7 @@ use crate::hub::EpisodeView;
 use crate::metrics::Metrics;
 use crate::transport::ConnId;
 use crate::workflows::episode_seed;
-use rlfleet_shared::wire::EpisodeStart;
+use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart};
 
 /// Hands out episodes to the given envs of `conn`, as far as the ledger
 /// allows (the fetch-and-add of the `rma` workflows).
@@ -78,6 +78,40 @@ impl Core {
         if *open == 0 {
             self.episode_steps.remove(&key);
         }
+    }
+
+    /// `conn`'s env raised while playing `f.episode`: the episode goes back
+    /// to the queue (played again from its seed), the steps of it already
+    /// ingested are counted abandoned, the fault logged and counted.
+    pub fn env_fault(&mut self, conn: ConnId, f: &EnvFaultReport) {
+        let requeued = self.ledger().requeue(f.episode, (conn, f.env));
+        self.fault_ingested(conn, f.episode);
+        self.count_fault(conn, f, requeued);
+    }
+
+    /// The steps of a faulted episode already ingested are abandoned.
+    pub fn fault_ingested(&mut self, conn: ConnId, episode: u64) {
+        if let Some(n) = self.episode_steps.remove(&(conn, episode))
+            && n > 0
+        {
+            self.abandon(n as u64);
+        }
+    }
+
+    /// Logs and counts an env fault.
+    pub fn count_fault(&mut self, conn: ConnId, f: &EnvFaultReport, requeued: bool) {
+        let actor = self.actors.get(&conn).map_or("?", |s| s.actor_id.as_str());
+        tracing::warn!(
+            run = %self.id,
+            actor,
+            env = f.env,
+            episode = f.episode,
+            requeued,
+            "an actor's env raised {}",
+            f.error
+        );
+        self.metrics.env_errors.inc();
+        self.book.env_errors += 1;
     }
 
     pub(super) fn abandon(&mut self, steps: u64) {

@@ -113,6 +113,7 @@ pub(super) fn check_submission(
     if let Some(e) = s.batch() {
         check_experience(e, obs_dim, action_space, n_envs)?;
     }
+    check_envs(s.faults().iter().map(|f| f.env), n_envs)?;
     check_envs(s.idle_envs().iter().copied(), n_envs)
 }
 

@@ -98,6 +98,17 @@ impl EpisodeLedger {
         ids.len()
     }
 
+    /// Puts episode `id` back at the front of the queue if `holder` holds
+    /// it (its env raised); returns whether it did.
+    pub fn requeue(&mut self, id: u64, holder: Holder) -> bool {
+        if self.held.get(&id) != Some(&holder) {
+            return false;
+        }
+        self.held.remove(&id);
+        self.requeued.push_front(id);
+        true
+    }
+
     /// Episodes `conn` is playing.
     pub fn held_by(&self, conn: u64) -> usize {
         self.held.values().filter(|h| h.0 == conn).count()

@@ -94,7 +94,7 @@ impl RemoteRun {
                 cfg.workflow
             );
         }
-        let spec = rlfleet_shared::env::spec(&cfg.env)?;
+        let spec = cfg.env_source().spec()?;
         let mut agent = agents::build_agent(cfg, &spec, crate::device::select(1));
         let (mut learners, mut actor_ranks) = (1, 0);
         if let Some(l) = &opts.learners {
@@ -241,6 +241,9 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
             if let Err((code, text)) = core.accept(conn, &s) {
                 core.refuse(reply, code, text);
                 return Ok(());
+            }
+            for f in s.faults() {
+                core.env_fault(conn, f);
             }
             workflow.experience(core, conn, s, reply, Instant::now())
         }

@@ -43,6 +43,7 @@ impl Core {
         s.episodes_issued = issued;
         s.episodes_reissued = reissued;
         s.env_steps_abandoned = self.abandoned;
+        s.env_errors = self.book.env_errors;
         s.recent_return = self.book.recent_mean();
         s.last_eval_return = self.book.last_eval;
         s.best_eval_return = self.book.best_eval();

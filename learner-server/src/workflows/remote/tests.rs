@@ -146,6 +146,7 @@ fn batch(
         } else {
             vec![]
         },
+        faults: vec![],
         idle_envs: if finish { vec![0] } else { vec![] },
         last: finish,
     }
@@ -178,6 +179,7 @@ impl Harness {
             actor_id: actor.into(),
             session_id: 1,
             seq,
+            faults: vec![],
             idle_envs: vec![0],
             last: true,
         });
@@ -502,6 +504,7 @@ fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
                 obs: vec![0.0, t, 0.0, 1.0, t, 0.0],
                 rewards: vec![reward; 2],
                 flags: flags.to_vec(),
+                faults: vec![],
             },
             actions: vec![1.0, 0.0],
         }])

@@ -109,6 +109,11 @@ impl Pools {
         seqs.accepted = seq;
         seqs.refused_from = None;
         let mut ledger = self.ledger.lock().expect("ledger lock");
+        for f in s.faults() {
+            if ledger.requeue(f.episode, (conn, f.env)) {
+                g.faults.push((conn, f.clone()));
+            }
+        }
         for f in s.batch().map_or(&[][..], |e| &e.finished) {
             if ledger.finish(f.episode, (conn, f.env)) == Finish::Counted {
                 g.finished.push(Finished {

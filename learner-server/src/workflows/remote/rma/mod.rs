@@ -120,6 +120,11 @@ impl Rma {
 
     /// Writes out the episode ends the deposits recorded.
     fn record_finished(&self, core: &mut Core) -> anyhow::Result<()> {
+        for (conn, f) in self.pools.take_faults() {
+            // Re-queued at deposit; the steps ingested so far are abandoned.
+            core.fault_ingested(conn, f.episode);
+            core.count_fault(conn, &f, true);
+        }
         for f in self.pools.take_finished() {
             core.episode_counted(f.conn, f.episode, f.length);
             core.record_episode(f.actor, f.episode, f.ret, f.length)?;

@@ -17,7 +17,7 @@ use crate::metrics::Metrics;
 use crate::transport::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::env::Space;
-use rlfleet_shared::wire::{Experience, Message, Submission, WeightsMsg};
+use rlfleet_shared::wire::{EnvFaultReport, Experience, Message, Submission, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, mpsc};
@@ -78,6 +78,8 @@ pub(super) struct Inner {
     pub pools: BTreeMap<ConnId, Pool>,
     pub(super) seqs: HashMap<(String, u64), Seqs>,
     pub(super) finished: Vec<Finished>,
+    /// Env faults the deposits re-queued, for the run thread to count.
+    pub(super) faults: Vec<(ConnId, EnvFaultReport)>,
     pub(super) weights: Option<WeightsMsg>,
     pub(super) epsilon: f32,
     /// Round-robin position of the fetcher.
@@ -210,6 +212,11 @@ impl Pools {
     /// Episode ends recorded since the last call.
     pub(super) fn take_finished(&self) -> Vec<Finished> {
         std::mem::take(&mut self.inner.lock().expect("pools lock").finished)
+    }
+
+    /// Env faults deposited since the last call.
+    pub(super) fn take_faults(&self) -> Vec<(ConnId, EnvFaultReport)> {
+        std::mem::take(&mut self.inner.lock().expect("pools lock").faults)
     }
 
     /// Hands episodes that came back (an actor left) to waiting actors.

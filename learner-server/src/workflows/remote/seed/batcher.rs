@@ -77,6 +77,7 @@ mod tests {
                 obs: vec![],
                 rewards: vec![],
                 flags: vec![],
+                faults: vec![],
             },
             received,
             reply,

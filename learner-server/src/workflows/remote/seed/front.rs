@@ -310,6 +310,15 @@ fn check_observations(o: &Observations, n: usize, od: usize) -> Result<(), (Erro
             ));
         }
     }
+    if let Some(f) = o.faults.iter().find(|f| f.env as usize >= n) {
+        return Err((
+            ErrorCode::BadShape,
+            format!(
+                "observations: a fault names env {}, the actor runs {n}",
+                f.env
+            ),
+        ));
+    }
     for i in 0..n {
         if o.flags[i] & flags::IDLE != 0 {
             continue;

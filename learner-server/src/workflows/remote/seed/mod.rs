@@ -147,6 +147,15 @@ impl Seed {
             // The actor left after the front answered it.
             return Ok(());
         };
+        // Envs that raised: their episodes go back to the queue.
+        for f in &o.faults {
+            if let Some(track) = envs.get_mut(f.env as usize)
+                && track.episode == Some(f.episode)
+            {
+                *track = EnvTrack::default();
+                core.env_fault(conn, f);
+            }
+        }
         let (od, ad) = (core.obs_dim(), core.act_dim());
         let before = core.book.counters.env_steps;
         let mut ended = Vec::new();

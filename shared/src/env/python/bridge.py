@@ -1,0 +1,175 @@
+"""rlfleet's side of the Gymnasium bridge, loaded into the embedded interpreter.
+
+The Rust side (`rlfleet_shared::env::python`) calls these functions with the
+GIL held and nothing else: every conversion between Gymnasium's values and
+rlfleet's flat float32 buffers happens here, in one place.
+"""
+
+import importlib
+import json
+import sys
+import traceback
+
+import numpy as np
+
+# Namespaced Gymnasium ids whose package registers them on import.
+_NAMESPACES = {"ALE": "ale_py"}
+
+
+def _load(path):
+    """Resolves `module:attr` (attr may be dotted)."""
+    module, sep, attr = path.partition(":")
+    if not sep or not module or not attr:
+        raise ValueError(f"`{path}` is not of the form `module:attr`")
+    obj = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def add_path(entry):
+    if entry not in sys.path:
+        sys.path.insert(0, entry)
+
+
+def make(source, kwargs_json, wrappers):
+    """Builds an env from `gymnasium:ID` or `python:module:attr`."""
+    kwargs = json.loads(kwargs_json) if kwargs_json else {}
+    kind, _, target = source.partition(":")
+    if kind == "gymnasium":
+        import gymnasium
+
+        namespace = target.split("/", 1)[0] if "/" in target else None
+        if namespace in _NAMESPACES:
+            gymnasium.register_envs(importlib.import_module(_NAMESPACES[namespace]))
+        env = gymnasium.make(target, **kwargs)
+    elif kind == "python":
+        env = _load(target)(**kwargs)
+    else:
+        raise ValueError(f"unknown env source `{kind}`")
+    for w in wrappers:
+        env = _load(w)(env)
+    return env
+
+
+def _finite_or_none(bound):
+    """A bound as a list for JSON, infinities as None."""
+    flat = np.asarray(bound, dtype=np.float64).ravel()
+    return [float(x) if np.isfinite(x) else None for x in flat]
+
+
+def _space(space, role):
+    """Describes a space as a dict the Rust side reads, or raises naming it."""
+    import gymnasium.spaces as S
+
+    if isinstance(space, S.Discrete):
+        return {"kind": "discrete", "n": int(space.n), "start": int(space.start)}
+    if isinstance(space, S.Box):
+        dtype = np.dtype(space.dtype)
+        if role == "action" and dtype.kind != "f":
+            raise TypeError(
+                f"action space {space} has dtype {dtype}; rlfleet supports Discrete "
+                "and float Box action spaces"
+            )
+        if role == "observation" and dtype not in (np.float32, np.float64, np.uint8):
+            raise TypeError(
+                f"observation space {space} has dtype {dtype}; rlfleet supports Box "
+                "observations of float32, float64 or uint8, and Discrete"
+            )
+        return {
+            "kind": "box",
+            "shape": [int(d) for d in space.shape],
+            "dtype": "uint8" if dtype == np.uint8 else str(dtype),
+            "low": _finite_or_none(space.low),
+            "high": _finite_or_none(space.high),
+        }
+    supported = (
+        "Discrete and float Box"
+        if role == "action"
+        else "Box (float32, float64 or uint8) and Discrete (one-hot)"
+    )
+    raise TypeError(
+        f"{role} space {type(space).__name__} ({space}) is not supported; rlfleet "
+        f"supports {supported} {role} spaces (flatten it with a wrapper such as "
+        "gymnasium.wrappers:FlattenObservation)"
+    )
+
+
+def describe(env):
+    """The spec of a built env: spaces, time limit, reward threshold."""
+    spec = getattr(env, "spec", None)
+    return {
+        "observation": _space(env.observation_space, "observation"),
+        "action": _space(env.action_space, "action"),
+        "max_episode_steps": getattr(spec, "max_episode_steps", None),
+        "reward_threshold": getattr(spec, "reward_threshold", None),
+    }
+
+
+class Stepper:
+    """Wraps one env: flat float32 observations in, Gymnasium actions out."""
+
+    def __init__(self, env):
+        self.env = env
+        obs_space = env.observation_space
+        act_space = env.action_space
+        import gymnasium.spaces as S
+
+        self.one_hot = obs_space.n if isinstance(obs_space, S.Discrete) else None
+        self.obs_start = int(obs_space.start) if self.one_hot else 0
+        if isinstance(act_space, S.Discrete):
+            self.act_start = int(act_space.start)
+            self.act_shape = None
+        else:
+            self.act_start = 0
+            self.act_shape = act_space.shape
+            self.act_dtype = act_space.dtype
+        self.buf = None
+
+    def _obs(self, obs):
+        if self.one_hot is not None:
+            out = np.zeros(self.one_hot, dtype=np.float32)
+            out[int(obs) - self.obs_start] = 1.0
+            return out
+        return np.ascontiguousarray(obs, dtype=np.float32).reshape(-1)
+
+    def reset(self, seed):
+        obs, _info = self.env.reset(seed=seed)
+        return self._obs(obs)
+
+    def step_discrete(self, action):
+        obs, reward, terminated, truncated, _info = self.env.step(action + self.act_start)
+        return self._obs(obs), float(reward), bool(terminated), bool(truncated)
+
+    def step_box(self, flat):
+        action = np.asarray(flat, dtype=self.act_dtype).reshape(self.act_shape)
+        obs, reward, terminated, truncated, _info = self.env.step(action)
+        return self._obs(obs), float(reward), bool(terminated), bool(truncated)
+
+    def get_state(self):
+        """The physical state, where the env keeps it as `state` (the
+        classic-control envs do)."""
+        return [float(x) for x in np.asarray(self.env.unwrapped.state, dtype=np.float64).ravel()]
+
+    def set_state(self, values):
+        self.env.unwrapped.state = np.asarray(values, dtype=np.float64)
+
+    def close(self):
+        try:
+            self.env.close()
+        except Exception:
+            pass
+
+
+def fault(exc, tb=None):
+    """`Type: message (at file:line in function)` for an exception."""
+    text = f"{type(exc).__name__}: {exc}"
+    frames = traceback.extract_tb(tb if tb is not None else exc.__traceback__)
+    if frames:
+        last = frames[-1]
+        text += f" (at {last.filename}:{last.lineno} in {last.name})"
+    return text
+
+
+def describe_json(env):
+    return json.dumps(describe(env))

@@ -1,0 +1,116 @@
+//! [`EnvSource`]: where a run's environment comes from — a built-in id,
+//! `gymnasium:ID` or `python:module:attr` — and the one place that turns it
+//! into a spec or an instance.
+
+use super::python::{PyEnv, Recipe};
+use super::{Env, EnvFault, EnvSpec, UnknownEnv};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// The prefix of a registered Gymnasium id.
+pub const GYMNASIUM_PREFIX: &str = "gymnasium:";
+/// The prefix of a user's class or factory (`module:attr`).
+pub const PYTHON_PREFIX: &str = "python:";
+
+/// An environment as a run config names it, with what building it needs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+pub struct EnvSource {
+    /// `CartPole-v1` (built in), `gymnasium:LunarLander-v3` or
+    /// `python:my_pkg.my_module:MyEnv`.
+    pub id: String,
+    /// Keyword arguments for `gymnasium.make` or the user's callable, as a
+    /// JSON object (empty: none).
+    pub kwargs_json: String,
+    /// `module:attr` callables applied to the env in order.
+    pub wrappers: Vec<String>,
+    /// Folders put in front of `sys.path` (absolute).
+    pub python_path: Vec<String>,
+}
+
+/// Why an environment could not be built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EnvError {
+    #[error(transparent)]
+    Unknown(#[from] UnknownEnv),
+    /// The Python exception, as one line.
+    #[error("`{id}` cannot be built: {fault}")]
+    Python { id: String, fault: EnvFault },
+    #[error("`{0}`: env_kwargs, env_wrappers and python_path apply to Python envs only")]
+    PythonOptionsOnBuiltin(String),
+}
+
+/// Specs already resolved in this process (building a Python env to read
+/// its spaces costs an import).
+static SPECS: Mutex<Option<HashMap<EnvSource, EnvSpec>>> = Mutex::new(None);
+
+impl EnvSource {
+    /// A built-in environment, or a Python one with no options.
+    pub fn plain(id: impl Into<String>) -> EnvSource {
+        EnvSource {
+            id: id.into(),
+            ..EnvSource::default()
+        }
+    }
+
+    /// The env runs in the embedded Python interpreter.
+    pub fn is_python(&self) -> bool {
+        is_python_id(&self.id)
+    }
+
+    /// The env's spec; a Python env is built once per process to read it.
+    pub fn spec(&self) -> Result<EnvSpec, EnvError> {
+        if !self.is_python() {
+            self.check_builtin_options()?;
+            return super::spec(&self.id).map_err(EnvError::from);
+        }
+        if let Some(s) = SPECS
+            .lock()
+            .expect("spec cache poisoned")
+            .as_ref()
+            .and_then(|m| m.get(self))
+        {
+            return Ok(s.clone());
+        }
+        let spec = self.make()?.spec().clone();
+        SPECS
+            .lock()
+            .expect("spec cache poisoned")
+            .get_or_insert_with(HashMap::new)
+            .insert(self.clone(), spec.clone());
+        Ok(spec)
+    }
+
+    /// A new instance of the env.
+    pub fn make(&self) -> Result<Box<dyn Env>, EnvError> {
+        if !self.is_python() {
+            self.check_builtin_options()?;
+            return super::make(&self.id).map_err(EnvError::from);
+        }
+        let recipe = Recipe {
+            id: &self.id,
+            kwargs_json: &self.kwargs_json,
+            wrappers: &self.wrappers,
+            python_path: &self.python_path,
+        };
+        match PyEnv::build(&recipe) {
+            Ok(env) => Ok(Box::new(env)),
+            Err(fault) => Err(EnvError::Python {
+                id: self.id.clone(),
+                fault,
+            }),
+        }
+    }
+
+    fn check_builtin_options(&self) -> Result<(), EnvError> {
+        if self.kwargs_json.is_empty() && self.wrappers.is_empty() && self.python_path.is_empty() {
+            Ok(())
+        } else {
+            Err(EnvError::PythonOptionsOnBuiltin(self.id.clone()))
+        }
+    }
+}
+
+/// `id` names a Python env (`gymnasium:` or `python:`).
+pub fn is_python_id(id: &str) -> bool {
+    id.starts_with(GYMNASIUM_PREFIX) || id.starts_with(PYTHON_PREFIX)
+}

@@ -1,0 +1,92 @@
+"""Environments written for rlfleet's tests, with the Gymnasium API.
+
+They are what a user's own code looks like to rlfleet: imported by
+`python:rlfleet_test_envs:NAME` with `python_path = ["tests/envs"]`.
+"""
+
+import gymnasium as gym
+import numpy as np
+
+
+class Corridor(gym.Env):
+    """Walk right along a corridor of `length` cells to its end.
+
+    Observations are the position one-hot, shaped (2, length // 2) to
+    exercise flattening. Each step costs 0.1; reaching the end pays 1.0 and
+    terminates. Episodes are truncated after `max_steps`. The optimal return
+    is 1.0 - 0.1 * (length - 2) (the last step is not charged).
+    """
+
+    def __init__(self, length=8, max_steps=50):
+        assert length % 2 == 0
+        self.length = length
+        self.max_steps = max_steps
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (2, length // 2), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.pos = 0
+        self.t = 0
+
+    def _obs(self):
+        obs = np.zeros(self.length, dtype=np.float32)
+        obs[self.pos] = 1.0
+        return obs.reshape(2, self.length // 2)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.pos, self.t = 0, 0
+        return self._obs(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.t += 1
+        self.pos = min(self.length - 1, self.pos + 1) if action == 1 else max(0, self.pos - 1)
+        if self.pos == self.length - 1:
+            return self._obs(), 1.0, True, False, {}
+        return self._obs(), -0.1, False, self.t >= self.max_steps, {}
+
+
+# Steps taken by every FaultyCorridor of this process.
+_PROCESS_STEPS = 0
+
+
+class FaultyCorridor(Corridor):
+    """A Corridor that raises on the `fail_at`-th step its process takes
+    (once per process: the env rebuilt after the fault carries on)."""
+
+    def __init__(self, fail_at=25, **kwargs):
+        super().__init__(**kwargs)
+        self.fail_at = fail_at
+
+    def step(self, action):
+        global _PROCESS_STEPS
+        _PROCESS_STEPS += 1
+        if _PROCESS_STEPS == self.fail_at:
+            raise RuntimeError(f"simulator diverged at step {self.fail_at}")
+        return super().step(action)
+
+
+class DictObservation(gym.Env):
+    """An env whose observations rlfleet does not support (a Dict)."""
+
+    observation_space = gym.spaces.Dict({"position": gym.spaces.Box(-1.0, 1.0, (2,))})
+    action_space = gym.spaces.Discrete(2)
+
+    def reset(self, seed=None, options=None):
+        return {"position": np.zeros(2, dtype=np.float32)}, {}
+
+    def step(self, action):
+        return {"position": np.zeros(2, dtype=np.float32)}, 0.0, True, False, {}
+
+
+class ActionsInBox(gym.Wrapper):
+    """Raises if an action is not inside the action space's box (shape,
+    dtype, bounds): rlfleet's continuous actions must always be."""
+
+    def step(self, action):
+        space = self.env.action_space
+        action = np.asarray(action)
+        if action.shape != space.shape or action.dtype != space.dtype:
+            raise AssertionError(f"action {action!r} does not have the space's shape and dtype")
+        if not np.all((action >= space.low) & (action <= space.high)):
+            raise AssertionError(f"action {action} is outside [{space.low}, {space.high}]")
+        return self.env.step(action)
