@@ -14,6 +14,7 @@ _rlfleet_setup() {
     set -euo pipefail
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
     local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
+    local maturin_ver=1.16.0
     local wheels="$cache/wheels"
     local libtorch="$cache/libtorch-$torch_ver"
     local ortdir="$cache/onnxruntime-$ort_ver"
@@ -76,6 +77,11 @@ _rlfleet_setup() {
         echo "setup: installing the Gymnasium bridge's environments into $venv" >&2
         "$venv/bin/pip" install -q -r "$reqs"
         rm -f "$venv"/.envs-* && touch "$reqs_mark"
+    fi
+    # 3a'. maturin, which builds the Python package (python/).
+    if [ ! -f "$venv/.maturin-$maturin_ver" ]; then
+        "$venv/bin/pip" install -q "maturin==$maturin_ver"
+        rm -f "$venv"/.maturin-* && touch "$venv/.maturin-$maturin_ver"
     fi
     # 3b. The OpenAPI validator (for the control API's document test).
     if [ ! -f "$venv/.openapi-complete" ]; then

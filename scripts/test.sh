@@ -3,8 +3,9 @@
 # Installs what it needs (scripts/setup.sh, cached under ~/.cache/rlfleet),
 # checks formatting and lints, builds the binaries the integration tests
 # start, then runs every test of the workspace — with the `mpi` feature, so
-# the MPI tests run real `mpirun` (OpenMPI comes from setup.sh). The
-# default build (no features) needs no MPI; clippy checks it too.
+# the MPI tests run real `mpirun` (OpenMPI comes from setup.sh), and with
+# the Python package built by maturin and installed into the cached venv.
+# The default build (no features) needs no MPI; clippy checks it too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -13,6 +14,12 @@ features=(--features rlfleet-tests/mpi,rlfleet-bench/mpi)
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings
 cargo build --release --workspace --bins "${features[@]}"
+# The Python package (python/, maturin), installed into the cached venv for
+# the tests that drive a learner from Python. Its own target dir: maturin
+# builds pyo3 as an extension module, which the binaries' pyo3 is not.
+"$RLFLEET_PYTHON_VENV/bin/maturin" build --release --quiet -m python/Cargo.toml \
+    --target-dir target/maturin -o target/wheels -i "$RLFLEET_PYTHON"
+"$RLFLEET_PYTHON_VENV/bin/pip" install -q --force-reinstall --no-deps target/wheels/rlfleet-*.whl
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

@@ -6,6 +6,18 @@
 
 use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step};
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart, Welcome};
+use std::sync::Arc;
+
+/// Builds an actor's envs in place of the welcome's env source: the Python
+/// client's `run_actor`, whose envs come from a user's factory.
+#[derive(Clone)]
+pub struct EnvFactory(pub Arc<dyn Fn() -> anyhow::Result<Box<dyn Env>> + Send + Sync>);
+
+impl std::fmt::Debug for EnvFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvFactory")
+    }
+}
 
 /// One environment and its episode.
 pub struct Slot {
@@ -36,6 +48,7 @@ pub struct EnvSlots {
     pub n_actions: Option<usize>,
     spec: EnvSpec,
     source: EnvSource,
+    factory: Option<EnvFactory>,
     /// Faults not yet reported to the learner.
     faults: Vec<EnvFaultReport>,
     /// Faults over the process's life (for the actor's report).
@@ -43,11 +56,15 @@ pub struct EnvSlots {
 }
 
 impl EnvSlots {
-    /// Builds the envs a welcome asks for, after checking they match the
-    /// learner's spec.
-    pub fn new(w: &Welcome) -> anyhow::Result<EnvSlots> {
+    /// Builds the envs a welcome asks for (with `factory`, if given), after
+    /// checking they match the learner's spec.
+    pub fn new(w: &Welcome, factory: Option<&EnvFactory>) -> anyhow::Result<EnvSlots> {
         let source = w.env_source();
-        let first = source.make()?;
+        let build = |factory: Option<&EnvFactory>| match factory {
+            Some(f) => (f.0)(),
+            None => Ok(source.make()?),
+        };
+        let first = build(factory)?;
         let spec = first.spec().clone();
         let shape: Vec<u32> = spec.obs_shape.iter().map(|&d| d as u32).collect();
         anyhow::ensure!(
@@ -66,7 +83,7 @@ impl EnvSlots {
         );
         let mut envs = vec![first];
         for _ in 1..w.n_envs {
-            envs.push(source.make()?);
+            envs.push(build(factory)?);
         }
         let slots = envs
             .into_iter()
@@ -85,6 +102,7 @@ impl EnvSlots {
             n_actions: spec.action_space.n(),
             spec,
             source,
+            factory: factory.cloned(),
             faults: Vec::new(),
             fault_count: 0,
         })
@@ -168,7 +186,10 @@ impl EnvSlots {
             error: fault.0,
         });
         self.fault_count += 1;
-        slot.env = self.source.make()?;
+        slot.env = match &self.factory {
+            Some(f) => (f.0)()?,
+            None => self.source.make()?,
+        };
         Ok(())
     }
 }

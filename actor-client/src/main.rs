@@ -98,6 +98,7 @@ impl PlayArgs {
             envs: self.envs.max(1),
             once,
             inference: self.inference,
+            env_factory: None,
         }
     }
 }

@@ -37,6 +37,8 @@ fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
             actions: (0..n).map(|i| (i % 2) as f32).collect(),
             rewards: vec![1.0; n],
             next_obs: (0..n * OBS_DIM).map(|i| (i % 13) as f32 * 0.01).collect(),
+            obs_u8: vec![],
+            next_obs_u8: vec![],
             terminated: vec![0; n],
             episode: vec![episode; n],
         },

@@ -1,7 +1,8 @@
 //! `pyenv`: what the Gymnasium bridge costs. Three figures, each against
-//! Gymnasium's own Python loop stepping the same env with the same
-//! (uniformly random) actions, measured in the same invocation by the
-//! set-up venv's Python:
+//! Gymnasium's own Python loop stepping the same env, measured in the same
+//! invocation by the set-up venv's Python. Both loops pick actions at
+//! (almost) no cost — `(t / 3) % n` for a discrete env — so the figures
+//! compare stepping, not action sampling:
 //!
 //! - `bridge`: `gymnasium:ID` stepped through `PyEnv` from a Rust loop in
 //!   this process, vs `env.step` in a Python loop; the difference is the
@@ -10,6 +11,8 @@
 //!   N envs, the learner ingesting without training), env steps/s from its
 //!   `summary.toml`, vs one Python env (N = 1) or
 //!   `gymnasium.vector.SyncVectorEnv` of N envs.
+//! - `builtin N` (when the id is also a built-in): the same actor run with
+//!   rlfleet's Rust env, the machinery's cost without Python.
 
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{Action, EnvSource};
@@ -31,7 +34,7 @@ struct Row {
 }
 
 /// Gymnasium's own loop: `n` envs (a SyncVectorEnv when n > 1) stepped
-/// with uniformly random actions for `secs`; env steps per second.
+/// with actions `(t / 3) % n_actions` for `secs`; env steps per second.
 fn python_rate(env: &str, n: u32, secs: f64) -> anyhow::Result<f64> {
     let python = rlfleet_shared::env::python::venv()
         .map(|v| v.join("bin/python"))
@@ -40,20 +43,27 @@ fn python_rate(env: &str, n: u32, secs: f64) -> anyhow::Result<f64> {
         r#"
 import time, gymnasium as gym
 n, secs = {n}, {secs}
+t = 0
 if n == 1:
     env = gym.make("{env}")
-    env.action_space.seed(0)
+    k_actions = int(env.action_space.n)
     env.reset(seed=0)
     def step():
-        _, _, te, tr, _ = env.step(env.action_space.sample())
+        global t
+        t += 1
+        _, _, te, tr, _ = env.step((t // 3) % k_actions)
         if te or tr:
             env.reset()
 else:
+    import numpy as np
     env = gym.vector.SyncVectorEnv([lambda: gym.make("{env}") for _ in range(n)])
-    env.action_space.seed(0)
+    k_actions = int(env.single_action_space.n)
+    acts = [np.full(n, a, dtype=np.int64) for a in range(k_actions)]
     env.reset(seed=0)
     def step():
-        env.step(env.action_space.sample())
+        global t
+        t += 1
+        env.step(acts[(t // 3) % k_actions])
 for _ in range(1000):
     step()
 t0, k = time.perf_counter(), 0
@@ -80,12 +90,10 @@ fn bridge_rate(id: &str, secs: f64) -> anyhow::Result<f64> {
     let n = spec.action_space.n().expect("a discrete env");
     let mut obs = vec![0f32; spec.obs_dim()];
     env.reset(Some(0), &mut obs);
-    let mut i = 0usize;
+    let mut t = 0usize;
     let mut step = || {
-        i = i
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        if env.step(Action::Discrete((i >> 33) % n), &mut obs).done() {
+        t += 1;
+        if env.step(Action::Discrete((t / 3) % n), &mut obs).done() {
             env.reset(None, &mut obs);
         }
     };
@@ -102,13 +110,13 @@ fn bridge_rate(id: &str, secs: f64) -> anyhow::Result<f64> {
     Ok(k as f64 / t0.elapsed().as_secs_f64())
 }
 
-/// A `random` run of `steps` env steps over QUIC, one actor process with
-/// `envs` envs; env steps per second from its summary.
-fn actor_rate(id: &str, envs: u32, steps: u64, dir: &Path) -> anyhow::Result<f64> {
+/// A `random` run of `env` for `steps` env steps over QUIC, one actor
+/// process with `envs` envs; env steps per second from its summary.
+fn actor_rate(env: &str, envs: u32, steps: u64, dir: &Path) -> anyhow::Result<f64> {
     let text = format!(
         r#"
 name = "pyenv-random-{envs}"
-env = "gymnasium:{id}"
+env = "{env}"
 agent = "dqn"
 workflow = "random"
 transport = "quic"
@@ -123,10 +131,12 @@ episodes = 1
 [distributed]
 batch_step_frequency = 64
 "#,
-        out = dir.join(format!("random-{envs}")).display()
+        out = dir
+            .join(format!("random-{envs}-{}", env.replace(':', "-")))
+            .display()
     );
     let cfg = RunConfig::from_toml(&text, "pyenv")?;
-    let path = dir.join(format!("random-{envs}.toml"));
+    let path = cfg.output_dir.with_extension("toml");
     std::fs::write(&path, cfg.to_resolved_toml())?;
     let exe = std::env::current_exe()?.with_file_name("learner-server");
     let out = Command::new(exe)
@@ -171,10 +181,17 @@ pub fn run(env: &str, secs: f64, envs: &[u32], steps: u64, out: &Path) -> anyhow
     let mut rows = Vec::new();
     let python = python_rate(env, 1, secs)?;
     rows.push(row(env, "bridge", 1, bridge_rate(env, secs)?, python));
+    let builtin = rlfleet_shared::env::spec(env).is_ok();
     for &n in envs {
         let python = python_rate(env, n, secs)?;
-        let ours = actor_rate(env, n, steps, dir.path())?;
+        let ours = actor_rate(&format!("gymnasium:{env}"), n, steps, dir.path())?;
         rows.push(row(env, "actor", n, ours, python));
+        if builtin {
+            // The same actor path with rlfleet's own Rust env: what the
+            // machinery costs without Python.
+            let native = actor_rate(env, n, steps, dir.path())?;
+            rows.push(row(env, "builtin", n, native, python));
+        }
     }
     crate::write_json(out, "pyenv", &rows)
 }

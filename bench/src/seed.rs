@@ -77,6 +77,7 @@ fn obs_msg(seq: u64, first: bool) -> Message {
     Message::Observations(Observations {
         seq,
         obs: (0..ENVS * OBS_DIM).map(|i| (i % 7) as f32 * 0.01).collect(),
+        obs_u8: vec![],
         rewards: vec![1.0; ENVS],
         flags: vec![if first { flags::FRESH } else { 0 }; ENVS],
         faults: vec![],

@@ -84,6 +84,7 @@ pub async fn run(
                 envs: actors.envs_per_actor,
                 once: true,
                 inference: actor_client::remote::Inference::Rust,
+                env_factory: None,
             };
             let stop = stop_tasks.clone();
             tasks.push(tokio::spawn(async move {

@@ -34,6 +34,7 @@ pub struct Metrics {
     pub policy_lag: Histogram,
     pub connected_actors: IntGauge,
     pub replay_size: IntGauge,
+    pub replay_bytes: IntGauge,
     pub train_steps: IntCounter,
     pub loss: Gauge,
     pub bytes_received: IntCounterVec,
@@ -203,6 +204,12 @@ impl Metrics {
             ),
             connected_actors: gauge(&r, "rlfleet_connected_actors", "Actor connections open."),
             replay_size: gauge(&r, "rlfleet_replay_size", "Transitions held in replay."),
+            replay_bytes: gauge(
+                &r,
+                "rlfleet_replay_bytes",
+                "Bytes the replay holds, by its own accounting (allocated up front; uint8 \
+                 observations stored as uint8).",
+            ),
             train_steps: counter(&r, "rlfleet_train_steps_total", "Gradient steps taken."),
             loss,
             bytes_received: counter_vec(

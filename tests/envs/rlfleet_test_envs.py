@@ -45,6 +45,20 @@ class Corridor(gym.Env):
         return self._obs(), -0.1, False, self.t >= self.max_steps, {}
 
 
+class PixelCorridor(Corridor):
+    """A Corridor seen as a uint8 image: shape (1, 4, length), the column of
+    the agent's cell lit (255) on every row, everything else 0."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.observation_space = gym.spaces.Box(0, 255, (1, 4, self.length), np.uint8)
+
+    def _obs(self):
+        img = np.zeros((1, 4, self.length), dtype=np.uint8)
+        img[0, :, self.pos] = 255
+        return img
+
+
 # Steps taken by every FaultyCorridor of this process.
 _PROCESS_STEPS = 0
 
@@ -63,6 +77,19 @@ class FaultyCorridor(Corridor):
         if _PROCESS_STEPS == self.fail_at:
             raise RuntimeError(f"simulator diverged at step {self.fail_at}")
         return super().step(action)
+
+
+class Diverging(Corridor):
+    """A Corridor whose simulator diverges on the third step of an episode:
+    its observation turns NaN (and the reward infinite on the fourth)."""
+
+    def step(self, action):
+        obs, reward, terminated, truncated, info = super().step(action)
+        if self.t == 3:
+            obs = np.full_like(obs, np.nan)
+        if self.t == 4:
+            reward = float("inf")
+        return obs, reward, terminated, truncated, info
 
 
 class DictObservation(gym.Env):

@@ -116,6 +116,7 @@ fn malformed_input_is_refused_counted_and_harmless() {
             wire::encode(&Message::Observations(Observations {
                 seq: 1,
                 obs: values,
+                obs_u8: vec![],
                 rewards: vec![0.0],
                 flags: vec![flag],
                 faults: vec![],

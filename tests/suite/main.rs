@@ -14,6 +14,7 @@ mod inproc;
 mod mpi_ranks;
 mod onnx_parity;
 mod ort_actors;
+mod python_client;
 mod python_envs;
 mod resume;
 mod single_dqn;

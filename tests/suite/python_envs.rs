@@ -80,6 +80,32 @@ fn a_user_env_reports_its_flattened_shape_and_one_hot_of_any_shape() {
 }
 
 #[test]
+fn a_non_finite_observation_or_reward_is_the_env_s_fault() {
+    let source = EnvSource {
+        id: "python:rlfleet_test_envs:Diverging".into(),
+        python_path: vec![test_envs()],
+        ..EnvSource::default()
+    };
+    let mut e = source.make().unwrap();
+    let mut obs = vec![0f32; 8];
+    e.try_reset(Some(0), &mut obs).unwrap();
+    e.try_step(Action::Discrete(0), &mut obs).unwrap();
+    e.try_step(Action::Discrete(0), &mut obs).unwrap();
+    let fault = e.try_step(Action::Discrete(0), &mut obs).unwrap_err();
+    assert!(
+        fault
+            .0
+            .starts_with("ValueError: the env returned a non-finite observation (value 0 is NaN)"),
+        "{fault}"
+    );
+    let fault = e.try_step(Action::Discrete(0), &mut obs).unwrap_err();
+    assert_eq!(
+        fault.0,
+        "ValueError: the env returned a non-finite reward (inf)"
+    );
+}
+
+#[test]
 fn unknown_ids_unsupported_spaces_and_misplaced_options_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
     let cases = [
@@ -131,7 +157,13 @@ fn unknown_ids_unsupported_spaces_and_misplaced_options_are_refused_by_name() {
 
 /// A DQN run of `env` (a Corridor of length 8 unless `kwargs` says
 /// otherwise) for `workflow` over QUIC (`single`: in process).
-fn corridor_config(name: &str, env: &str, workflow: &str, extra: &str, dir: &Path) -> RunConfig {
+pub(crate) fn corridor_config(
+    name: &str,
+    env: &str,
+    workflow: &str,
+    extra: &str,
+    dir: &Path,
+) -> RunConfig {
     let text = format!(
         r#"
 name = "{name}"
@@ -356,4 +388,79 @@ fn single_plays_an_episode_again_when_its_env_raises() {
     let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
     let ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
     assert_eq!(ids, (0..20).collect::<Vec<_>>());
+}
+
+#[test]
+fn gymnasium_cartpole_learns_as_the_builtin_does_with_the_same_config() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
+    let mut steps = Vec::new();
+    for env in ["CartPole-v1", "gymnasium:CartPole-v1"] {
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.env = env.into();
+        cfg.output_dir = dir.path().join(env.replace(':', "-"));
+        let out = run_embedded(&cfg, dir.path(), &[]);
+        assert!(out.success, "{env}: {}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.starts_with("target reached (evaluation mean"),
+            "{env}: {}",
+            out.stdout
+        );
+        let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+        steps.push(summary["env_steps"].as_integer().unwrap() as f64);
+        eprintln!("{env}: {}", out.stdout.trim());
+    }
+    // The same target in the same order of magnitude of env steps (runs
+    // of 4 actor processes are not step-for-step reproducible).
+    let ratio = steps[1] / steps[0];
+    assert!((0.25..=4.0).contains(&ratio), "{steps:?}");
+}
+
+#[test]
+fn uint8_image_observations_stay_uint8_on_the_wire_and_in_replay() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    for workflow in ["async", "seed"] {
+        let d = Daemon::start("", "");
+        let name = format!("pixels-{workflow}");
+        let stop = "[stop]\ntarget_eval_return = 0.39\nmax_env_steps = 20000\n\
+                    max_episodes = 20000\nmax_wall_secs = 120.0";
+        let cfg = corridor_config(&name, "PixelCorridor", workflow, stop, dir.path());
+        let spec = cfg.env_source().spec().unwrap();
+        assert_eq!(spec.obs_dtype, env::ObsDtype::U8);
+        assert_eq!(
+            (spec.obs_shape.clone(), spec.obs_dim()),
+            (vec![1, 4, 8], 32)
+        );
+        let id = d.start_run(&cfg);
+        let actors: Vec<_> = (0..4)
+            .map(|i| d.actor(&format!("a{i}"), 1, &["--once"]))
+            .collect();
+        let status = d.wait_finished(&id, Duration::from_secs(120));
+        for a in actors {
+            let (ok, err) = finish_actor(a);
+            assert!(ok, "{workflow}: {err}");
+        }
+        assert_eq!(status["state"], "finished", "{workflow}: {status}");
+        assert!(
+            status["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("target reached")),
+            "{workflow}: the pixel corridor is learned through uint8 observations: {status}"
+        );
+        // The replay's own accounting: 20,000 slots of two 32-byte
+        // observations plus action, reward and discount as f32 — against
+        // 2 * 32 * 4 bytes of observations per slot were they f32.
+        let buffer = u64::from(cfg.dqn.buffer_size);
+        assert_eq!(
+            status["replay_bytes"],
+            buffer * (2 * 32 + 4 * 3),
+            "{status}"
+        );
+        assert_eq!(
+            d.metric("rlfleet_replay_bytes"),
+            (buffer * (2 * 32 + 12)) as f64
+        );
+    }
 }

@@ -11,12 +11,7 @@ use tokio_util::sync::CancellationToken;
 /// Runs the actor over QUIC until the learner stops it (or `cancel` fires).
 pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Result<ActorReport> {
     let endpoint = client_endpoint(&opts.trust, opts.liveness)?;
-    let host = opts
-        .server
-        .rsplit_once(':')
-        .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
-        .unwrap_or_else(|| opts.server.clone());
-    let server_name = opts.server_name.clone().unwrap_or(host);
+    let server_name = server_name(&opts.server, opts.server_name.as_deref());
     let mut carry = Carry {
         pending: None,
         seq: 0,
@@ -28,15 +23,7 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
         if cancel.is_cancelled() {
             break;
         }
-        let attempt = async {
-            let addr = tokio::net::lookup_host(&opts.server)
-                .await?
-                .next()
-                .ok_or_else(|| anyhow::anyhow!("`{}` resolves to no address", opts.server))?;
-            let conn = endpoint.connect(addr, &server_name)?.await?;
-            let (send, recv) = conn.open_bi().await?;
-            anyhow::Ok((conn, FramedStream::new(send, recv, opts.max_frame_bytes)))
-        };
+        let attempt = open(&endpoint, &opts.server, &server_name, opts.max_frame_bytes);
         let (conn, mut fs) = match attempt.await {
             Ok(c) => c,
             Err(e) => {
@@ -84,6 +71,33 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
 
 /// A generator seeded from the clock and the process id (session ids and
 /// backoff jitter need to differ between processes, not be reproducible).
+/// The name checked against the learner's certificate: `explicit`, else
+/// the host part of `server` (`HOST:PORT`, IPv6 in brackets).
+pub(super) fn server_name(server: &str, explicit: Option<&str>) -> String {
+    explicit.map(str::to_string).unwrap_or_else(|| {
+        server
+            .rsplit_once(':')
+            .map(|(h, _)| h.trim_matches(['[', ']']).to_string())
+            .unwrap_or_else(|| server.to_string())
+    })
+}
+
+/// Resolves `server`, connects and opens the session's stream.
+pub(super) async fn open(
+    endpoint: &quinn::Endpoint,
+    server: &str,
+    name: &str,
+    max_frame_bytes: u32,
+) -> anyhow::Result<(quinn::Connection, FramedStream)> {
+    let addr = tokio::net::lookup_host(server)
+        .await?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("`{server}` resolves to no address"))?;
+    let conn = endpoint.connect(addr, name)?.await?;
+    let (send, recv) = conn.open_bi().await?;
+    Ok((conn, FramedStream::new(send, recv, max_frame_bytes)))
+}
+
 pub(super) fn fresh_rng() -> rand_pcg::Pcg64 {
     use rand::SeedableRng;
     let nanos = std::time::SystemTime::now()

@@ -30,6 +30,8 @@ struct Play<'a, L> {
     every: usize,
     /// `sync`: a batch runs through episode ends.
     sync: bool,
+    /// Observations travel as uint8 (`Welcome.obs_u8`).
+    obs_u8: bool,
     /// Scratch for one step: the running envs, their observations, the
     /// policy's actions.
     running: Vec<usize>,
@@ -44,7 +46,7 @@ pub(super) async fn play_experience<L: Link>(
     session_id: u64,
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
-    let mut envs = EnvSlots::new(w)?;
+    let mut envs = EnvSlots::new(w, player.env_factory.as_ref())?;
     let mut policy = ActorPolicy::for_welcome(w, envs.spec());
     if player.inference == Inference::Ort {
         let net = policy.net().clone();
@@ -77,6 +79,7 @@ pub(super) async fn play_experience<L: Link>(
         flight,
         every,
         sync,
+        obs_u8: w.obs_u8,
         running: Vec::new(),
         obs: Vec::new(),
         actions: Vec::new(),
@@ -222,10 +225,9 @@ impl<L: Link> Play<'_, L> {
                     continue;
                 };
                 let slot = &mut envs.slots[i];
-                batch.obs.extend_from_slice(&obs[k * od..(k + 1) * od]);
+                batch.push_obs(&obs[k * od..(k + 1) * od], &slot.obs, self.obs_u8);
                 batch.actions.extend_from_slice(a);
                 batch.rewards.push(step.reward as f32);
-                batch.next_obs.extend_from_slice(&slot.obs);
                 batch.terminated.push(u8::from(step.terminated));
                 batch.episode.push(slot.episode.expect("running"));
                 if step.done() {

@@ -144,6 +144,8 @@ mod tests {
                 actions: vec![0.0; steps],
                 rewards: vec![0.0; steps],
                 next_obs: vec![0.0; steps],
+                obs_u8: vec![],
+                next_obs_u8: vec![],
                 terminated: vec![0; steps],
                 episode: vec![0; steps],
             },

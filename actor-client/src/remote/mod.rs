@@ -9,12 +9,14 @@
 //! as values over channels. As an MPI rank: `crate::mpi_link` (feature
 //! `mpi`), through [`run_link`].
 
+mod client;
 mod connect;
 mod experience;
 mod flight;
 mod link;
 mod seed;
 
+pub use client::{ClientOptions, RunEnded, SeedClient};
 pub use connect::run;
 pub use link::{InprocLink, Link};
 
@@ -35,6 +37,8 @@ pub struct Player {
     pub once: bool,
     /// What runs the policy network.
     pub inference: Inference,
+    /// Builds the envs instead of the run's env source (the Python client).
+    pub env_factory: Option<crate::envs::EnvFactory>,
 }
 
 /// The backend that runs an actor's policy network.
@@ -204,7 +208,7 @@ async fn session<L: Link>(
         tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
         let end = match welcome.workflow {
             WorkflowKind::Seed | WorkflowKind::SeedA2c => {
-                seed::play_seed(fs, &welcome, carry).await?
+                seed::play_seed(opts, fs, &welcome, carry).await?
             }
             k if k.sends_experience() => {
                 experience::play_experience(opts, fs, &welcome, session_id, carry).await?

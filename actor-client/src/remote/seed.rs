@@ -2,21 +2,22 @@
 //! observation goes to the learner (with the outcome of its last action)
 //! and the actions that come back are played.
 
-use super::{Carry, Link, SessionEnd, answer};
+use super::{Carry, Link, Player, SessionEnd, answer};
 use crate::envs::EnvSlots;
 use rlfleet_shared::wire::{Message, Observations, Welcome, flags};
 
 /// `seed`: no model here. Send every env's observation (with the outcome
 /// of its last action), play the actions that come back.
 pub(super) async fn play_seed<L: Link>(
+    player: &Player,
     fs: &mut L,
     w: &Welcome,
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
-    let mut envs = EnvSlots::new(w)?;
+    let mut envs = EnvSlots::new(w, player.env_factory.as_ref())?;
     envs.start(&w.starts)?;
     // An env that raised in its first reset is idle until the next reply.
-    let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
+    let (ad, n) = (envs.act_dim, envs.slots.len());
     // Per env: the flags and reward to report next.
     let mut flag: Vec<u8> = envs
         .slots
@@ -33,13 +34,18 @@ pub(super) async fn play_seed<L: Link>(
     let mut seq = 0;
     loop {
         seq += 1;
-        let mut obs = Vec::with_capacity(n * od);
+        let (mut obs, mut obs_u8) = (Vec::new(), Vec::new());
         for s in &envs.slots {
-            obs.extend_from_slice(&s.obs);
+            if w.obs_u8 {
+                obs_u8.extend(s.obs.iter().map(|&x| x as u8));
+            } else {
+                obs.extend_from_slice(&s.obs);
+            }
         }
         let req = Observations {
             seq,
             obs,
+            obs_u8,
             rewards: rewards.clone(),
             flags: flag.clone(),
             faults: envs.take_faults(),

@@ -10,7 +10,7 @@ use crate::replay::{NStep, Prioritized, SampledBatch, Transition, UniformReplay}
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
-use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::env::{EnvSpec, ObsDtype};
 use rlfleet_shared::nets::{CpuMlp, MlpCopy, argmax};
 use tch::{Device, Kind, Reduction, Tensor};
 
@@ -67,7 +67,12 @@ impl Dqn {
             device,
             target,
             adam,
-            replay: UniformReplay::new(cfg.buffer_size as usize, spec.obs_dim(), 1),
+            replay: UniformReplay::with_obs(
+                cfg.buffer_size as usize,
+                spec.obs_dim(),
+                1,
+                spec.obs_dtype == ObsDtype::U8,
+            ),
             n_step: NStep::new(cfg.n_step, cfg.gamma),
             per: cfg
                 .prioritized
@@ -304,6 +309,10 @@ impl Agent for Dqn {
 
     fn replay_len(&self) -> usize {
         self.replay.len()
+    }
+
+    fn replay_bytes(&self) -> usize {
+        self.replay.memory_bytes()
     }
 
     fn weights(&self) -> Weights {

@@ -117,6 +117,11 @@ pub trait Agent: Send {
     fn train_steps(&self) -> u64;
     /// Transitions currently held for training.
     fn replay_len(&self) -> usize;
+    /// Bytes the replay holds (its own accounting; 0 for agents without
+    /// one).
+    fn replay_bytes(&self) -> usize {
+        0
+    }
     fn weights(&self) -> Weights;
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError>;
     fn state(&self) -> AgentState;

@@ -8,7 +8,7 @@ use super::to_vec;
 use crate::replay::{SampledBatch, Transition, UniformReplay};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use rlfleet_shared::env::{EnvSpec, Space};
+use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
 use tch::{Device, Tensor};
 
@@ -63,7 +63,12 @@ impl OffPolicy {
         let mut policy = ContinuousPolicy::new(obs_dim, s.hidden, s.head, low, high, seed ^ 0xac7);
         policy.noise = s.noise as f32;
         OffPolicy {
-            replay: UniformReplay::new(s.buffer_size as usize, obs_dim, act_dim),
+            replay: UniformReplay::with_obs(
+                s.buffer_size as usize,
+                obs_dim,
+                act_dim,
+                spec.obs_dtype == ObsDtype::U8,
+            ),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_0ac7),
             sampled: SampledBatch::default(),
             scale: ActionScale::new(low, high),
@@ -135,6 +140,10 @@ impl OffPolicy {
 
     pub fn batch_size(&self) -> u32 {
         self.batch_size
+    }
+
+    pub fn replay_bytes(&self) -> usize {
+        self.replay.memory_bytes()
     }
 
     pub fn replay_len(&self) -> usize {
@@ -234,6 +243,10 @@ macro_rules! off_policy_agent {
 
         fn replay_len(&self) -> usize {
             self.core.replay_len()
+        }
+
+        fn replay_bytes(&self) -> usize {
+            self.core.replay_bytes()
         }
 
         fn weights(&self) -> super::Weights {

@@ -57,6 +57,9 @@ pub struct RunStatus {
     pub policy_version: u64,
     pub train_steps: u64,
     pub replay_size: u64,
+    /// Bytes the replay holds, by its own accounting (uint8 observations
+    /// take a quarter of f32's).
+    pub replay_bytes: u64,
     pub batches: BatchTally,
     pub transitions_ingested: u64,
     pub inference_requests: u64,
@@ -91,6 +94,7 @@ impl RunStatus {
             policy_version: 0,
             train_steps: 0,
             replay_size: 0,
+            replay_bytes: 0,
             batches: BatchTally::default(),
             transitions_ingested: 0,
             inference_requests: 0,

@@ -3,11 +3,13 @@
 //! sample batches into reusable buffers; a rate limiter paces the two.
 
 mod n_step;
+mod obs_store;
 mod prioritized;
 mod rate_limiter;
 mod uniform;
 
 pub use n_step::NStep;
+pub use obs_store::ObsStore;
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
 pub use uniform::{SampledBatch, Transition, UniformReplay};

@@ -1,6 +1,7 @@
 //! [`UniformReplay`]: a preallocated ring of transitions with uniform
 //! sampling.
 
+use super::ObsStore;
 use rand::Rng;
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
@@ -23,8 +24,8 @@ pub struct UniformReplay {
     capacity: usize,
     obs_dim: usize,
     act_dim: usize,
-    obs: Vec<f32>,
-    next_obs: Vec<f32>,
+    obs: ObsStore,
+    next_obs: ObsStore,
     actions: Vec<f32>,
     rewards: Vec<f32>,
     /// Per transition, what multiplies the value of `next_obs` in its
@@ -67,13 +68,19 @@ impl SampledBatch {
 
 impl UniformReplay {
     pub fn new(capacity: usize, obs_dim: usize, act_dim: usize) -> Self {
+        Self::with_obs(capacity, obs_dim, act_dim, false)
+    }
+
+    /// A ring whose observations are stored as uint8 (`u8_obs`: the env's
+    /// observations are uint8 images), else as f32.
+    pub fn with_obs(capacity: usize, obs_dim: usize, act_dim: usize, u8_obs: bool) -> Self {
         assert!(capacity > 0, "replay capacity must be positive");
         UniformReplay {
             capacity,
             obs_dim,
             act_dim,
-            obs: vec![0.0; capacity * obs_dim],
-            next_obs: vec![0.0; capacity * obs_dim],
+            obs: ObsStore::new(capacity * obs_dim, u8_obs),
+            next_obs: ObsStore::new(capacity * obs_dim, u8_obs),
             actions: vec![0.0; capacity * act_dim],
             rewards: vec![0.0; capacity],
             discounts: vec![0.0; capacity],
@@ -95,6 +102,12 @@ impl UniformReplay {
         self.capacity
     }
 
+    /// Bytes the ring holds (allocated up front): observations at their
+    /// stored width, actions, rewards and discounts as f32.
+    pub fn memory_bytes(&self) -> usize {
+        self.obs.bytes() + self.next_obs.bytes() + 4 * (self.actions.len() + 2 * self.capacity)
+    }
+
     /// Transitions ever pushed, including those since overwritten.
     pub fn pushed(&self) -> u64 {
         self.pushed
@@ -110,8 +123,8 @@ impl UniformReplay {
         debug_assert_eq!(t.action.len(), self.act_dim);
         let i = self.head;
         let (od, ad) = (self.obs_dim, self.act_dim);
-        self.obs[i * od..(i + 1) * od].copy_from_slice(t.obs);
-        self.next_obs[i * od..(i + 1) * od].copy_from_slice(t.next_obs);
+        self.obs.write(i * od, t.obs);
+        self.next_obs.write(i * od, t.next_obs);
         self.actions[i * ad..(i + 1) * ad].copy_from_slice(t.action);
         self.rewards[i] = t.reward;
         self.discounts[i] = if t.terminated { 0.0 } else { discount };
@@ -142,10 +155,12 @@ impl UniformReplay {
         let [o_obs, o_next, o_act, o_rew, o_disc] = out.offsets();
         for k in 0..batch {
             let i = out.indices[k];
-            out.data[o_obs + k * od..o_obs + (k + 1) * od]
-                .copy_from_slice(&self.obs[i * od..(i + 1) * od]);
-            out.data[o_next + k * od..o_next + (k + 1) * od]
-                .copy_from_slice(&self.next_obs[i * od..(i + 1) * od]);
+            self.obs
+                .read(i * od, &mut out.data[o_obs + k * od..o_obs + (k + 1) * od]);
+            self.next_obs.read(
+                i * od,
+                &mut out.data[o_next + k * od..o_next + (k + 1) * od],
+            );
             out.data[o_act + k * ad..o_act + (k + 1) * ad]
                 .copy_from_slice(&self.actions[i * ad..(i + 1) * ad]);
             out.data[o_rew + k] = self.rewards[i];

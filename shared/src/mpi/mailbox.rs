@@ -185,6 +185,8 @@ mod tests {
                 actions: vec![1.0; t * ad as usize],
                 rewards: vec![1.0; t],
                 next_obs: vec![1.0; t * od as usize],
+                obs_u8: vec![],
+                next_obs_u8: vec![],
                 terminated: vec![1; t],
                 episode: vec![7; t],
             },

@@ -83,8 +83,13 @@ pub struct Welcome {
     pub obs_dim: u32,
     /// The observation's shape before flattening (its product is `obs_dim`).
     pub obs_shape: Vec<u32>,
+    /// The env's observations are uint8 (images): experience carries them
+    /// as bytes (`Transitions::obs_u8`).
+    pub obs_u8: bool,
     /// Scalars per action (1 for a discrete index).
     pub action_dim: u32,
+    /// Discrete actions: how many (0: a continuous `Box`).
+    pub action_n: u32,
     /// The agent, and its network's hidden layer widths.
     pub agent: AgentKind,
     pub hidden: Vec<u32>,
@@ -123,6 +128,9 @@ pub struct Observations {
     pub seq: u64,
     /// `n_envs * obs_dim` values; for a finished env, its final observation.
     pub obs: Vec<f32>,
+    /// The same as bytes instead, in a run whose observations are uint8
+    /// (`Welcome.obs_u8`; `obs` is empty then).
+    pub obs_u8: Vec<u8>,
     /// Reward of the previous action, per env.
     pub rewards: Vec<f32>,
     /// [`super::flags`] per env.
@@ -142,19 +150,29 @@ pub struct Actions {
     pub starts: Vec<EpisodeStart>,
 }
 
-/// A batch of transitions, column by column.
+/// A batch of transitions, column by column. Observations travel as f32
+/// (`obs`, `next_obs`) or, in a run whose env's observations are uint8
+/// (`Welcome.obs_u8`), as those bytes (`obs_u8`, `next_obs_u8`): a quarter
+/// of the bandwidth. The other pair is empty.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
 pub struct Transitions {
     pub obs: Vec<f32>,
     pub actions: Vec<f32>,
     pub rewards: Vec<f32>,
     pub next_obs: Vec<f32>,
+    pub obs_u8: Vec<u8>,
+    pub next_obs_u8: Vec<u8>,
     pub terminated: Vec<u8>,
     /// The episode each transition belongs to.
     pub episode: Vec<u64>,
 }
 
 impl Welcome {
+    /// Actions are discrete indices.
+    pub fn discrete_actions(&self) -> bool {
+        self.action_n > 0
+    }
+
     /// The env this welcome asks the actor to run, with its Python options.
     pub fn env_source(&self) -> crate::env::EnvSource {
         crate::env::EnvSource {
@@ -171,6 +189,35 @@ impl Transitions {
         self.rewards.len()
     }
 
+    /// Appends one transition's observations, as bytes when `as_u8` (the
+    /// env's uint8 values, exact), else as f32.
+    pub fn push_obs(&mut self, obs: &[f32], next_obs: &[f32], as_u8: bool) {
+        if as_u8 {
+            self.obs_u8.extend(obs.iter().map(|&x| x as u8));
+            self.next_obs_u8.extend(next_obs.iter().map(|&x| x as u8));
+        } else {
+            self.obs.extend_from_slice(obs);
+            self.next_obs.extend_from_slice(next_obs);
+        }
+    }
+
+    /// Row `i`'s observation and next observation as f32, into `obs` and
+    /// `next` (`obs_dim` values each).
+    pub fn obs_row(&self, i: usize, obs: &mut [f32], next: &mut [f32]) {
+        let od = obs.len();
+        if self.obs_u8.is_empty() {
+            obs.copy_from_slice(&self.obs[i * od..(i + 1) * od]);
+            next.copy_from_slice(&self.next_obs[i * od..(i + 1) * od]);
+        } else {
+            for (d, &x) in obs.iter_mut().zip(&self.obs_u8[i * od..(i + 1) * od]) {
+                *d = f32::from(x);
+            }
+            for (d, &x) in next.iter_mut().zip(&self.next_obs_u8[i * od..(i + 1) * od]) {
+                *d = f32::from(x);
+            }
+        }
+    }
+
     /// Removes every transition of `episode` (`obs_dim` and `act_dim`
     /// values per row).
     pub fn drop_episode(&mut self, episode: u64, obs_dim: usize, act_dim: usize) {
@@ -185,6 +232,16 @@ impl Transitions {
         };
         rows(&mut self.obs, obs_dim);
         rows(&mut self.next_obs, obs_dim);
+        let mut i = 0;
+        self.obs_u8.retain(|_| {
+            i += 1;
+            keep[(i - 1) / obs_dim]
+        });
+        let mut i = 0;
+        self.next_obs_u8.retain(|_| {
+            i += 1;
+            keep[(i - 1) / obs_dim]
+        });
         rows(&mut self.actions, act_dim);
         rows(&mut self.rewards, 1);
         let mut i = 0;
@@ -262,6 +319,9 @@ pub struct WorkRequest {
 /// acknowledges in order: a batch of experience, or a request for work.
 /// (Not a message itself: each variant is one.)
 #[derive(Debug, Clone, PartialEq)]
+// Batches are the common case: boxing one to shrink the rare work request
+// would allocate per batch.
+#[allow(clippy::large_enum_variant)]
 pub enum Submission {
     Batch(Experience),
     Ask(WorkRequest),

@@ -13,6 +13,8 @@ fn experience() -> Message {
             actions: vec![1.0, 0.0],
             rewards: vec![1.0, 1.0],
             next_obs: vec![0.25; 8],
+            obs_u8: vec![],
+            next_obs_u8: vec![],
             terminated: vec![0, 1],
             episode: vec![4, 4],
         },
@@ -39,6 +41,8 @@ fn dropping_an_episode_removes_its_rows_from_every_column() {
         actions: vec![0.0, 1.0, 2.0],
         rewards: vec![0.0, 1.0, 2.0],
         next_obs: vec![0.5, 0.6, 1.5, 1.6, 2.5, 2.6],
+        obs_u8: vec![],
+        next_obs_u8: vec![],
         terminated: vec![0, 0, 1],
         episode: vec![7, 8, 7],
     };
@@ -112,4 +116,33 @@ fn garbage_fails_validation() {
         read_frame(&mut r, 1 << 20, &mut buf).await.unwrap_err()
     });
     assert!(matches!(err, FrameError::Truncated), "{err}");
+}
+
+#[test]
+fn uint8_observations_take_a_quarter_of_the_frame() {
+    let (obs, next) = (vec![255.0f32; 64], vec![17.0f32; 64]);
+    let frame = |as_u8: bool| {
+        let mut t = Transitions::default();
+        for _ in 0..16 {
+            t.push_obs(&obs, &next, as_u8);
+            t.actions.push(1.0);
+            t.rewards.push(0.5);
+            t.terminated.push(0);
+            t.episode.push(3);
+        }
+        let (mut o, mut n) = (vec![0f32; 64], vec![0f32; 64]);
+        t.obs_row(15, &mut o, &mut n);
+        assert_eq!((o, n), (obs.clone(), next.clone()), "exact either way");
+        let e = match experience() {
+            Message::Experience(e) => Experience {
+                transitions: t,
+                ..e
+            },
+            _ => unreachable!(),
+        };
+        encode(&Message::Experience(e)).len()
+    };
+    let (f, b) = (frame(false), frame(true));
+    // 2 * 16 * 64 observation values: 8 KiB as f32, 2 KiB as bytes.
+    assert!(f - b >= 3 * 2 * 16 * 64 - 64, "{f} vs {b}");
 }

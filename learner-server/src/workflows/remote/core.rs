@@ -162,6 +162,15 @@ impl Core {
         self.spec.obs_dim()
     }
 
+    /// The shapes this run's batches must have.
+    pub(super) fn shapes(&self) -> super::ingest::Shapes {
+        super::ingest::Shapes {
+            obs_dim: self.obs_dim(),
+            obs_u8: self.spec.obs_dtype == rlfleet_shared::env::ObsDtype::U8,
+            action_space: self.spec.action_space.clone(),
+        }
+    }
+
     pub fn act_dim(&self) -> usize {
         self.spec.action_space.flat_dim()
     }
@@ -264,7 +273,9 @@ impl Core {
             python_path: source.python_path,
             obs_dim: self.spec.obs_dim() as u32,
             obs_shape: self.spec.obs_shape.iter().map(|&d| d as u32).collect(),
+            obs_u8: self.spec.obs_dtype == rlfleet_shared::env::ObsDtype::U8,
             action_dim: self.spec.action_space.flat_dim() as u32,
+            action_n: self.spec.action_space.n().unwrap_or(0) as u32,
             agent: cfg.agent,
             hidden: cfg.policy_hidden().to_vec(),
             dueling: cfg.dueling(),

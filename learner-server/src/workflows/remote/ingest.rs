@@ -15,13 +15,22 @@ use std::time::Instant;
 /// A refusal: the code and the text that names the problem.
 pub(super) type Refusal = (ErrorCode, String);
 
+/// The shapes a run's batches must have.
+#[derive(Debug, Clone)]
+pub(super) struct Shapes {
+    pub obs_dim: usize,
+    /// Observations travel as uint8 (`Welcome.obs_u8`).
+    pub obs_u8: bool,
+    pub action_space: Space,
+}
+
 /// Checks a batch against the run's spaces; names the first problem.
 pub(super) fn check_experience(
     e: &Experience,
-    obs_dim: usize,
-    action_space: &Space,
+    shapes: &Shapes,
     n_envs: u32,
 ) -> Result<(), Refusal> {
+    let (obs_dim, action_space) = (shapes.obs_dim, &shapes.action_space);
     let t = &e.transitions;
     let n = t.rewards.len();
     if n == 0 {
@@ -41,9 +50,13 @@ pub(super) fn check_experience(
             )
         })
     };
+    // The run's observation width carries them; the other pair is empty.
+    let (f32_rows, u8_rows) = if shapes.obs_u8 { (0, n) } else { (n, 0) };
     let problems = [
-        shape("obs", t.obs.len(), n * obs_dim),
-        shape("next_obs", t.next_obs.len(), n * obs_dim),
+        shape("obs", t.obs.len(), f32_rows * obs_dim),
+        shape("next_obs", t.next_obs.len(), f32_rows * obs_dim),
+        shape("obs_u8", t.obs_u8.len(), u8_rows * obs_dim),
+        shape("next_obs_u8", t.next_obs_u8.len(), u8_rows * obs_dim),
         shape("actions", t.actions.len(), n * act_dim),
         shape("terminated", t.terminated.len(), n),
         shape("episode", t.episode.len(), n),
@@ -97,8 +110,7 @@ fn check_envs(mut envs: impl Iterator<Item = u32>, n_envs: u32) -> Result<(), Re
 pub(super) fn check_submission(
     s: &Submission,
     actor_id: &str,
-    obs_dim: usize,
-    action_space: &Space,
+    shapes: &Shapes,
     n_envs: u32,
 ) -> Result<(), Refusal> {
     if s.actor_id() != actor_id {
@@ -111,7 +123,7 @@ pub(super) fn check_submission(
         ));
     }
     if let Some(e) = s.batch() {
-        check_experience(e, obs_dim, action_space, n_envs)?;
+        check_experience(e, shapes, n_envs)?;
     }
     check_envs(s.faults().iter().map(|f| f.env), n_envs)?;
     check_envs(s.idle_envs().iter().copied(), n_envs)
@@ -125,13 +137,7 @@ impl Core {
             self.accounts.received(e);
         }
         let slot = &self.actors[&conn];
-        let check = check_submission(
-            s,
-            &slot.actor_id,
-            self.obs_dim(),
-            &self.spec.action_space,
-            slot.n_envs,
-        );
+        let check = check_submission(s, &slot.actor_id, &self.shapes(), slot.n_envs);
         if check.is_err() {
             self.drop_batch(s, DropReason::Invalid);
         }
@@ -247,13 +253,15 @@ impl Core {
         let (od, ad) = (self.obs_dim(), self.act_dim());
         let t = &e.transitions;
         if learns {
+            let (mut obs, mut next) = (vec![0f32; od], vec![0f32; od]);
             for i in 0..t.len() {
+                t.obs_row(i, &mut obs, &mut next);
                 self.agent.observe(&Transition {
                     episode: t.episode[i],
-                    obs: &t.obs[i * od..(i + 1) * od],
+                    obs: &obs,
                     action: &t.actions[i * ad..(i + 1) * ad],
                     reward: t.rewards[i],
-                    next_obs: &t.next_obs[i * od..(i + 1) * od],
+                    next_obs: &next,
                     terminated: t.terminated[i] != 0,
                 });
             }

@@ -24,6 +24,9 @@ impl Core {
         }
         *published = t;
         self.metrics.replay_size.set(self.agent.replay_len() as i64);
+        self.metrics
+            .replay_bytes
+            .set(self.agent.replay_bytes() as i64);
         if let Some(l) = self.agent.last_loss() {
             self.metrics.loss.set(l);
         }
@@ -50,6 +53,7 @@ impl Core {
         s.policy_version = self.agent.train_steps();
         s.train_steps = self.agent.train_steps();
         s.replay_size = self.agent.replay_len() as u64;
+        s.replay_bytes = self.agent.replay_bytes() as u64;
         let t = self.accounts.tally.lock().expect("tally lock");
         s.batches.received = t.received;
         s.batches.trained = t.trained;

@@ -133,6 +133,8 @@ fn batch(
             actions: vec![0.0; steps],
             rewards: (1..=steps).map(|r| r as f32).collect(),
             next_obs,
+            obs_u8: vec![],
+            next_obs_u8: vec![],
             terminated,
             episode: vec![episode; steps],
         },
@@ -502,6 +504,7 @@ fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
             obs: Observations {
                 seq,
                 obs: vec![0.0, t, 0.0, 1.0, t, 0.0],
+                obs_u8: vec![],
                 rewards: vec![reward; 2],
                 flags: flags.to_vec(),
                 faults: vec![],

@@ -27,6 +27,13 @@ pub fn set_venv(path: Option<PathBuf>) -> bool {
     }
 }
 
+/// Python envs use the packages of the interpreter this process runs in
+/// (an extension module loaded by a user's Python), never a venv's: its
+/// `sys.path` is left alone. Returns false when a venv was already chosen.
+pub fn use_host_interpreter() -> bool {
+    VENV.set(None).is_ok()
+}
+
 /// The venv in use: the one set with [`set_venv`], else `$RLFLEET_PYTHON_VENV`,
 /// else `$VIRTUAL_ENV`, else the set-up's cached venv
 /// (`~/.cache/rlfleet/venv-gymnasium-*`, newest name) when it exists.

@@ -10,7 +10,7 @@
 
 mod interpreter;
 
-pub use interpreter::{VENV_VAR, set_venv, venv};
+pub use interpreter::{VENV_VAR, set_venv, use_host_interpreter, venv};
 
 use super::{Action, Env, EnvFault, EnvSpec, ObsDtype, Space, Step};
 use interpreter::{bridge, describe_err};
@@ -116,32 +116,45 @@ impl PyEnv {
     /// Python exception as one line.
     pub(super) fn build(recipe: &Recipe<'_>) -> Result<PyEnv, EnvFault> {
         Python::attach(|py| {
-            let built = (|| -> PyResult<(Py<PyAny>, String)> {
+            let built = (|| -> PyResult<Bound<'_, PyAny>> {
                 let b = bridge(py)?;
                 for p in recipe.python_path {
                     b.call_method1("add_path", (p.as_str(),))?;
                 }
-                let env = b.call_method1(
+                b.call_method1(
                     "make",
                     (recipe.id, recipe.kwargs_json, recipe.wrappers.to_vec()),
-                )?;
-                let described: String = b.call_method1("describe_json", (&env,))?.extract()?;
-                let stepper = b.getattr("Stepper")?.call1((env,))?;
-                Ok((stepper.unbind(), described))
+                )
             })();
-            let (stepper, described) = built.map_err(|e| EnvFault(describe_err(py, &e)))?;
-            let described: Described = serde_json::from_str(&described)
-                .map_err(|e| EnvFault(format!("bridge described the env oddly: {e}")))?;
-            Ok(PyEnv {
-                spec: described.into_spec(recipe.id),
-                stepper,
-                elapsed: 0,
-            })
+            let env = built.map_err(|e| EnvFault(describe_err(py, &e)))?;
+            PyEnv::wrap(&env, recipe.id)
+        })
+    }
+
+    /// An env object built elsewhere (a factory the Python client was
+    /// given), named `id` in logs; the error is the Python exception (an
+    /// unsupported space, for one).
+    pub fn wrap(env: &Bound<'_, PyAny>, id: &str) -> Result<PyEnv, EnvFault> {
+        let py = env.py();
+        let wrapped = (|| -> PyResult<(Py<PyAny>, String)> {
+            let b = bridge(py)?;
+            let described: String = b.call_method1("describe_json", (env,))?.extract()?;
+            let stepper = b.getattr("Stepper")?.call1((env,))?;
+            Ok((stepper.unbind(), described))
+        })();
+        let (stepper, described) = wrapped.map_err(|e| EnvFault(describe_err(py, &e)))?;
+        let described: Described = serde_json::from_str(&described)
+            .map_err(|e| EnvFault(format!("bridge described the env oddly: {e}")))?;
+        Ok(PyEnv {
+            spec: described.into_spec(id),
+            stepper,
+            elapsed: 0,
         })
     }
 
     /// Copies a returned observation into `obs`, checking its size and that
-    /// it is finite.
+    /// it is finite (a NaN or an infinity is the env's fault, like an
+    /// exception: the episode is abandoned, not sent).
     fn read_obs(&self, py: Python<'_>, value: &Bound<'_, PyAny>, obs: &mut [f32]) -> PyResult<()> {
         let buf = PyBuffer::<f32>::get(value)?;
         if buf.item_count() != obs.len() {
@@ -151,7 +164,15 @@ impl PyEnv {
                 obs.len()
             )));
         }
-        buf.copy_to_slice(py, obs)
+        buf.copy_to_slice(py, obs)?;
+        // A simulator that diverged: a fault of this episode, not data.
+        match obs.iter().position(|x| !x.is_finite()) {
+            Some(i) => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the env returned a non-finite observation (value {i} is {})",
+                obs[i]
+            ))),
+            None => Ok(()),
+        }
     }
 
     fn fault(py: Python<'_>, e: PyErr) -> EnvFault {
@@ -199,6 +220,11 @@ impl Env for PyEnv {
                 let (o, reward, terminated, truncated): (Bound<'_, PyAny>, f64, bool, bool) =
                     t.extract()?;
                 self.read_obs(py, &o, obs)?;
+                if !reward.is_finite() {
+                    return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                        "the env returned a non-finite reward ({reward})"
+                    )));
+                }
                 Ok(Step {
                     reward,
                     terminated,

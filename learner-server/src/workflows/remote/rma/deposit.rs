@@ -64,13 +64,7 @@ impl Pools {
             );
             return Some((tx, m));
         };
-        let check = check_submission(
-            &s,
-            &pool.actor_id,
-            self.rules.obs_dim,
-            &self.rules.action_space,
-            pool.n_envs,
-        );
+        let check = check_submission(&s, &pool.actor_id, &self.rules.shapes, pool.n_envs);
         if let Err((code, text)) = check {
             return Some((tx, self.refuse(&s, version, code, text)));
         }

@@ -60,8 +60,7 @@ impl Rma {
             },
             length: d.data_structure_length as usize,
             overflow: if queues { Overflow::Reject } else { d.overflow },
-            obs_dim: core.obs_dim(),
-            action_space: core.spec.action_space.clone(),
+            shapes: core.shapes(),
             seed: cfg.seed,
         };
         let select = Selector::for_workflow(w, d.window_selector, learners, actor_ranks, cfg.seed);

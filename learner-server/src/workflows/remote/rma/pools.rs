@@ -11,12 +11,12 @@
 use super::super::accounts::Accounts;
 use super::super::core::stop_message;
 use super::super::episodes::issue_starts;
+use super::super::ingest::Shapes;
 use super::super::ledger::EpisodeLedger;
 use super::super::workflow::{Bypass, Input, Internal};
 use crate::metrics::Metrics;
 use crate::transport::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
-use rlfleet_shared::env::Space;
 use rlfleet_shared::wire::{EnvFaultReport, Experience, Message, Submission, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,8 +28,7 @@ pub(super) struct PoolRules {
     pub structure: DataStructure,
     pub length: usize,
     pub overflow: Overflow,
-    pub obs_dim: usize,
-    pub action_space: Space,
+    pub shapes: Shapes,
     pub seed: u64,
 }
 

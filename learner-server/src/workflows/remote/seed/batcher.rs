@@ -75,6 +75,7 @@ mod tests {
             obs: Observations {
                 seq: 0,
                 obs: vec![],
+                obs_u8: vec![],
                 rewards: vec![],
                 flags: vec![],
                 faults: vec![],

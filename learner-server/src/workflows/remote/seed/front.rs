@@ -56,6 +56,8 @@ pub struct Front {
     cfg: DistributedConfig,
     obs_dim: usize,
     act_dim: usize,
+    /// Observations arrive as uint8 (`Welcome.obs_u8`).
+    obs_u8: bool,
     policy: ActorPolicy,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
@@ -83,11 +85,19 @@ impl Front {
             cfg,
             obs_dim,
             act_dim,
+            obs_u8: false,
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
             sent: 0,
         }
+    }
+
+    /// Observations arrive as uint8 (an image env's): they are widened to
+    /// f32 here, on receipt.
+    pub fn u8_observations(mut self, yes: bool) -> Front {
+        self.obs_u8 = yes;
+        self
     }
 
     /// Serves until the run ends, then answers everything left with `Stop`.
@@ -119,7 +129,7 @@ impl Front {
     fn take(&mut self, r: Request) {
         let Request {
             conn,
-            obs,
+            mut obs,
             received,
             reply,
         } = r;
@@ -138,7 +148,9 @@ impl Front {
             );
             return;
         };
-        if let Err((code, text)) = check_observations(&obs, n_envs, self.obs_dim) {
+        if let Err((code, text)) = widen(&mut obs, n_envs, self.obs_dim, self.obs_u8)
+            .and_then(|()| check_observations(&obs, n_envs, self.obs_dim))
+        {
             self.refuse(reply, code, text);
             return;
         }
@@ -292,6 +304,34 @@ impl Front {
             let _ = r.reply.send(stop());
         }
     }
+}
+
+/// A uint8 run's observations as f32 (its requests carry `obs_u8` only);
+/// a run of f32 observations takes no bytes.
+fn widen(
+    o: &mut Observations,
+    n: usize,
+    od: usize,
+    obs_u8: bool,
+) -> Result<(), (ErrorCode, String)> {
+    let (f32s, bytes) = if obs_u8 { (0, n * od) } else { (n * od, 0) };
+    for (what, got, want) in [
+        ("obs_u8", o.obs_u8.len(), bytes),
+        ("obs", o.obs.len(), f32s),
+    ] {
+        if got != want {
+            return Err((
+                ErrorCode::BadShape,
+                format!(
+                    "observations: `{what}` has {got} values, expected {want} ({n} envs, obs_dim {od})"
+                ),
+            ));
+        }
+    }
+    if obs_u8 {
+        o.obs = o.obs_u8.drain(..).map(f32::from).collect();
+    }
+    Ok(())
 }
 
 /// Shapes and values of one request from an actor with `n` envs.

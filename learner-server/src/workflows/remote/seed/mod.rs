@@ -245,7 +245,8 @@ impl Workflow for Seed {
             cfg.distributed.clone(),
             (core.obs_dim(), core.act_dim()),
             policy,
-        );
+        )
+        .u8_observations(core.shapes().obs_u8);
         rt.spawn(front.serve());
         Some(Arc::new(FrontDoor(tx)))
     }

@@ -1,0 +1,74 @@
+//! [`ObsStore`]: a replay's observations — `f32`, or for envs whose
+//! observations are uint8 (images) the bytes themselves, a quarter of the
+//! memory, widened back to `f32` when a batch is sampled.
+
+/// Rows of observations, `obs_dim` values each.
+#[derive(Debug)]
+pub enum ObsStore {
+    F32(Vec<f32>),
+    /// Values 0..=255, exact: uint8 observations arrive as such.
+    U8(Vec<u8>),
+}
+
+impl ObsStore {
+    /// Room for `len` values.
+    pub fn new(len: usize, u8_values: bool) -> ObsStore {
+        if u8_values {
+            ObsStore::U8(vec![0; len])
+        } else {
+            ObsStore::F32(vec![0.0; len])
+        }
+    }
+
+    /// Writes `row` at value offset `at` (a uint8 store keeps each value's
+    /// integer part, exact for the 0..=255 a uint8 env produces).
+    pub fn write(&mut self, at: usize, row: &[f32]) {
+        match self {
+            ObsStore::F32(v) => v[at..at + row.len()].copy_from_slice(row),
+            ObsStore::U8(v) => {
+                for (dst, &x) in v[at..at + row.len()].iter_mut().zip(row) {
+                    *dst = x as u8;
+                }
+            }
+        }
+    }
+
+    /// Reads `out.len()` values from offset `at` into `out`.
+    pub fn read(&self, at: usize, out: &mut [f32]) {
+        match self {
+            ObsStore::F32(v) => out.copy_from_slice(&v[at..at + out.len()]),
+            ObsStore::U8(v) => {
+                let n = out.len();
+                for (dst, &x) in out.iter_mut().zip(&v[at..at + n]) {
+                    *dst = f32::from(x);
+                }
+            }
+        }
+    }
+
+    /// Bytes the values take.
+    pub fn bytes(&self) -> usize {
+        match self {
+            ObsStore::F32(v) => v.len() * 4,
+            ObsStore::U8(v) => v.len(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_u8_store_keeps_pixels_exactly_in_a_quarter_of_the_bytes() {
+        let (mut f, mut b) = (ObsStore::new(6, false), ObsStore::new(6, true));
+        let row = [0.0, 1.0, 17.0, 128.0, 254.0, 255.0];
+        f.write(0, &row);
+        b.write(0, &row);
+        let (mut a, mut c) = ([0f32; 6], [0f32; 6]);
+        f.read(0, &mut a);
+        b.read(0, &mut c);
+        assert_eq!((a, c), (row, row));
+        assert_eq!((f.bytes(), b.bytes()), (24, 6));
+    }
+}

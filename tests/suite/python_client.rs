@@ -1,0 +1,105 @@
+//! The Python package (`python/`, built with maturin and installed into the
+//! cached venv by `scripts/test.sh`): a simulator loop in Python drives a
+//! `seed` run through `rlfleet.Client` against `learner-server serve` and
+//! sees training happen (the policy version rises, the learner records
+//! the returns the simulator reported); `rlfleet.run_actor` plays an
+//! `async` run with envs a Python factory builds.
+
+use crate::python_envs::corridor_config;
+use learner_server::output::read_episodes;
+use rlfleet_tests::daemon::Daemon;
+use rlfleet_tests::{heavy, reference_python, workspace_root};
+use std::process::Command;
+use std::time::Duration;
+
+/// Runs a script of `tests/python/` with the venv's Python; its stdout.
+fn python(script: &str, args: &[&str]) -> String {
+    let out = Command::new(reference_python())
+        .arg(workspace_root().join("tests/python").join(script))
+        .args(args)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        out.status.success(),
+        "{script} failed (is the rlfleet wheel installed? scripts/test.sh builds it):\n{stdout}\n{stderr}"
+    );
+    stdout.into_owned()
+}
+
+fn envs_dir() -> String {
+    workspace_root().join("tests/envs").display().to_string()
+}
+
+#[test]
+fn a_python_simulator_loop_drives_a_seed_run_and_training_happens() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 40;
+    let d = Daemon::start("", "");
+    let stop = format!("[stop]\nmax_episodes = {EPISODES}\nmax_wall_secs = 120.0");
+    let mut cfg = corridor_config("py-client", "Corridor", "seed", &stop, d.dir.path());
+    cfg.dqn.learning_starts = 100;
+    let id = d.start_run(&cfg);
+    let out = python(
+        "drive_client.py",
+        &[
+            &d.actors,
+            &d.fingerprint,
+            &EPISODES.to_string(),
+            &envs_dir(),
+        ],
+    );
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let status = d.wait_finished(&id, Duration::from_secs(60));
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(r["run_id"], id.as_str());
+    assert_eq!(r["episodes"], EPISODES);
+    assert_eq!(r["observation_shape"], serde_json::json!([2, 4]));
+    assert!(
+        r["after_end"]
+            .as_str()
+            .unwrap()
+            .starts_with("RunEndedError"),
+        "{r}"
+    );
+    // Training happened while the simulator played: the weights that
+    // chose its actions moved on.
+    let versions: Vec<u64> = serde_json::from_value(r["versions"].clone()).unwrap();
+    assert_eq!(versions[0], 0, "{versions:?}");
+    assert!(*versions.last().unwrap() > 100, "{versions:?}");
+    assert!(status["train_steps"].as_u64().unwrap() > 100, "{status}");
+    // The learner recorded exactly the episodes the simulator played,
+    // with the returns it reported, in order.
+    let reported: Vec<f64> = serde_json::from_value(r["returns"].clone()).unwrap();
+    let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+    let recorded: Vec<f64> = eps.iter().map(|e| e.ret).collect();
+    assert_eq!(recorded.len(), reported.len());
+    for (a, b) in recorded.iter().zip(&reported) {
+        assert!((a - b).abs() < 1e-5, "{recorded:?} vs {reported:?}");
+    }
+    assert_eq!(status["env_steps"], r["env_steps"], "{status}");
+}
+
+#[test]
+fn run_actor_plays_a_run_with_envs_a_python_factory_builds() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 30;
+    let d = Daemon::start("", "");
+    let stop = format!("[stop]\nmax_episodes = {EPISODES}\nmax_wall_secs = 120.0");
+    let cfg = corridor_config("py-actor", "Corridor", "async", &stop, d.dir.path());
+    let id = d.start_run(&cfg);
+    let out = python("run_actor.py", &[&d.actors, &d.fingerprint, &envs_dir()]);
+    let status = d.wait_finished(&id, Duration::from_secs(60));
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    assert!(out.contains(&format!("{EPISODES} episodes")), "{out}");
+    assert!(out.contains("built 2 envs"), "{out}");
+    let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+    assert!(
+        eps.iter().all(|e| e.actor == 0),
+        "one actor played them all"
+    );
+}
