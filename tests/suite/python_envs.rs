@@ -464,3 +464,25 @@ fn uint8_image_observations_stay_uint8_on_the_wire_and_in_replay() {
         );
     }
 }
+
+#[test]
+fn mujoco_reacher_td3_single_reaches_its_stated_return() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let shipped = workspace_root().join("config/reacher-td3-single.toml");
+    let mut cfg = RunConfig::load(&shipped).unwrap();
+    cfg.output_dir = dir.path().join("reacher-single");
+    assert_eq!(cfg.stop.target_eval_return, Some(-7.5));
+    assert_eq!(cfg.eval.episodes, 100, "the target holds over 100 episodes");
+    let out = rlfleet_tests::run_single(&cfg, dir.path());
+    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.starts_with("target reached (evaluation mean"),
+        "{}",
+        out.stdout
+    );
+    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+    assert!(summary["best_eval_return"].as_float().unwrap() >= -7.5);
+    assert!(summary["env_steps"].as_integer().unwrap() <= 30_000);
+    eprintln!("reacher single: {}", out.stdout.trim());
+}
