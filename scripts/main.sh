@@ -2,7 +2,7 @@
 # scripts/main.sh — the main job: the embedded default. The learner daemon on
 # loopback plus 4 real actor-client processes over QUIC train DQN on
 # CartPole-v1 with the `async` workflow until 10 greedy evaluation episodes
-# average >= 475. Installs what it needs first (scripts/setup.sh). Extra
+# average >= 475 and a confirming evaluation of 100 more does too. Installs what it needs first (scripts/setup.sh). Extra
 # arguments go to `learner-server run` (e.g. --no-progress).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -92,6 +92,28 @@ class Diverging(Corridor):
         return obs, reward, terminated, truncated, info
 
 
+class Fluke(gym.Env):
+    """One-step episodes that pay 1.0 when reset with a seed below
+    `lucky_below` and 0.0 otherwise, whatever the action: a policy that
+    looks solved on the starts a screening evaluation uses and is not on
+    the confirming evaluation's."""
+
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, lucky_below=(1 << 40) + (1 << 30)):
+        self.lucky_below = lucky_below
+        self.lucky = True
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.lucky = seed is None or seed < self.lucky_below
+        return np.zeros(1, dtype=np.float32), {}
+
+    def step(self, action):
+        return np.zeros(1, dtype=np.float32), float(self.lucky), True, False, {}
+
+
 class DictObservation(gym.Env):
     """An env whose observations rlfleet does not support (a Dict)."""
 

@@ -6,13 +6,17 @@
 //! |---|---|---|---|---|
 //! | PPO | CartPole-v1 | >= 475 | 200,000 steps, 600 s | 487.5 at 6,000 steps, 1.5 s |
 //! | PPO | Pendulum-v1 | >= -400 | 300,000 steps, 600 s | -357.1 at 12,000 steps, 2.9 s |
-//! | DQN (dueling, 3-step, PER) | Acrobot-v1 | >= -100 | 100,000 steps, 600 s | -79.7 at 54,000 steps, 21.6 s |
+//! | DQN (dueling, 3-step, PER) | Acrobot-v1 | >= -100 | 100,000 steps, 600 s | -96.8 confirmed over 100 episodes at 36,000 steps, 5.4 s |
 //! | TD3 | Pendulum-v1 | >= -250 | 40,000 steps, 600 s | -154.2 at 8,000 steps, 18.0 s |
 //! | SAC | Pendulum-v1 | >= -250 | 40,000 steps, 600 s | -161.3 at 5,000 steps, 18.1 s |
 //! | DDPG | Pendulum-v1 | >= -300 | 40,000 steps, 600 s | -187.6 at 4,000 steps, 7.2 s |
 //!
-//! Each stops at its config's target (-200 for TD3, SAC and DDPG, -80 for
-//! Acrobot, the asserted return for PPO), at or above what is asserted.
+//! Each stops at its config's target (-200 for TD3, SAC and DDPG, -100 —
+//! Gymnasium's threshold — for Acrobot, the asserted return for PPO), at
+//! or above what is asserted, confirmed by a 100-episode evaluation of the
+//! same weights (`eval.confirm_episodes`). Acrobot's target was -80 when a
+//! 10-episode evaluation stopped the run; -80 over 100 episodes is not
+//! reached within 100,000 steps (best confirming evaluations ~-89).
 //! Each run must stop on its target (not a cap), its best evaluation must
 //! reach the asserted return, the checkpoint's best weights must have the
 //! published network's size, and the episodes must add up to the steps.

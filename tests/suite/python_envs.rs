@@ -411,10 +411,11 @@ fn gymnasium_cartpole_learns_as_the_builtin_does_with_the_same_config() {
         steps.push(summary["env_steps"].as_integer().unwrap() as f64);
         eprintln!("{env}: {}", out.stdout.trim());
     }
-    // The same target in the same order of magnitude of env steps (runs
-    // of 4 actor processes are not step-for-step reproducible).
+    // The same target in the same order of magnitude of env steps: runs of
+    // 4 actor processes are not step-for-step reproducible, and one seed of
+    // the same config has stopped anywhere from 11,000 to 50,000 steps.
     let ratio = steps[1] / steps[0];
-    assert!((0.25..=4.0).contains(&ratio), "{steps:?}");
+    assert!((0.1..=10.0).contains(&ratio), "{steps:?}");
 }
 
 #[test]
@@ -485,4 +486,69 @@ fn mujoco_reacher_td3_single_reaches_its_stated_return() {
     assert!(summary["best_eval_return"].as_float().unwrap() >= -7.5);
     assert!(summary["env_steps"].as_integer().unwrap() <= 30_000);
     eprintln!("reacher single: {}", out.stdout.trim());
+}
+
+#[test]
+fn a_lucky_screening_evaluation_does_not_stop_the_run_unconfirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+name = "fluke"
+env = "python:rlfleet_test_envs:Fluke"
+python_path = ["{envs}"]
+agent = "dqn"
+workflow = "single"
+seed = 4
+output_dir = "{out}"
+[stop]
+target_eval_return = 0.5
+max_env_steps = 3000
+[eval]
+period_steps = 500
+episodes = 10
+confirm_episodes = 100
+[dqn]
+hidden = [8]
+learning_starts = 100
+"#,
+        envs = test_envs(),
+        out = dir.path().join("fluke").display()
+    );
+    let cfg = RunConfig::from_toml(&text, "fluke").unwrap();
+    let out = rlfleet_tests::run_single(&cfg, dir.path());
+    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.starts_with("env step limit reached"),
+        "{}",
+        out.stdout
+    );
+    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    let (confirming, screening): (Vec<_>, Vec<_>) = evals.iter().partition(|e| e.confirming);
+    // Every screening evaluation passed (10 lucky starts), every
+    // confirming one failed (100 other starts), and there was one at least.
+    assert!(
+        screening
+            .iter()
+            .all(|e| e.episodes == 10 && e.mean_return == 1.0),
+        "{evals:?}"
+    );
+    assert!(!confirming.is_empty(), "{evals:?}");
+    assert!(
+        confirming
+            .iter()
+            .all(|e| e.episodes == 100 && e.mean_return == 0.0),
+        "{evals:?}"
+    );
+    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+    assert_eq!(summary["target_reached"].as_bool(), Some(false));
+    assert_eq!(
+        summary["screen_eval_return"].as_float(),
+        Some(1.0),
+        "{summary}"
+    );
+    assert_eq!(
+        summary["confirm_eval_return"].as_float(),
+        Some(0.0),
+        "{summary}"
+    );
 }

@@ -1,6 +1,8 @@
 //! The embedded distributed runs: `learner-server run CONFIG --local-actors
 //! 4` starts the daemon on loopback and 4 real `actor-client` processes
-//! over QUIC; DQN on CartPole-v1 reaches an evaluation mean >= 475 with
+//! over QUIC; each stop on the target is confirmed (a 100-episode
+//! evaluation of the same weights at the target, `eval.confirm_episodes`).
+//! DQN on CartPole-v1 reaches an evaluation mean >= 475 with
 //! each of `async`, `sync`, `seed`, `nb-async`, `rma` (queue),
 //! `rma-queue-pop-all` and `orchestrated` (prioritized replay, rate
 //! limiter); A2C (`train_on = "episode"`) and PPO with `sync` and
@@ -47,6 +49,20 @@ fn learn_config(config: &str, dir: &std::path::Path) -> RunConfig {
     assert!(
         reports.iter().all(|r| r.env_steps > 500 && r.sessions == 1),
         "{reports:?}"
+    );
+    // The stop is confirmed: the last evaluation is a confirming one of
+    // `eval.confirm_episodes` episodes at the target.
+    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    let target = cfg.stop.target_eval_return.unwrap();
+    let confirmed = evals
+        .iter()
+        .rfind(|e| e.confirming)
+        .unwrap_or_else(|| panic!("{name}: no confirming evaluation: {evals:?}"));
+    assert!(
+        confirmed.episodes == cfg.eval.confirm_episodes
+            && confirmed.episodes >= 100
+            && confirmed.mean_return >= target,
+        "{name}: {confirmed:?}"
     );
     let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
     let ids: BTreeSet<u64> = eps.iter().map(|e| e.episode).collect();

@@ -36,11 +36,16 @@ pub struct EvalRecord {
     pub min_return: f64,
     pub max_return: f64,
     pub wall_secs: f64,
+    /// Episodes the mean is over.
+    pub episodes: u32,
+    /// A confirming evaluation (`eval.confirm_episodes`), not a screening
+    /// one.
+    pub confirming: bool,
 }
 
 pub const EPISODES_HEADER: &str = "episode,actor,return,length,wall_secs,policy_version,env_steps";
 pub const EVALS_HEADER: &str =
-    "env_steps,policy_version,mean_return,min_return,max_return,wall_secs";
+    "env_steps,policy_version,mean_return,min_return,max_return,wall_secs,episodes,confirming";
 
 /// The files of one run's output directory.
 #[derive(Debug)]
@@ -98,8 +103,15 @@ impl RunOutput {
     pub fn eval(&mut self, e: &EvalRecord) -> std::io::Result<()> {
         writeln!(
             self.evals,
-            "{},{},{},{},{},{:.3}",
-            e.env_steps, e.policy_version, e.mean_return, e.min_return, e.max_return, e.wall_secs
+            "{},{},{},{},{},{:.3},{},{}",
+            e.env_steps,
+            e.policy_version,
+            e.mean_return,
+            e.min_return,
+            e.max_return,
+            e.wall_secs,
+            e.episodes,
+            u8::from(e.confirming)
         )?;
         self.evals.flush()
     }
@@ -164,7 +176,7 @@ pub fn read_episodes(path: &Path) -> std::io::Result<Vec<EpisodeRecord>> {
 
 /// Reads `evals.csv` back.
 pub fn read_evals(path: &Path) -> std::io::Result<Vec<EvalRecord>> {
-    Ok(read_rows(path, 6)?
+    Ok(read_rows(path, 8)?
         .into_iter()
         .map(|f| EvalRecord {
             env_steps: f[0] as u64,
@@ -173,6 +185,8 @@ pub fn read_evals(path: &Path) -> std::io::Result<Vec<EvalRecord>> {
             min_return: f[3],
             max_return: f[4],
             wall_secs: f[5],
+            episodes: f[6] as u32,
+            confirming: f[7] != 0.0,
         })
         .collect())
 }

@@ -107,12 +107,28 @@ pub fn plot_learning_curve(
         .draw_series(
             evals
                 .iter()
+                .filter(|e| !e.confirming)
                 .map(|e| Circle::new((e.env_steps, e.mean_return), 4, RED.filled())),
         )
         .map_err(|e| e.to_string())?;
     if text {
         s.label("evaluation mean")
             .legend(|(x, y)| Circle::new((x + 10, y), 4, RED.filled()));
+    }
+    // Confirming evaluations (more episodes, same weights): hollow, larger.
+    let confirming: Vec<&EvalRecord> = evals.iter().filter(|e| e.confirming).collect();
+    if !confirming.is_empty() {
+        let s = chart
+            .draw_series(
+                confirming
+                    .iter()
+                    .map(|e| Circle::new((e.env_steps, e.mean_return), 7, BLACK.stroke_width(2))),
+            )
+            .map_err(|e| e.to_string())?;
+        if text {
+            s.label("confirming evaluation mean")
+                .legend(|(x, y)| Circle::new((x + 10, y), 6, BLACK.stroke_width(2)));
+        }
     }
     if let Some(t) = target {
         let s = chart

@@ -34,6 +34,12 @@ pub struct RunBook {
     pub learner: Option<super::LearnerFigures>,
     /// Exceptions the environments raised in this session.
     pub env_errors: u64,
+    /// A confirming evaluation is under way, for a screening one that
+    /// scored this.
+    confirming: Option<f64>,
+    /// The latest confirming evaluation: the screening mean that asked for
+    /// it, and its own.
+    pub last_confirm: Option<(f64, f64)>,
 }
 
 impl RunBook {
@@ -82,6 +88,8 @@ impl RunBook {
             last_progress_steps: counters.env_steps,
             learner: None,
             env_errors: 0,
+            confirming: None,
+            last_confirm: None,
             counters,
             last_eval: best.as_ref().map(|b| b.mean_return),
             best,
@@ -115,6 +123,8 @@ impl RunBook {
             min_return: r.min(),
             max_return: r.max(),
             wall_secs: self.counters.wall_secs,
+            episodes: r.returns.len() as u32,
+            confirming: r.confirming,
         })?;
         if self.best.as_ref().is_none_or(|b| r.mean() > b.mean_return) {
             self.best = Some(BestEval {
@@ -136,20 +146,62 @@ impl RunBook {
         let mut reached = None;
         while let Some(r) = self.evaluator.as_ref().and_then(Evaluator::try_result) {
             self.record_eval(&r)?;
-            self.last_eval = Some(r.mean());
-            if self
-                .cfg
-                .stop
-                .target_eval_return
-                .is_some_and(|t| r.mean() >= t)
-            {
-                reached = Some(StopReason::TargetReached {
-                    mean_return: r.mean(),
-                    env_steps: r.env_steps,
-                });
+            if let Some(reason) = self.judge(&r) {
+                reached = Some(reason);
             }
         }
         Ok(reached)
+    }
+
+    /// The stop rule on one evaluation: a screening evaluation that reaches
+    /// the target asks for a confirming one on the same weights (unless
+    /// `eval.confirm_episodes` is 0, when it stops the run itself); the
+    /// run stops when a confirming evaluation reaches it too.
+    fn judge(&mut self, r: &EvalResult) -> Option<StopReason> {
+        let target = self.cfg.stop.target_eval_return;
+        let passed = target.is_some_and(|t| r.mean() >= t);
+        let confirm_episodes = self.cfg.eval.confirm_episodes;
+        if r.confirming {
+            let screen = self.confirming.take().unwrap_or(f64::NAN);
+            self.last_confirm = Some((screen, r.mean()));
+            if !passed {
+                tracing::info!(
+                    env_steps = r.env_steps,
+                    "not confirmed: {} episodes averaged {:.1}, below the target",
+                    r.returns.len(),
+                    r.mean()
+                );
+                return None;
+            }
+        } else {
+            self.last_eval = Some(r.mean());
+            if !passed {
+                return None;
+            }
+            if confirm_episodes > 0 {
+                if self.confirming.is_none() {
+                    tracing::info!(
+                        env_steps = r.env_steps,
+                        "screening evaluation {:.1} reached the target: confirming over {confirm_episodes} episodes",
+                        r.mean()
+                    );
+                    self.confirming = Some(r.mean());
+                    if let Some(e) = &self.evaluator {
+                        e.confirm(r.weights.clone(), r.env_steps, confirm_episodes);
+                    }
+                }
+                return None;
+            }
+        }
+        Some(StopReason::TargetReached {
+            mean_return: r.mean(),
+            env_steps: r.env_steps,
+            confirmed_over: if r.confirming {
+                r.returns.len() as u32
+            } else {
+                0
+            },
+        })
     }
 
     /// Records a finished episode (counts it, writes the CSV row).
@@ -247,6 +299,7 @@ impl RunBook {
             final_eval,
             env_steps_per_sec: self.rate(),
             env_errors: self.env_errors,
+            confirm: self.last_confirm,
             output_dir: self.out.dir().to_path_buf(),
             learner: self.learner.take(),
         };

@@ -2,6 +2,9 @@
 //! policy that scores the latest published weights with greedy episodes,
 //! without stalling training. Publication is a latest-value slot: if
 //! training publishes faster than evaluation runs, older weights are skipped.
+//! A confirming evaluation (more episodes, other starts, the weights of a
+//! screening evaluation that reached the target) goes first and is never
+//! replaced.
 
 use crate::agents::{Policy, Weights};
 use rlfleet_shared::env::{Action, Env, EnvFault};
@@ -13,12 +16,18 @@ use std::thread::JoinHandle;
 /// (the same start states at every evaluation, apart from training's).
 pub const EVAL_SEED_BASE: u64 = 1 << 40;
 
+/// Confirming evaluations start from other states: they are seeded as a
+/// screening evaluation of run seed `seed + CONFIRM_SEED_SHIFT` would be.
+pub const CONFIRM_SEED_SHIFT: u64 = 1 << 26;
+
 /// The score of one publication.
 #[derive(Debug, Clone, PartialEq)]
 pub struct EvalResult {
     pub env_steps: u64,
     pub weights: Weights,
     pub returns: Vec<f64>,
+    /// A confirming evaluation.
+    pub confirming: bool,
 }
 
 impl EvalResult {
@@ -39,6 +48,8 @@ impl EvalResult {
 #[derive(Debug, Default)]
 struct Slot {
     job: Option<(Weights, u64)>,
+    /// A confirming evaluation to run first: weights, env steps, episodes.
+    confirm: Option<(Weights, u64, u32)>,
     closed: bool,
 }
 
@@ -97,12 +108,15 @@ impl Evaluator {
             .name("evaluator".into())
             .spawn(move || {
                 loop {
-                    let (weights, env_steps) = {
+                    let (weights, env_steps, n, confirming) = {
                         let (lock, cv) = &*shared;
                         let mut s = lock.lock().expect("evaluator slot");
                         loop {
-                            if let Some(job) = s.job.take() {
-                                break job;
+                            if let Some((w, steps, n)) = s.confirm.take() {
+                                break (w, steps, n, true);
+                            }
+                            if let Some((w, steps)) = s.job.take() {
+                                break (w, steps, episodes, false);
                             }
                             if s.closed {
                                 return;
@@ -114,7 +128,12 @@ impl Evaluator {
                         tracing::error!("evaluator cannot load weights: {e}");
                         continue;
                     }
-                    let returns = match evaluate(env.as_mut(), policy.as_mut(), episodes, seed) {
+                    let seeds = if confirming {
+                        seed.wrapping_add(CONFIRM_SEED_SHIFT)
+                    } else {
+                        seed
+                    };
+                    let returns = match evaluate(env.as_mut(), policy.as_mut(), n, seeds) {
                         Ok(r) => r,
                         Err(fault) => {
                             // An env that raised is skipped for this
@@ -131,6 +150,7 @@ impl Evaluator {
                             env_steps,
                             weights,
                             returns,
+                            confirming,
                         })
                         .is_err()
                     {
@@ -150,6 +170,14 @@ impl Evaluator {
     pub fn publish(&self, weights: Weights, env_steps: u64) {
         let (lock, cv) = &*self.slot;
         lock.lock().expect("evaluator slot").job = Some((weights, env_steps));
+        cv.notify_one();
+    }
+
+    /// Asks for a confirming evaluation of `weights` over `episodes`
+    /// episodes, before any other.
+    pub fn confirm(&self, weights: Weights, env_steps: u64, episodes: u32) {
+        let (lock, cv) = &*self.slot;
+        lock.lock().expect("evaluator slot").confirm = Some((weights, env_steps, episodes));
         cv.notify_one();
     }
 
@@ -182,6 +210,7 @@ impl Drop for Evaluator {
         let (lock, cv) = &*self.slot;
         if let Ok(mut s) = lock.lock() {
             s.job = None;
+            s.confirm = None;
             s.closed = true;
             cv.notify_one();
         }

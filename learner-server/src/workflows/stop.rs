@@ -12,6 +12,9 @@ pub enum StopReason {
     TargetReached {
         mean_return: f64,
         env_steps: u64,
+        /// Episodes of the confirming evaluation (0: the screening
+        /// evaluation stopped the run, `eval.confirm_episodes = 0`).
+        confirmed_over: u32,
     },
     MaxEnvSteps,
     MaxEpisodes,
@@ -30,11 +33,16 @@ impl fmt::Display for StopReason {
             StopReason::TargetReached {
                 mean_return,
                 env_steps,
+                confirmed_over,
             } => {
                 write!(
                     f,
-                    "target reached (evaluation mean {mean_return:.1} at {env_steps} env steps)"
-                )
+                    "target reached (evaluation mean {mean_return:.1} at {env_steps} env steps"
+                )?;
+                if *confirmed_over > 0 {
+                    write!(f, ", confirmed over {confirmed_over} episodes")?;
+                }
+                f.write_str(")")
             }
             StopReason::MaxEnvSteps => f.write_str("env step limit reached"),
             StopReason::MaxEpisodes => f.write_str("episode limit reached"),

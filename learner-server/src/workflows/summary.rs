@@ -36,6 +36,9 @@ pub struct RunSummary {
     /// Exceptions the environments raised (Python envs), each ending its
     /// episode, which was played again.
     pub env_errors: u64,
+    /// The latest confirming evaluation: the screening mean that asked for
+    /// it, and its own (`eval.confirm_episodes`).
+    pub confirm: Option<(f64, f64)>,
     pub output_dir: PathBuf,
     /// Distributed runs only.
     pub learner: Option<LearnerFigures>,
@@ -48,11 +51,15 @@ impl RunSummary {
 
     /// The summary as TOML.
     pub fn to_toml(&self) -> String {
-        let opt = |v: Option<f64>| v.map_or("nan".to_string(), |v| format!("{v}"));
+        // TOML floats, always with a point (500.0, not the integer 500).
+        let opt = |v: Option<f64>| match v {
+            Some(v) if !v.is_nan() => format!("{v:?}"),
+            _ => "nan".to_string(),
+        };
         let mut out = format!(
             "reason = {:?}\ntarget_reached = {}\nenv_steps = {}\nepisodes = {}\ntrain_steps = {}\n\
              wall_secs = {}\nenv_steps_per_sec = {}\nbest_eval_return = {}\nbest_eval_env_steps = {}\n\
-             final_eval_return = {}\nenv_errors = {}\n",
+             final_eval_return = {}\nscreen_eval_return = {}\nconfirm_eval_return = {}\nenv_errors = {}\n",
             self.reason.to_string(),
             self.target_reached(),
             self.counters.env_steps,
@@ -63,6 +70,8 @@ impl RunSummary {
             opt(self.best_eval.map(|b| b.0)),
             self.best_eval.map_or(0, |b| b.1),
             opt(self.final_eval),
+            opt(self.confirm.map(|c| c.0)),
+            opt(self.confirm.map(|c| c.1)),
             self.env_errors,
         );
         if let Some(l) = &self.learner {

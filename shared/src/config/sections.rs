@@ -22,8 +22,15 @@ pub struct StopConfig {
 pub struct EvalConfig {
     /// Publish weights to the evaluator every this many env steps.
     pub period_steps: u64,
-    /// Episodes per evaluation (their mean is the evaluation return).
+    /// Episodes per evaluation (their mean is the evaluation return): a
+    /// screening figure, cheap enough to take often.
     pub episodes: u32,
+    /// When a screening evaluation reaches `stop.target_eval_return`, the
+    /// same weights are evaluated again over this many episodes (other
+    /// starts), and the run stops on its target only if that mean reaches
+    /// it too — Gymnasium calls an env solved over 100 consecutive
+    /// episodes. 0: stop on the screening evaluation alone.
+    pub confirm_episodes: u32,
 }
 
 impl Default for EvalConfig {
@@ -31,6 +38,7 @@ impl Default for EvalConfig {
         EvalConfig {
             period_steps: 2_000,
             episodes: 10,
+            confirm_episodes: 100,
         }
     }
 }

@@ -195,6 +195,12 @@ impl RunConfig {
             (1..=10_000).contains(&e.episodes),
             "an integer in 1..=10000",
         )?;
+        require(
+            "eval.confirm_episodes",
+            e.confirm_episodes,
+            e.confirm_episodes <= 10_000,
+            "an integer in 0..=10000 (0: no confirming evaluation)",
+        )?;
         Ok(())
     }
 
