@@ -111,19 +111,22 @@ fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
 
 /// `actors.max_actors` caps the actors connected at once (it also bounds
 /// every run's inboxes): one more is refused with `too_many_actors` and
-/// exits 3, and the run goes on with the actor it has.
+/// exits 3, and the run goes on with the actor it has. The run is long
+/// enough that it cannot end before the second actor arrives (an ended
+/// `--once` actor would leave room, and the second would wait for a run).
 #[test]
 fn an_actor_past_max_actors_is_refused_and_the_run_goes_on() {
     let _heavy = rlfleet_tests::heavy();
     let d = Daemon::start("max_actors = 1", "");
-    let cfg = short_run("async", 40, d.dir.path());
+    let mut cfg = short_run("async", 1_000_000, d.dir.path());
+    cfg.stop.max_wall_secs = Some(90.0);
     let id = d.start_run(&cfg);
     let first = d.actor("first", 1, &["--once"]);
     d.wait_until(&id, Duration::from_secs(30), |v| {
         v["env_steps"].as_u64().unwrap() > 50
     });
     let second = d.actor("second", 1, &["--once"]);
-    let out = second.wait_with_output().unwrap();
+    let out = rlfleet_tests::wait_output(second, Duration::from_secs(30), "the refused actor");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("at most 1 actors"), "{stderr}");
@@ -132,9 +135,18 @@ fn an_actor_past_max_actors_is_refused_and_the_run_goes_on() {
         1.0
     );
     assert_eq!(d.metric("rlfleet_connected_actors"), 1.0);
-    let done = d.wait_finished(&id, Duration::from_secs(120));
+    // The run goes on: ten more episodes finish after the refusal.
+    let at_refusal = d.json(&format!("/v1/runs/{id}"))["episodes_finished"]
+        .as_u64()
+        .unwrap();
+    d.wait_until(&id, Duration::from_secs(60), |v| {
+        v["episodes_finished"].as_u64().unwrap() >= at_refusal + 10
+    });
+    let (status, body) = d.post(&format!("/v1/runs/{id}/stop"), "");
+    assert_eq!(status, 202, "{body}");
+    let done = d.wait_finished(&id, Duration::from_secs(30));
     assert_eq!(done["state"], "finished", "{done}");
-    assert_eq!(done["episodes_finished"], 40, "{done}");
+    assert_eq!(done["reason"], "stopped on request", "{done}");
     assert_eq!(done["actors"], serde_json::json!(["first"]), "{done}");
     let (ok, err) = rlfleet_tests::daemon::finish_actor(first);
     assert!(ok, "{err}");

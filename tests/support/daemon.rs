@@ -246,9 +246,10 @@ impl Daemon {
     }
 }
 
-/// Waits for an actor process; returns its exit success and stderr.
+/// Waits for an actor process (at most three minutes; past that it is
+/// killed and the test fails); returns its exit success and stderr.
 pub fn finish_actor(child: Child) -> (bool, String) {
-    let out = child.wait_with_output().unwrap();
+    let out = crate::wait_output(child, Duration::from_secs(180), "an actor process");
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stderr).into_owned(),

@@ -60,6 +60,32 @@ pub fn run_with_input(cmd: &mut Command, input: &[u8]) -> Output {
 
 pub mod daemon;
 
+/// Waits for a child with piped output, at most `limit`: past it the child
+/// is killed and the test fails, naming the wait. A process that never ends
+/// then fails its test instead of hanging the whole suite.
+pub fn wait_output(child: std::process::Child, limit: std::time::Duration, what: &str) -> Output {
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("wait for child"),
+        Err(_) => {
+            let _ = Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            let out = rx.recv().ok().and_then(Result::ok);
+            let stderr = out
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .unwrap_or_default();
+            panic!(
+                "{what} (pid {pid}) did not exit within {limit:?}; killed it. Its stderr:\n{stderr}"
+            )
+        }
+    }
+}
+
 /// The value of the series `name` (with its labels, if any) in a
 /// Prometheus text dump. Panics when there is no such series: a metric
 /// that is renamed or never exported fails the test that reads it, rather
