@@ -21,9 +21,10 @@ _rlfleet_setup() {
     local venv="$cache/venv-gymnasium-$gym_ver"
     mkdir -p "$cache" "$wheels"
 
-    # 1. System packages (Debian): OpenMPI and libclang for the mpi feature.
+    # 1. System packages (Debian): OpenMPI and libclang for the mpi feature;
+    # systemd for `systemd-analyze verify` of the shipped units.
     local missing=()
-    for p in libopenmpi-dev openmpi-bin libclang-dev unzip fonts-dejavu-core; do
+    for p in libopenmpi-dev openmpi-bin libclang-dev unzip fonts-dejavu-core systemd; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then

@@ -6,6 +6,7 @@
 # the MPI tests run real `mpirun` (OpenMPI comes from setup.sh), and with
 # the Python package built by maturin and installed into the cached venv.
 # The default build (no features) needs no MPI; clippy checks it too.
+# Last, each cargo-fuzz target runs for a bounded time (scripts/fuzz.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
@@ -24,6 +25,10 @@ log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
 cargo test --release --workspace "${features[@]}" 2>&1 | tee "$log" || status=$?
+# The fuzz targets (fuzz/), a few seconds each: frames, configs, checkpoints.
+fuzz_status=0
+bash scripts/fuzz.sh "${RLFLEET_FUZZ_SECS:-20}" || fuzz_status=$?
+[ "$fuzz_status" -eq 0 ] || { echo "fuzz: a target failed" >&2; status=1; }
 # One closing line for the whole workspace (cargo prints one per test binary).
 # It fails when a test failed, none ran, or cargo itself failed (a test
 # binary that crashed prints no result line of its own).

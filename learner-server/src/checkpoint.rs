@@ -131,12 +131,19 @@ impl Checkpoint {
             path: path.to_path_buf(),
             source,
         })?;
+        Checkpoint::from_bytes(&bytes, path)
+    }
+
+    /// Parses and checks a checkpoint's bytes (`path` names it in errors).
+    /// Any bytes give a checkpoint or a [`CheckpointError::Format`], never a
+    /// panic (fuzzed: `fuzz/fuzz_targets/checkpoint.rs`).
+    pub fn from_bytes(bytes: &[u8], path: &Path) -> Result<Checkpoint, CheckpointError> {
         let bad = |reason: String| CheckpointError::Format {
             path: path.to_path_buf(),
             reason,
         };
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| bad(e.to_string()))?;
-        let (_, header) = SafeTensors::read_metadata(&bytes).map_err(|e| bad(e.to_string()))?;
+        let st = SafeTensors::deserialize(bytes).map_err(|e| bad(e.to_string()))?;
+        let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| bad(e.to_string()))?;
         let meta = header.metadata().clone().unwrap_or_default();
         let get = |k: &str| {
             meta.get(k)

@@ -19,4 +19,5 @@ mod python_envs;
 mod resume;
 mod single_dqn;
 mod systemd_notify;
+mod systemd_units;
 mod workflows_learn;
