@@ -14,7 +14,7 @@ _rlfleet_setup() {
     set -euo pipefail
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
     local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
-    local maturin_ver=1.16.0
+    local maturin_ver=1.16.0 schemathesis_ver=4.32.5
     local wheels="$cache/wheels"
     local libtorch="$cache/libtorch-$torch_ver"
     local ortdir="$cache/onnxruntime-$ort_ver"
@@ -89,6 +89,18 @@ _rlfleet_setup() {
         "$venv/bin/pip" install -q "openapi-spec-validator==$openapi_ver"
         touch "$venv/.openapi-complete"
     fi
+
+    # 3c. schemathesis, in a venv of its own (its dependencies are not the
+    # envs'), for the control API's conformance test.
+    local st_venv="$cache/venv-schemathesis-$schemathesis_ver"
+    if [ ! -f "$st_venv/.complete" ]; then
+        echo "setup: installing schemathesis $schemathesis_ver" >&2
+        rm -rf "$st_venv"
+        python3 -m venv "$st_venv"
+        "$st_venv/bin/pip" install -q "schemathesis==$schemathesis_ver"
+        touch "$st_venv/.complete"
+    fi
+    export RLFLEET_SCHEMATHESIS="$st_venv/bin/st"
 
     export LIBTORCH="$libtorch"
     export ORT_DYLIB_PATH="$ortdir/libonnxruntime.so.$ort_ver"

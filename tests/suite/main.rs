@@ -13,6 +13,7 @@ mod inproc;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;
+mod openapi_conformance;
 mod ort_actors;
 mod python_client;
 mod python_envs;

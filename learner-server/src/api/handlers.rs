@@ -7,6 +7,7 @@ use crate::hub::{ActorView, EpisodeView, RunStatus, StartError};
 use crate::workflows::RunOptions;
 use axum::Json;
 use axum::body::Bytes;
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -22,15 +23,20 @@ pub struct RunRef {
     pub id: String,
 }
 
+/// The largest `since` (OpenAPI's int64, as clients read the document).
+const SINCE_MAX: u64 = i64::MAX as u64;
+
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct Since {
     /// Skip the first `since` episodes (poll with the count you have).
-    pub since: Option<usize>,
+    #[param(maximum = 9_223_372_036_854_775_807_u64)]
+    pub since: Option<u64>,
 }
 
 /// Start a run. The body is a run config (the TOML schema, as JSON).
 #[utoipa::path(post, path = "/v1/runs", tag = "runs",
-    request_body(content = Object, description = "A run config, as JSON", content_type = "application/json"),
+    request_body(content = RunConfig, description = "A run config, as JSON (the TOML file's schema). Rules across fields (a workflow's agents and transport, buffer sizes at least the batch size, an env that exists and fits the agent) are the server's: a body that breaks one is answered 400 naming it", content_type = "application/json"),
     responses(
         (status = 201, description = "Started", body = RunRef),
         (status = 400, description = "The config is invalid; the message names the field", body = ErrorBody),
@@ -105,15 +111,23 @@ pub async fn stop_run(
 /// Finished episodes of a run, in the order they finished.
 #[utoipa::path(get, path = "/v1/runs/{id}/episodes", tag = "runs",
     params(("id" = String, Path, description = "Run id"), Since),
-    responses((status = 200, body = Vec<EpisodeView>), (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Vec<EpisodeView>),
+              (status = 400, description = "`since` is not an integer in 0..=2^63-1", body = ErrorBody),
+              (status = 401, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub async fn run_episodes(
     State(state): State<Arc<ApiState>>,
     Path(id): Path<String>,
-    Query(q): Query<Since>,
+    query: Result<Query<Since>, QueryRejection>,
 ) -> Result<Json<Vec<EpisodeView>>, ApiError> {
+    let bad = || ApiError::bad_request("`since` must be an integer in 0..=9223372036854775807");
+    let Query(q) = query.map_err(|_| bad())?;
+    let since = q.since.unwrap_or(0);
+    if since > SINCE_MAX {
+        return Err(bad());
+    }
     state
         .hub
-        .episodes(&id, q.since.unwrap_or(0))
+        .episodes(&id, usize::try_from(since).unwrap_or(usize::MAX))
         .map(Json)
         .ok_or_else(|| ApiError::not_found("run", &id))
 }
@@ -126,8 +140,9 @@ pub async fn list_actors(State(state): State<Arc<ApiState>>) -> Json<Vec<ActorVi
 }
 
 /// Prometheus metrics (text format 0.0.4).
-#[utoipa::path(get, path = "/metrics", tag = "ops",
-    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/metrics", tag = "ops", security((), ("bearer" = [])),
+    responses((status = 200, description = "Prometheus text format", body = String, content_type = "text/plain"),
+              (status = 401, description = "A token is configured and `api.open_metrics` is false", body = ErrorBody)))]
 pub async fn metrics(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
@@ -136,15 +151,17 @@ pub async fn metrics(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
 }
 
 /// Liveness: the process answers.
-#[utoipa::path(get, path = "/healthz", tag = "ops",
-    responses((status = 200, description = "Alive", body = String, content_type = "text/plain")))]
+#[utoipa::path(get, path = "/healthz", tag = "ops", security((), ("bearer" = [])),
+    responses((status = 200, description = "Alive", body = String, content_type = "text/plain"),
+              (status = 401, description = "A token is configured and `api.open_healthz` is false", body = ErrorBody)))]
 pub async fn healthz() -> &'static str {
     "ok\n"
 }
 
 /// Readiness: listeners bound and not shutting down.
-#[utoipa::path(get, path = "/readyz", tag = "ops",
+#[utoipa::path(get, path = "/readyz", tag = "ops", security((), ("bearer" = [])),
     responses((status = 200, description = "Ready", body = String, content_type = "text/plain"),
+              (status = 401, description = "A token is configured and `api.open_healthz` is false", body = ErrorBody),
               (status = 503, description = "Starting or shutting down", body = ErrorBody)))]
 pub async fn readyz(State(state): State<Arc<ApiState>>) -> Result<&'static str, ApiError> {
     if state.hub.shutdown.is_cancelled() {
@@ -157,9 +174,14 @@ pub async fn readyz(State(state): State<Arc<ApiState>>) -> Result<&'static str, 
 }
 
 /// This document.
-pub async fn openapi() -> impl IntoResponse {
+pub async fn openapi(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
+    let access = super::openapi::Access {
+        token: state.token.is_some(),
+        open_metrics: state.open_metrics,
+        open_healthz: state.open_healthz,
+    };
     (
         [(header::CONTENT_TYPE, "application/json")],
-        super::openapi_json(),
+        super::openapi_json(access),
     )
 }

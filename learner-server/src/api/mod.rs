@@ -8,7 +8,7 @@ mod handlers;
 mod openapi;
 
 pub use error::ApiError;
-pub use openapi::openapi_json;
+pub use openapi::{Access, openapi_json};
 
 use crate::hub::Hub;
 use crate::server_config::tokens_match;

@@ -4,7 +4,8 @@
 use super::error::ErrorBody;
 use super::handlers::{self, RunRef};
 use crate::hub::{ActorView, BatchTally, EpisodeView, RunState, RunStatus};
-use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use rlfleet_shared::config::RunConfig;
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
 struct BearerAuth;
@@ -33,15 +34,41 @@ impl Modify for BearerAuth {
         handlers::healthz,
         handlers::readyz,
     ),
-    components(schemas(RunRef, RunStatus, RunState, BatchTally, EpisodeView, ActorView, ErrorBody)),
+    components(schemas(RunConfig, RunRef, RunStatus, RunState, BatchTally, EpisodeView, ActorView, ErrorBody)),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
 )]
 struct ApiDoc;
 
-/// The document as JSON.
-pub fn openapi_json() -> String {
-    ApiDoc::openapi()
-        .to_json()
-        .expect("the OpenAPI document serialises")
+/// Who may call what on this daemon: a token, and the routes opened
+/// without one (`api.open_metrics`, `api.open_healthz`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Access {
+    pub token: bool,
+    pub open_metrics: bool,
+    pub open_healthz: bool,
+}
+
+/// The document as JSON, as this daemon answers: without a token no
+/// operation asks for one; with one, every operation does except the
+/// routes opened.
+pub fn openapi_json(access: Access) -> String {
+    let mut doc = ApiDoc::openapi();
+    if !access.token {
+        doc.security = None;
+    }
+    for (path, item) in doc.paths.paths.iter_mut() {
+        let open = !access.token
+            || (access.open_metrics && path == "/metrics")
+            || (access.open_healthz && (path == "/healthz" || path == "/readyz"));
+        for op in [&mut item.get, &mut item.post].into_iter().flatten() {
+            if open {
+                op.security = Some(vec![SecurityRequirement::default()]);
+                op.responses.responses.remove("401");
+            } else if matches!(path.as_str(), "/metrics" | "/healthz" | "/readyz") {
+                op.security = Some(vec![SecurityRequirement::new("bearer", [""; 0])]);
+            }
+        }
+    }
+    doc.to_json().expect("the OpenAPI document serialises")
 }

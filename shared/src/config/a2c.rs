@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// When A2C takes a gradient step.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TrainOn {
     /// Once per finished episode, on that episode's trajectory (returns to
@@ -15,18 +15,24 @@ pub enum TrainOn {
 
 /// A2C hyperparameters: a policy MLP (logits) and a separate value MLP of
 /// the same hidden widths.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2cConfig {
+    #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
     /// Adam learning rate of both networks.
+    #[schema(exclusive_minimum = 0.0)]
     pub lr: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// Weight of the entropy bonus.
+    #[schema(minimum = 0.0)]
     pub ent_coef: f64,
     /// Weight of the value loss.
+    #[schema(minimum = 0.0)]
     pub vf_coef: f64,
     /// Gradient L2-norm clip (each network).
+    #[schema(exclusive_minimum = 0.0)]
     pub max_grad_norm: f64,
     /// Scale each trajectory's advantages to zero mean, unit variance.
     pub normalize_advantage: bool,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 /// What each actor's pool on the learner is (`rma`), as in EXARL's RMA
 /// data structures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum DataStructure {
     /// One slot, read without consuming: the learner takes the latest batch
@@ -23,7 +23,7 @@ pub enum DataStructure {
 }
 
 /// What a deposit into a full `queue`/`stack` does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Overflow {
     /// The oldest batch in the pool is dropped (counted `overflow`).
@@ -34,7 +34,7 @@ pub enum Overflow {
 
 /// `ml-rma`: which actor pool each learner takes its next batch from
 /// (EXARL mlrma_v1's `rma_window_selector`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WindowSelector {
     /// A pool drawn at random (seeded by the run's seed) among those
@@ -46,35 +46,43 @@ pub enum WindowSelector {
     Bin,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DistributedConfig {
     /// `async`: an actor sends a batch every this many steps of its
     /// environments, or as soon as one of its episodes ends.
+    #[schema(minimum = 1, maximum = 1000000)]
     pub batch_step_frequency: u32,
     /// `sync`: steps every actor runs (on each of its envs) per round.
+    #[schema(minimum = 1, maximum = 1000000)]
     pub steps_per_round: u32,
     /// `seed`: run inference once this many environments are waiting...
+    #[schema(minimum = 1, maximum = 65536)]
     pub inference_max_batch: u32,
     /// ...or once the oldest request has waited this long (µs; the front's
     /// timer has millisecond resolution), whichever comes first; and at once
     /// when every connected actor is waiting, so a lone actor is never kept
     /// waiting for a full batch.
+    #[schema(maximum = 10000000)]
     pub inference_max_wait_us: u64,
     /// Drop (and count) experience produced by weights more than this many
     /// versions old. Unset: no bound.
     pub max_policy_lag: Option<u64>,
     /// Most environments one actor may run (it asks for its capacity).
+    #[schema(minimum = 1, maximum = 4096)]
     pub max_envs_per_actor: u32,
     /// `nb-async`, `async-window`, `rma*`: batches an actor may have sent
     /// without seeing them acknowledged (it keeps playing meanwhile).
+    #[schema(minimum = 1, maximum = 32)]
     pub in_flight: u32,
     /// `async-window`: the learner collects the batches that arrive within
     /// this many milliseconds, trains on them together and answers them.
+    #[schema(minimum = 1, maximum = 60000)]
     pub window_ms: u64,
     /// `rma`: each actor's pool on the learner.
     pub data_structure: DataStructure,
     /// `rma` with `queue`/`stack`, `rma-queue-pop-all`: batches per pool.
+    #[schema(minimum = 1, maximum = 65536)]
     pub data_structure_length: u32,
     /// `rma` with `queue`/`stack`: what a deposit into a full pool does
     /// (`rma-queue-pop-all` always rejects: it is lossless).
@@ -84,6 +92,7 @@ pub struct DistributedConfig {
     /// `random`: act greedily with the best evaluated weights of this
     /// checkpoint (its latest when it has none) instead of uniformly random
     /// actions.
+    #[schema(value_type = Option<String>)]
     pub fixed_policy: Option<PathBuf>,
     /// `orchestrated`: items sampled for training per transition inserted
     /// (a gradient step on a batch of 64 samples 64)...

@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// How the target network follows the online network.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TargetUpdate {
     /// Copy the online weights every `target_update_interval` train steps.
@@ -14,27 +14,36 @@ pub enum TargetUpdate {
 }
 
 /// DQN hyperparameters.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DqnConfig {
     /// Hidden layer widths of the Q-network MLP (ReLU).
+    #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
     /// Adam learning rate.
+    #[schema(exclusive_minimum = 0.0)]
     pub lr: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
     /// Replay ring capacity in transitions.
+    #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
     /// Env steps before training starts (random-ish exploration fills replay).
     pub learning_starts: u64,
     /// Train every this many env steps...
+    #[schema(minimum = 1)]
     pub train_freq: u32,
     /// ...with this many gradient steps each time.
+    #[schema(minimum = 1)]
     pub gradient_steps: u32,
     pub target_update: TargetUpdate,
     /// Train steps between target updates.
+    #[schema(minimum = 1)]
     pub target_update_interval: u32,
     /// Polyak coefficient for soft updates.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
     /// Double-DQN targets (online argmax, target evaluation).
     pub double: bool,
@@ -43,22 +52,31 @@ pub struct DqnConfig {
     pub dueling: bool,
     /// Returns over this many steps before bootstrapping (1: one-step
     /// targets).
+    #[schema(minimum = 1, maximum = 100)]
     pub n_step: u32,
     /// Gradient L2-norm clip.
+    #[schema(exclusive_minimum = 0.0)]
     pub max_grad_norm: f64,
     /// Huber loss threshold.
+    #[schema(exclusive_minimum = 0.0)]
     pub huber_delta: f64,
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub eps_start: f64,
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub eps_end: f64,
     /// Env steps over which epsilon decays linearly.
+    #[schema(minimum = 1)]
     pub eps_decay_steps: u64,
     /// Prioritized replay (sum tree; priorities from TD errors).
     pub prioritized: bool,
     /// How strongly priorities shape sampling (0: uniform).
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub per_alpha: f64,
     /// Importance-sampling correction exponent (1: full correction).
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub per_beta: f64,
     /// Added to |TD error| so that no transition gets priority 0.
+    #[schema(exclusive_minimum = 0.0)]
     pub per_eps: f64,
 }
 
@@ -93,14 +111,16 @@ impl Default for DqnConfig {
 }
 
 /// The `[probe]` table: the conformance-test agent.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ProbeConfig {
     /// One "train step" (a new policy version) per this many transitions
     /// observed.
+    #[schema(minimum = 1)]
     pub train_every: u32,
     /// Exploration rate the actors use (the probe's weights are all zero,
     /// so its greedy action is always 0).
+    #[schema(minimum = 0.0, maximum = 1.0)]
     pub epsilon: f64,
     /// Each "train step" takes this long (a stuck or slow learner, for the
     /// watchdog's tests); 0: none.

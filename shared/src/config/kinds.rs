@@ -15,6 +15,7 @@ use std::fmt;
     rkyv::Archive,
     rkyv::Serialize,
     rkyv::Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum AgentKind {
@@ -66,6 +67,7 @@ impl AgentKind {
     rkyv::Archive,
     rkyv::Serialize,
     rkyv::Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkflowKind {
@@ -170,7 +172,7 @@ impl WorkflowKind {
 }
 
 /// How experience and weights travel between actors and the learner.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TransportKind {
     #[default]

@@ -34,17 +34,20 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One training run, as written in a TOML file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunConfig {
     /// A short name for logs and the control API.
+    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]+$")]
     pub name: String,
     /// A built-in environment id (see `rlfleet_shared::env::ENV_IDS`),
     /// `gymnasium:ID` (any registered Gymnasium id) or
     /// `python:module:attr` (a class or factory with the Gymnasium API).
+    #[schema(schema_with = env_schema)]
     pub env: String,
     /// Keyword arguments for `gymnasium.make` or the `python:` callable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = Object)]
     pub env_kwargs: BTreeMap<String, serde_json::Value>,
     /// `module:attr` wrappers applied to a Python env in order, each called
     /// with the env.
@@ -54,6 +57,7 @@ pub struct RunConfig {
     /// relative to the config file's folder; to the daemon's working
     /// directory for a config posted as JSON).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schema(value_type = Vec<String>)]
     pub python_path: Vec<PathBuf>,
     pub agent: AgentKind,
     pub workflow: WorkflowKind,
@@ -64,6 +68,7 @@ pub struct RunConfig {
     pub seed: u64,
     /// Where the run writes its resolved config, episodes, checkpoint and
     /// plots. Relative paths are relative to the working directory.
+    #[schema(value_type = String)]
     pub output_dir: PathBuf,
     #[serde(default)]
     pub stop: StopConfig,
@@ -196,3 +201,37 @@ impl RunConfig {
 
 #[cfg(test)]
 mod tests;
+
+/// The OpenAPI schema of a `hidden` list: 1 to 8 layer widths, each in
+/// 1..=65536 (what `validate` requires).
+fn hidden_widths_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .items(
+            ObjectBuilder::new()
+                .schema_type(Type::Integer)
+                .minimum(Some(1))
+                .maximum(Some(65_536)),
+        )
+        .min_items(Some(1))
+        .max_items(Some(8))
+        .build()
+}
+
+/// The OpenAPI schema of `env`: a built-in id, `gymnasium:ID` or
+/// `python:module:attr` (whether a Gymnasium id or Python object exists is
+/// the server's to find out).
+fn env_schema() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, Type};
+    let builtin: Vec<String> = crate::env::ENV_IDS
+        .iter()
+        .map(|id| id.replace('.', "\\."))
+        .collect();
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .pattern(Some(format!(
+            "^({}|gymnasium:[^:]+|python:[^:]+:[^:]+)$",
+            builtin.join("|")
+        )))
+        .build()
+}

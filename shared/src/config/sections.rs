@@ -3,33 +3,39 @@
 use serde::{Deserialize, Serialize};
 
 /// When a run ends: the first condition met. At least one must be set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StopConfig {
     /// Stop once the mean return of an evaluation reaches this.
     pub target_eval_return: Option<f64>,
     /// Stop after this many environment steps in total.
+    #[schema(minimum = 1)]
     pub max_env_steps: Option<u64>,
     /// Stop after this many *finished* episodes.
+    #[schema(minimum = 1)]
     pub max_episodes: Option<u64>,
     /// Stop after this much wall time.
+    #[schema(exclusive_minimum = 0.0)]
     pub max_wall_secs: Option<f64>,
 }
 
 /// Greedy evaluation of the latest weights, off the training path.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvalConfig {
     /// Publish weights to the evaluator every this many env steps.
+    #[schema(minimum = 1)]
     pub period_steps: u64,
     /// Episodes per evaluation (their mean is the evaluation return): a
     /// screening figure, cheap enough to take often.
+    #[schema(minimum = 1, maximum = 10000)]
     pub episodes: u32,
     /// When a screening evaluation reaches `stop.target_eval_return`, the
     /// same weights are evaluated again over this many episodes (other
     /// starts), and the run stops on its target only if that mean reaches
     /// it too — Gymnasium calls an env solved over 100 consecutive
     /// episodes. 0: stop on the screening evaluation alone.
+    #[schema(maximum = 10000)]
     pub confirm_episodes: u32,
 }
 
@@ -44,7 +50,7 @@ impl Default for EvalConfig {
 }
 
 /// Checkpointing: weights, optimizer state and counters.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CheckpointConfig {
     /// Write a checkpoint every this many env steps (0: only at the end).

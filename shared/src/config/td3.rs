@@ -5,28 +5,39 @@ use serde::{Deserialize, Serialize};
 
 /// TD3 (Fujimoto et al.): twin critics, delayed policy updates, target
 /// policy smoothing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Td3Config {
     /// Hidden widths of the actor and of each critic.
+    #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
+    #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// Polyak coefficient of the target networks.
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
     /// Env steps of uniformly random actions before training starts.
     pub learning_starts: u64,
     /// Std of the Gaussian exploration noise, in units of half the action
     /// range.
+    #[schema(minimum = 0.0)]
     pub exploration_noise: f64,
     /// Critic steps per actor (and target) update.
+    #[schema(minimum = 1, maximum = 1000)]
     pub policy_delay: u32,
     /// Std of the noise added to target actions (half-range units).
+    #[schema(minimum = 0.0)]
     pub target_noise: f64,
     /// Target noise is clipped to ± this.
+    #[schema(minimum = 0.0)]
     pub target_noise_clip: f64,
 }
 
@@ -51,17 +62,25 @@ impl Default for Td3Config {
 
 /// DDPG (Lillicrap et al.): one critic, the actor and targets updated every
 /// step, no target smoothing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DdpgConfig {
+    #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
+    #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
     pub learning_starts: u64,
+    #[schema(minimum = 0.0)]
     pub exploration_noise: f64,
 }
 
@@ -105,15 +124,20 @@ impl DdpgConfig {
 
 /// SAC (Haarnoja et al.): a squashed Gaussian policy, twin critics, a
 /// learned entropy temperature.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SacConfig {
+    #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
+    #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
     /// Learning rate of the log temperature.
+    #[schema(exclusive_minimum = 0.0)]
     pub alpha_lr: f64,
     /// Initial temperature.
+    #[schema(exclusive_minimum = 0.0)]
     pub alpha_init: f64,
     /// Learn the temperature towards `target_entropy` (false: keep
     /// `alpha_init`).
@@ -121,9 +145,13 @@ pub struct SacConfig {
     /// Entropy the temperature aims for (default: minus the action
     /// dimension).
     pub target_entropy: Option<f64>,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
     pub learning_starts: u64,
 }
