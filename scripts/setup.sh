@@ -22,9 +22,12 @@ _rlfleet_setup() {
     mkdir -p "$cache" "$wheels"
 
     # 1. System packages (Debian): OpenMPI and libclang for the mpi feature;
-    # systemd for `systemd-analyze verify` of the shipped units.
+    # systemd for `systemd-analyze verify` of the shipped units; Slurm and
+    # munge for the test that runs slurm/single-node.sbatch under a real
+    # Slurm (the test starts and stops its own daemons).
     local missing=()
-    for p in libopenmpi-dev openmpi-bin libclang-dev unzip fonts-dejavu-core systemd; do
+    for p in libopenmpi-dev openmpi-bin libclang-dev unzip fonts-dejavu-core systemd \
+        slurmctld slurmd slurm-client munge; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed" || missing+=("$p")
     done
     if [ ${#missing[@]} -gt 0 ]; then

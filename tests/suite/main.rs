@@ -19,6 +19,8 @@ mod python_client;
 mod python_envs;
 mod resume;
 mod single_dqn;
+#[cfg(feature = "mpi")]
+mod slurm_job;
 mod systemd_notify;
 mod systemd_units;
 mod workflows_learn;
