@@ -26,7 +26,7 @@ pub struct Row {
     pub ratio_vs_memcpy: f64,
 }
 
-fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
+pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
     Message::Experience(Experience {
         actor_id: format!("bench-{actor}"),
         session_id: actor as u64,

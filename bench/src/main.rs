@@ -18,6 +18,9 @@
 //!   published returns (see `learn.rs`).
 //! - `pyenv`: a Gymnasium env through the bridge and through an actor vs
 //!   Gymnasium's own Python loop (see `pyenv.rs`).
+//! - `soak`: 1,000 actor connections against one daemon process for ten
+//!   minutes, `seed` and `async`: RSS over time, latency vs 16
+//!   connections, nothing lost (see `soak.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
@@ -30,6 +33,7 @@ mod loopback;
 mod mpi;
 mod pyenv;
 mod seed;
+mod soak;
 mod workflows;
 
 use clap::{Parser, Subcommand};
@@ -90,6 +94,22 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+    },
+    /// Many actor connections against one daemon process for a long time
+    /// (`seed` and `async`): its RSS over time, latency vs. few
+    /// connections, nothing lost.
+    Soak {
+        #[arg(long, value_delimiter = ',', default_value = "seed,async")]
+        workflows: Vec<String>,
+        #[arg(long, default_value_t = 1000)]
+        connections: usize,
+        #[arg(long, default_value_t = 600.0)]
+        secs: f64,
+        /// The baseline: this many connections first, same daemon and run.
+        #[arg(long, default_value_t = 16)]
+        base_connections: usize,
+        #[arg(long, default_value_t = 60.0)]
+        base_secs: f64,
     },
     /// Every agent for rl-baselines3-zoo's env-step budget vs. its
     /// published returns.
@@ -412,6 +432,29 @@ fn main() -> anyhow::Result<()> {
             let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
             let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
             write_json(&cli.out, "ingest", &rows)
+        }
+        What::Soak {
+            workflows,
+            connections,
+            secs,
+            base_connections,
+            base_secs,
+        } => {
+            let rt = runtime()?;
+            let mut rows = Vec::new();
+            for w in &workflows {
+                let path = format!("config/cartpole-dqn-{w}.toml");
+                let cfg = RunConfig::load(std::path::Path::new(&path))?;
+                rows.push(rt.block_on(soak::bench(
+                    &cfg,
+                    w,
+                    connections,
+                    secs,
+                    base_connections,
+                    base_secs,
+                ))?);
+            }
+            write_json(&cli.out, "soak", &rows)
         }
         #[cfg(feature = "mpi")]
         What::MpiRma { iters } => mpi::rma(iters, &cli.out),

@@ -73,7 +73,7 @@ pub struct Row {
     pub round_ratios_vs_constant: Vec<f64>,
 }
 
-fn obs_msg(seq: u64, first: bool) -> Message {
+pub(crate) fn obs_msg(seq: u64, first: bool) -> Message {
     Message::Observations(Observations {
         seq,
         obs: (0..ENVS * OBS_DIM).map(|i| (i % 7) as f32 * 0.01).collect(),
