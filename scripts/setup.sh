@@ -14,7 +14,7 @@ _rlfleet_setup() {
     set -euo pipefail
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
     local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
-    local maturin_ver=1.16.0 schemathesis_ver=4.32.5
+    local maturin_ver=1.16.0 schemathesis_ver=4.32.5 tensorboard_ver=2.21.0
     local wheels="$cache/wheels"
     local libtorch="$cache/libtorch-$torch_ver"
     local ortdir="$cache/onnxruntime-$ort_ver"
@@ -91,6 +91,11 @@ _rlfleet_setup() {
     if [ ! -f "$venv/.openapi-complete" ]; then
         "$venv/bin/pip" install -q "openapi-spec-validator==$openapi_ver"
         touch "$venv/.openapi-complete"
+    fi
+    # 3b'. TensorBoard, whose own reader the event-file test reads with.
+    if [ ! -f "$venv/.tensorboard-$tensorboard_ver" ]; then
+        "$venv/bin/pip" install -q "tensorboard==$tensorboard_ver"
+        rm -f "$venv"/.tensorboard-* && touch "$venv/.tensorboard-$tensorboard_ver"
     fi
 
     # 3c. schemathesis, in a venv of its own (its dependencies are not the

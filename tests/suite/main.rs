@@ -23,4 +23,5 @@ mod single_dqn;
 mod slurm_job;
 mod systemd_notify;
 mod systemd_units;
+mod tensorboard;
 mod workflows_learn;

@@ -38,6 +38,8 @@ pub struct A2c {
     ready: VecDeque<Trajectory>,
     train_steps: u64,
     last_loss: Option<Tensor>,
+    /// The policy's mean entropy at the latest step.
+    last_entropy: Option<Tensor>,
     /// Acting in this process (`single`): a plain-Rust copy of the policy,
     /// refreshed after each gradient step.
     actor: QPolicy,
@@ -68,6 +70,7 @@ impl A2c {
             ready: VecDeque::new(),
             train_steps: 0,
             last_loss: None,
+            last_entropy: None,
             actor,
             actor_fresh: false,
             picked: Vec::with_capacity(1),
@@ -115,13 +118,14 @@ impl A2c {
         let entropy = -(logp_all.exp() * &logp_all)
             .sum_dim_intlist(1, false, Kind::Float)
             .mean(Kind::Float);
-        let policy_loss = -(logp * adv).mean(Kind::Float) - entropy * self.cfg.ent_coef;
+        let policy_loss = -(logp * adv).mean(Kind::Float) - &entropy * self.cfg.ent_coef;
         let value_loss = (returns - &values).square().mean(Kind::Float) * self.cfg.vf_coef;
         let loss = &policy_loss + &value_loss;
         self.nets.step(&loss, self.cfg.max_grad_norm);
         self.train_steps += 1;
         self.actor_fresh = false;
         self.last_loss = Some(loss.detach());
+        self.last_entropy = Some(entropy.detach());
     }
 }
 
@@ -167,6 +171,11 @@ impl Agent for A2c {
 
     fn last_loss(&self) -> Option<f64> {
         self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
+        self.nets
+            .scalars(self.last_loss.as_ref(), self.last_entropy.as_ref())
     }
 
     fn train_steps(&self) -> u64 {

@@ -51,14 +51,16 @@ impl Adam {
     }
 
     /// Scales `grad` in place so that its L2 norm is at most `max_norm`
-    /// (no host synchronisation).
-    pub fn clip_grad_norm(grad: &mut Tensor, max_norm: f64) {
+    /// (no host synchronisation); returns the norm before clipping (a
+    /// scalar tensor on the device).
+    pub fn clip_grad_norm(grad: &mut Tensor, max_norm: f64) -> Tensor {
         tch::no_grad(|| {
             let norm = grad.norm();
-            let coef = (norm + 1e-6).reciprocal() * max_norm;
+            let coef = (&norm + 1e-6).reciprocal() * max_norm;
             let coef = coef.clamp_max(1.0).to_kind(Kind::Float);
             let _ = grad.g_mul_(&coef);
-        });
+            norm
+        })
     }
 }
 
@@ -93,10 +95,15 @@ mod tests {
     #[test]
     fn clipping_bounds_the_norm_and_leaves_small_gradients() {
         let mut g = Tensor::from_slice(&[3.0f32, 4.0]);
-        Adam::clip_grad_norm(&mut g, 1.0);
+        let before = Adam::clip_grad_norm(&mut g, 1.0);
         assert!((g.norm().double_value(&[]) - 1.0).abs() < 1e-5);
+        assert!(
+            (before.double_value(&[]) - 5.0).abs() < 1e-5,
+            "the norm before clipping"
+        );
         let mut small = Tensor::from_slice(&[0.3f32, 0.4]);
-        Adam::clip_grad_norm(&mut small, 1.0);
+        let before = Adam::clip_grad_norm(&mut small, 1.0);
         assert!((small.norm().double_value(&[]) - 0.5).abs() < 1e-6);
+        assert!((before.double_value(&[]) - 0.5).abs() < 1e-6);
     }
 }

@@ -291,6 +291,9 @@ impl Agent for DataParallel {
     fn last_loss(&self) -> Option<f64> {
         self.inner.last_loss()
     }
+    fn scalars(&self, env_steps: u64) -> Vec<(&'static str, f64)> {
+        self.inner.scalars(env_steps)
+    }
     fn train_steps(&self) -> u64 {
         self.inner.train_steps()
     }

@@ -37,6 +37,8 @@ pub struct Dqn {
     batch: SampledBatch,
     train_steps: u64,
     last_loss: Option<Tensor>,
+    /// The gradient's norm before clipping, at the latest step.
+    last_grad_norm: Option<Tensor>,
     /// On CPU, actions come from a plain-Rust copy of the online network
     /// (a libtorch call costs more than the whole forward pass of a small
     /// MLP); `None` on an accelerator.
@@ -83,6 +85,7 @@ impl Dqn {
             params,
             train_steps: 0,
             last_loss: None,
+            last_grad_norm: None,
             cpu_copy: (device == Device::Cpu)
                 .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, outputs))),
             copy_fresh: false,
@@ -204,7 +207,10 @@ impl Dqn {
             reduce.mean(&mut flat);
             grad = Tensor::from_slice(&flat).to_device(self.device);
         }
-        crate::agents::Adam::clip_grad_norm(&mut grad, self.cfg.max_grad_norm);
+        self.last_grad_norm = Some(crate::agents::Adam::clip_grad_norm(
+            &mut grad,
+            self.cfg.max_grad_norm,
+        ));
         self.adam.step(&mut self.params, &grad);
         self.copy_fresh = false;
         self.train_steps += 1;
@@ -301,6 +307,20 @@ impl Agent for Dqn {
 
     fn last_loss(&self) -> Option<f64> {
         self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn scalars(&self, env_steps: u64) -> Vec<(&'static str, f64)> {
+        let mut s = vec![
+            ("train/epsilon", Dqn::epsilon(self, env_steps)),
+            ("train/learning_rate", self.adam.lr),
+        ];
+        s.extend(self.last_loss().map(|l| ("train/loss", l)));
+        s.extend(
+            self.last_grad_norm
+                .as_ref()
+                .map(|g| ("train/grad_norm", g.double_value(&[]))),
+        );
+        s
     }
 
     fn train_steps(&self) -> u64 {

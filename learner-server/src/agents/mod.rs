@@ -114,6 +114,14 @@ pub trait Agent: Send {
     }
     /// Loss of the latest gradient step (reads it from the device).
     fn last_loss(&self) -> Option<f64>;
+    /// What TensorBoard shows of training at `env_steps`: the latest loss
+    /// and what the agent adds (exploration, learning rate, gradient norm,
+    /// entropy). Reads from the device.
+    fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
+        self.last_loss()
+            .map(|l| vec![("train/loss", l)])
+            .unwrap_or_default()
+    }
     fn train_steps(&self) -> u64;
     /// Transitions currently held for training.
     fn replay_len(&self) -> usize;

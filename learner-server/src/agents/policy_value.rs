@@ -16,6 +16,8 @@ pub struct PolicyValue {
     pub value: Tensor,
     pub policy_adam: super::Adam,
     pub value_adam: super::Adam,
+    /// The policy gradient's norm before clipping, at the latest step.
+    pub last_grad_norm: Option<Tensor>,
 }
 
 impl PolicyValue {
@@ -36,6 +38,7 @@ impl PolicyValue {
             value_net,
             policy,
             value,
+            last_grad_norm: None,
         }
     }
 
@@ -50,14 +53,38 @@ impl PolicyValue {
         self.policy.zero_grad();
         self.value.zero_grad();
         loss.backward();
-        for (params, adam) in [
+        for (i, (params, adam)) in [
             (&mut self.policy, &mut self.policy_adam),
             (&mut self.value, &mut self.value_adam),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let mut grad = params.grad();
-            super::Adam::clip_grad_norm(&mut grad, max_grad_norm);
+            let norm = super::Adam::clip_grad_norm(&mut grad, max_grad_norm);
             adam.step(params, &grad);
+            if i == 0 {
+                self.last_grad_norm = Some(norm);
+            }
         }
+    }
+
+    /// The learning rate, the policy's latest gradient norm and `loss`
+    /// (plus `entropy` where the agent keeps it), for TensorBoard.
+    pub fn scalars(
+        &self,
+        loss: Option<&Tensor>,
+        entropy: Option<&Tensor>,
+    ) -> Vec<(&'static str, f64)> {
+        let mut s = vec![("train/learning_rate", self.policy_adam.lr)];
+        for (tag, t) in [
+            ("train/loss", loss),
+            ("train/grad_norm", self.last_grad_norm.as_ref()),
+            ("train/entropy", entropy),
+        ] {
+            s.extend(t.map(|t| (tag, t.double_value(&[]))));
+        }
+        s
     }
 
     /// The networks and optimizer moments, for a checkpoint.

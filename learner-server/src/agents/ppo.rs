@@ -60,6 +60,8 @@ pub struct Ppo {
     picked: Vec<f32>,
     train_steps: u64,
     last_loss: Option<Tensor>,
+    /// The policy's mean entropy at the latest step.
+    last_entropy: Option<Tensor>,
 }
 
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
@@ -112,6 +114,7 @@ impl Ppo {
             picked: Vec::with_capacity(act_dim),
             train_steps: 0,
             last_loss: None,
+            last_entropy: None,
         }
     }
 
@@ -242,11 +245,12 @@ impl Ppo {
             v = old_values + (&v - old_values).clamp(-cv, cv);
         }
         let value_loss = (returns - v).square().mean(Kind::Float);
-        let loss = &policy_loss - entropy.mean(Kind::Float) * self.cfg.ent_coef
-            + value_loss * self.cfg.vf_coef;
+        let entropy = entropy.mean(Kind::Float);
+        let loss = &policy_loss - &entropy * self.cfg.ent_coef + value_loss * self.cfg.vf_coef;
         self.nets.step(&loss, self.cfg.max_grad_norm);
         self.train_steps += 1;
         self.last_loss = Some(loss.detach());
+        self.last_entropy = Some(entropy.detach());
     }
 }
 
@@ -300,6 +304,11 @@ impl Agent for Ppo {
 
     fn last_loss(&self) -> Option<f64> {
         self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
+        self.nets
+            .scalars(self.last_loss.as_ref(), self.last_entropy.as_ref())
     }
 
     fn train_steps(&self) -> u64 {

@@ -1,9 +1,12 @@
 //! What a run leaves on disk: the resolved config, `episodes.csv`,
-//! `evals.csv`, the checkpoint, a learning-curve PNG and `summary.toml`.
+//! `evals.csv`, TensorBoard event files, the checkpoint, a learning-curve
+//! PNG and `summary.toml`.
 
 mod plot;
+mod tensorboard;
 
 pub use plot::plot_learning_curve;
+pub use tensorboard::Board;
 
 use rlfleet_shared::config::RunConfig;
 use std::fs::{File, OpenOptions};
@@ -53,6 +56,7 @@ pub struct RunOutput {
     dir: PathBuf,
     episodes: BufWriter<File>,
     evals: BufWriter<File>,
+    board: Board,
 }
 
 fn csv(path: &Path, header: &str, append: bool) -> std::io::Result<BufWriter<File>> {
@@ -80,6 +84,7 @@ impl RunOutput {
         Ok(RunOutput {
             episodes: csv(&dir.join("episodes.csv"), EPISODES_HEADER, resuming)?,
             evals: csv(&dir.join("evals.csv"), EVALS_HEADER, resuming)?,
+            board: Board::create(&dir)?,
             dir,
         })
     }
@@ -97,7 +102,10 @@ impl RunOutput {
             self.episodes,
             "{},{},{},{},{:.3},{},{}",
             e.episode, e.actor, e.ret, e.length, e.wall_secs, e.policy_version, e.env_steps
-        )
+        )?;
+        self.board.scalar("episode/return", e.env_steps, e.ret)?;
+        self.board
+            .scalar("episode/length", e.env_steps, f64::from(e.length))
     }
 
     pub fn eval(&mut self, e: &EvalRecord) -> std::io::Result<()> {
@@ -113,11 +121,32 @@ impl RunOutput {
             e.episodes,
             u8::from(e.confirming)
         )?;
+        // Confirming evaluations are a series of their own.
+        let series = if e.confirming { "eval_confirm" } else { "eval" };
+        for (what, v) in [
+            ("mean_return", e.mean_return),
+            ("min_return", e.min_return),
+            ("max_return", e.max_return),
+        ] {
+            self.board
+                .scalar(&format!("{series}/{what}"), e.env_steps, v)?;
+        }
+        self.board.flush()?;
         self.evals.flush()
+    }
+
+    /// Training scalars (`train/loss`, `perf/env_steps_per_sec`, ...) at
+    /// env step `step`, to TensorBoard.
+    pub fn scalars(&mut self, step: u64, scalars: &[(&str, f64)]) -> std::io::Result<()> {
+        for &(tag, v) in scalars {
+            self.board.scalar(tag, step, v)?;
+        }
+        Ok(())
     }
 
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.episodes.flush()?;
+        self.board.flush()?;
         self.evals.flush()
     }
 }

@@ -2,7 +2,7 @@
 //! counters, the evaluator and its results, stop rules, checkpoints and the
 //! final summary — so a workflow is only its acting/training loop.
 
-use super::progress::Progress;
+use super::progress::{Confirm, Progress};
 use super::{EvalResult, Evaluator, RunOptions, RunSummary, StopReason, check_limits};
 use crate::agents::{self, Agent};
 use crate::checkpoint::{BestEval, Checkpoint, RunCounters};
@@ -14,6 +14,9 @@ use std::time::Instant;
 
 /// Finished episodes averaged for the "recent return".
 const RECENT: usize = 20;
+/// Training scalars go to TensorBoard each time the run's env steps cross
+/// a multiple of this.
+pub const SCALARS_EVERY_STEPS: u64 = 1000;
 
 /// Everything about a run that is not acting or training.
 #[derive(Debug)]
@@ -40,6 +43,11 @@ pub struct RunBook {
     /// The latest confirming evaluation: the screening mean that asked for
     /// it, and its own.
     pub last_confirm: Option<(f64, f64)>,
+    /// When training scalars were last written: time, env steps, gradient
+    /// steps.
+    last_scalars: (Instant, u64, u64),
+    /// Policy lag of the batches trained on since then: sum and count.
+    lag: (u64, u64),
 }
 
 impl RunBook {
@@ -79,6 +87,7 @@ impl RunBook {
             cfg.eval.episodes,
             cfg.seed,
         );
+        let counters_steps = counters.env_steps;
         Ok(RunBook {
             cfg: cfg.clone(),
             out,
@@ -96,6 +105,8 @@ impl RunBook {
             recent: VecDeque::with_capacity(RECENT),
             evaluator: Some(evaluator),
             session_start: Instant::now(),
+            last_scalars: (Instant::now(), counters_steps, agent.train_steps()),
+            lag: (0, 0),
         })
     }
 
@@ -245,16 +256,55 @@ impl RunBook {
             self.out.flush()?;
             self.checkpoint(agent)?;
         }
+        if crossed(SCALARS_EVERY_STEPS) {
+            self.write_scalars(agent)?;
+        }
         if now - self.last_progress_steps >= 500 {
             self.last_progress_steps = now;
+            let confirm = match (self.confirming, self.last_confirm) {
+                (Some(_), _) => Confirm::UnderWay,
+                (None, Some((_, mean))) => Confirm::Latest(mean),
+                (None, None) => Confirm::None,
+            };
             self.progress.update(
                 now,
                 self.counters.episodes,
                 self.rate(),
                 self.recent_mean(),
                 self.last_eval,
+                confirm,
             );
         }
+        Ok(())
+    }
+
+    /// A batch `lag` policy versions behind the learner was trained on.
+    pub fn policy_lag(&mut self, lag: u64) {
+        self.lag.0 += lag;
+        self.lag.1 += 1;
+    }
+
+    /// The agent's training scalars, the rates since the last write, the
+    /// replay size and the mean policy lag, to TensorBoard.
+    fn write_scalars(&mut self, agent: &dyn Agent) -> anyhow::Result<()> {
+        let now = self.counters.env_steps;
+        let (then, steps, grads) = self.last_scalars;
+        let secs = then.elapsed().as_secs_f64().max(1e-9);
+        let train_steps = agent.train_steps();
+        let mut s = agent.scalars(now);
+        s.push(("perf/env_steps_per_sec", (now - steps) as f64 / secs));
+        s.push((
+            "perf/gradient_steps_per_sec",
+            train_steps.saturating_sub(grads) as f64 / secs,
+        ));
+        s.push(("train/gradient_steps", train_steps as f64));
+        s.push(("replay/size", agent.replay_len() as f64));
+        if self.lag.1 > 0 {
+            s.push(("train/policy_lag", self.lag.0 as f64 / self.lag.1 as f64));
+        }
+        self.out.scalars(now, &s)?;
+        self.last_scalars = (Instant::now(), now, train_steps);
+        self.lag = (0, 0);
         Ok(())
     }
 

@@ -3,6 +3,15 @@
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// Where the stop rule's confirming evaluation stands.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Confirm {
+    None,
+    UnderWay,
+    /// The latest confirming evaluation's mean return.
+    Latest(f64),
+}
+
 /// Shows env steps against the step limit (or a spinner) and a status line.
 #[derive(Debug)]
 pub struct Progress {
@@ -32,6 +41,8 @@ impl Progress {
         Progress { bar }
     }
 
+    /// `confirm`: the stop rule's confirming evaluation — under way, or
+    /// the latest one's mean — when there has been one.
     pub fn update(
         &self,
         env_steps: u64,
@@ -39,17 +50,56 @@ impl Progress {
         steps_per_sec: f64,
         recent: Option<f64>,
         eval: Option<f64>,
+        confirm: Confirm,
     ) {
         self.bar.set_position(env_steps);
         let fmt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+        let confirm = match confirm {
+            Confirm::None => String::new(),
+            Confirm::UnderWay => " | confirming".into(),
+            Confirm::Latest(m) => format!(" | confirmed {m:.1}"),
+        };
         self.bar.set_message(format!(
-            "ep {episodes} | {steps_per_sec:.0} steps/s | return(20) {} | eval {}",
+            "ep {episodes} | {steps_per_sec:.0} steps/s | return(20) {} | eval {}{confirm}",
             fmt(recent),
             fmt(eval)
         ));
     }
 
+    #[cfg(test)]
+    pub fn message(&self) -> String {
+        self.bar.message()
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_line_shows_the_confirming_evaluation() {
+        let p = Progress::new(false, Some(1000), 0);
+        p.update(500, 7, 1234.0, Some(21.5), Some(480.0), Confirm::None);
+        assert_eq!(
+            p.message(),
+            "ep 7 | 1234 steps/s | return(20) 21.5 | eval 480.0"
+        );
+        p.update(600, 8, 1234.0, Some(21.5), Some(480.0), Confirm::UnderWay);
+        assert!(
+            p.message().ends_with("eval 480.0 | confirming"),
+            "{}",
+            p.message()
+        );
+        p.update(700, 9, 1234.0, None, Some(480.0), Confirm::Latest(466.3));
+        assert!(
+            p.message()
+                .ends_with("| return(20) - | eval 480.0 | confirmed 466.3"),
+            "{}",
+            p.message()
+        );
     }
 }

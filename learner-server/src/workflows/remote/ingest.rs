@@ -227,6 +227,7 @@ impl Core {
         } else {
             self.observe(conn, e);
             self.accounts.trained(e, version);
+            self.book.policy_lag(lag);
         }
         if !from_pool {
             // Before training: an on-policy agent trains on the episodes

@@ -1,0 +1,94 @@
+//! [`Board`]: the run's scalars as TensorBoard event files
+//! (`events.out.tfevents.*` in the output directory, written with
+//! `syntaxdot-summary`), so `tensorboard --logdir runs/` shows every run
+//! by its directory name. The x axis is env steps.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+use syntaxdot_summary::SummaryWriter;
+
+/// How often the event file reaches the disk while the run goes on (the
+/// writer asks for a flush after every event; a flush per scalar would be
+/// a system call per scalar).
+const FLUSH_EVERY: Duration = Duration::from_secs(2);
+
+/// A buffered file shared by the summary writer and [`Board::flush`].
+#[derive(Clone)]
+struct Shared(Arc<Mutex<(BufWriter<File>, Instant)>>);
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BufWriter<File>, Instant)> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl Write for Shared {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.lock().0.write(buf)
+    }
+
+    /// Flushes when [`FLUSH_EVERY`] has passed since the last flush.
+    fn flush(&mut self) -> std::io::Result<()> {
+        let mut g = self.lock();
+        if g.1.elapsed() >= FLUSH_EVERY {
+            g.0.flush()?;
+            g.1 = Instant::now();
+        }
+        Ok(())
+    }
+}
+
+/// One TensorBoard event file.
+pub struct Board {
+    writer: SummaryWriter<Shared>,
+    file: Shared,
+}
+
+impl std::fmt::Debug for Board {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Board")
+    }
+}
+
+impl Board {
+    /// A new event file in `dir` (a resumed run adds one; TensorBoard
+    /// reads them as one series).
+    pub fn create(dir: &Path) -> std::io::Result<Board> {
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default();
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+            .map(|h| h.trim().to_string())
+            .unwrap_or_else(|_| "localhost".into());
+        let name = format!(
+            "events.out.tfevents.{}.{host}.{}",
+            stamp.as_secs(),
+            std::process::id()
+        );
+        let file = Shared(Arc::new(Mutex::new((
+            BufWriter::new(File::create(dir.join(name))?),
+            Instant::now(),
+        ))));
+        Ok(Board {
+            writer: SummaryWriter::new(file.clone())?,
+            file,
+        })
+    }
+
+    /// Writes `value` under `tag` at env step `step`.
+    pub fn scalar(&mut self, tag: &str, step: u64, value: f64) -> std::io::Result<()> {
+        self.writer
+            .write_scalar(tag, i64::try_from(step).unwrap_or(i64::MAX), value as f32)
+    }
+
+    /// Everything written so far reaches the file now.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        let mut g = self.file.lock();
+        g.0.flush()?;
+        g.1 = Instant::now();
+        Ok(())
+    }
+}
