@@ -262,10 +262,7 @@ fn main() -> ExitCode {
         max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,
         give_up_after: Duration::from_secs_f64(c.give_up_secs),
     };
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
+    let runtime = actor_client::remote::runtime().expect("tokio runtime");
     let cancel = CancellationToken::new();
     let result = runtime.block_on(async {
         let c2 = cancel.clone();

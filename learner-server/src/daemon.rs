@@ -70,6 +70,8 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
             max_frame_bytes: a.max_frame_bytes,
             max_unauthenticated: a.max_unauthenticated as usize,
             hello_timeout: Duration::from_millis(a.hello_timeout_ms),
+            actor_timeout: (a.actor_timeout_secs > 0)
+                .then(|| Duration::from_secs(a.actor_timeout_secs)),
         },
     ));
     state.ready.store(true, Ordering::Release);

@@ -19,6 +19,8 @@ pub struct Metrics {
     /// Exceptions actors' (and the learner's own) envs raised.
     pub env_errors: IntCounter,
     pub connections_refused: IntCounter,
+    /// Actors dropped for silence (`[actors] actor_timeout_secs`).
+    pub actors_timed_out: IntCounter,
     pub episode_return: Histogram,
     pub batches_received: IntCounter,
     pub batches_trained: IntCounter,
@@ -118,6 +120,12 @@ impl Metrics {
                 &r,
                 "rlfleet_connections_refused_total",
                 "QUIC connections refused before their handshake: too many were not past hello yet.",
+            ),
+            actors_timed_out: counter(
+                &r,
+                "rlfleet_actors_timed_out_total",
+                "Actor connections dropped because the actor sent nothing for \
+                 actor_timeout_secs while the run waited on it (its episodes go to others).",
             ),
             env_steps_abandoned: counter(
                 &r,

@@ -42,6 +42,11 @@ pub struct ActorsListener {
     /// has `hello_timeout_ms` to open its stream and send the `Hello`.
     pub max_unauthenticated: u32,
     pub hello_timeout_ms: u64,
+    /// An actor that sends nothing for this long while the run waits on
+    /// it (it was answered and owes its next batch, observations or work
+    /// request) is dropped and its unfinished episodes go to other actors.
+    /// Slow environments need a larger value; 0 never drops.
+    pub actor_timeout_secs: u64,
     pub keep_alive_ms: u64,
     pub idle_timeout_ms: u64,
 }
@@ -60,6 +65,7 @@ impl Default for ActorsListener {
             max_actors: crate::hub::DEFAULT_MAX_ACTORS,
             max_unauthenticated: 64,
             hello_timeout_ms: 10_000,
+            actor_timeout_secs: 600,
             keep_alive_ms: 1_000,
             idle_timeout_ms: 5_000,
         }

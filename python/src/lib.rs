@@ -225,9 +225,7 @@ fn run_actor(
         give_up_after: Duration::from_secs(60),
     };
     let report = py.detach(|| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let rt = actor_client::remote::runtime()?;
         rt.block_on(actor_client::remote::run(
             opts,
             tokio_util::sync::CancellationToken::new(),

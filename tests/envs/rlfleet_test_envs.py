@@ -4,6 +4,9 @@ They are what a user's own code looks like to rlfleet: imported by
 `python:rlfleet_test_envs:NAME` with `python_path = ["tests/envs"]`.
 """
 
+import os
+import time
+
 import gymnasium as gym
 import numpy as np
 
@@ -76,6 +79,20 @@ class FaultyCorridor(Corridor):
         _PROCESS_STEPS += 1
         if _PROCESS_STEPS == self.fail_at:
             raise RuntimeError(f"simulator diverged at step {self.fail_at}")
+        return super().step(action)
+
+
+class Stalling(Corridor):
+    """A Corridor whose process stops for `RLFLEET_TEST_STALL_SECS` seconds
+    at the `RLFLEET_TEST_STALL_AT`-th step it takes (once), when those are
+    set in its environment: a slow simulator step (a few seconds), or a
+    hung one (an hour)."""
+
+    def step(self, action):
+        global _PROCESS_STEPS
+        _PROCESS_STEPS += 1
+        if _PROCESS_STEPS == int(os.environ.get("RLFLEET_TEST_STALL_AT", "0")):
+            time.sleep(float(os.environ["RLFLEET_TEST_STALL_SECS"]))
         return super().step(action)
 
 

@@ -18,6 +18,7 @@ mod ort_actors;
 mod python_client;
 mod python_envs;
 mod resume;
+mod silent_actors;
 mod single_dqn;
 #[cfg(feature = "mpi")]
 mod slurm_job;

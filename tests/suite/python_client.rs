@@ -5,7 +5,7 @@
 //! the returns the simulator reported); `rlfleet.run_actor` plays an
 //! `async` run with envs a Python factory builds.
 
-use crate::python_envs::corridor_config;
+use crate::python_envs::{corridor_config, start_corridor_run};
 use learner_server::output::read_episodes;
 use rlfleet_tests::daemon::Daemon;
 use rlfleet_tests::{heavy, reference_python, workspace_root};
@@ -84,13 +84,44 @@ fn a_python_simulator_loop_drives_a_seed_run_and_training_happens() {
 }
 
 #[test]
+fn a_simulator_away_longer_than_the_idle_timeout_keeps_its_connection() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 5;
+    // The test daemon's QUIC idle timeout is 1.5 s; the simulator is away
+    // for twice that between two calls.
+    let d = Daemon::start("", "");
+    let (_, id) = start_corridor_run(&d, "py-slow", "Corridor", "seed", EPISODES);
+    let out = python(
+        "drive_client.py",
+        &[
+            &d.actors,
+            &d.fingerprint,
+            &EPISODES.to_string(),
+            &envs_dir(),
+            "3",
+        ],
+    );
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let status = d.wait_finished(&id, Duration::from_secs(60));
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(r["episodes"], EPISODES, "{r}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    // One connection throughout: it was not lost and made again.
+    assert_eq!(status["episodes_reissued"], 0, "{status}");
+    assert_eq!(
+        d.log().matches("\"actor connected\"").count(),
+        1,
+        "{}",
+        d.log()
+    );
+}
+
+#[test]
 fn run_actor_plays_a_run_with_envs_a_python_factory_builds() {
     let _heavy = heavy();
     const EPISODES: u64 = 30;
     let d = Daemon::start("", "");
-    let stop = format!("[stop]\nmax_episodes = {EPISODES}\nmax_wall_secs = 120.0");
-    let cfg = corridor_config("py-actor", "Corridor", "async", &stop, d.dir.path());
-    let id = d.start_run(&cfg);
+    let (cfg, id) = start_corridor_run(&d, "py-actor", "Corridor", "async", EPISODES);
     let out = python("run_actor.py", &[&d.actors, &d.fingerprint, &envs_dir()]);
     let status = d.wait_finished(&id, Duration::from_secs(60));
     assert_eq!(status["state"], "finished", "{status}");

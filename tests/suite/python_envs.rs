@@ -155,6 +155,21 @@ fn unknown_ids_unsupported_spaces_and_misplaced_options_are_refused_by_name() {
     assert_eq!(d.json("/v1/runs"), serde_json::json!([]), "nothing started");
 }
 
+/// Starts a [`corridor_config`] run on `d` that stops after `episodes`
+/// (or two minutes); its config and id.
+pub(crate) fn start_corridor_run(
+    d: &Daemon,
+    name: &str,
+    env: &str,
+    workflow: &str,
+    episodes: u64,
+) -> (RunConfig, String) {
+    let stop = format!("[stop]\nmax_episodes = {episodes}\nmax_wall_secs = 120.0");
+    let cfg = corridor_config(name, env, workflow, &stop, d.dir.path());
+    let id = d.start_run(&cfg);
+    (cfg, id)
+}
+
 /// A DQN run of `env` (a Corridor of length 8 unless `kwargs` says
 /// otherwise) for `workflow` over QUIC (`single`: in process).
 pub(crate) fn corridor_config(

@@ -233,7 +233,19 @@ impl Daemon {
 
     /// An `actor-client` process connected to this daemon (stderr piped).
     pub fn actor(&self, id: &str, envs: u32, extra: &[&str]) -> Child {
+        self.actor_with_env(id, envs, extra, &[])
+    }
+
+    /// [`Daemon::actor`] with these environment variables set for it.
+    pub fn actor_with_env(
+        &self,
+        id: &str,
+        envs: u32,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Child {
         Command::new(binary("actor-client"))
+            .envs(env.iter().copied())
             .args(["--server", &self.actors, "--pin", &self.fingerprint])
             .args(["--envs", &envs.to_string(), "--actor-id", id])
             .args(["--keep-alive-ms", "200", "--idle-timeout-ms", "1500"])

@@ -59,9 +59,7 @@ impl SeedClient {
     /// Connects, says hello with one env and takes the run's welcome; a run
     /// other than `seed`/`seed-a2c` is refused (its actors need a model).
     pub fn connect(opts: &ClientOptions) -> anyhow::Result<SeedClient> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let rt = super::runtime()?;
         let (conn, fs, welcome) = rt.block_on(async {
             let endpoint = client_endpoint(&opts.trust, opts.liveness)?;
             let name = server_name(&opts.server, opts.server_name.as_deref());

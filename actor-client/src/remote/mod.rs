@@ -27,6 +27,21 @@ use rlfleet_shared::wire::{self, Hello, Message, Submission};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// The runtime an actor's connection lives on: one worker thread drives
+/// the QUIC endpoint (keep-alives, acknowledgements, retransmissions)
+/// while the thread that calls `block_on` steps envs — or, for
+/// [`SeedClient`], is away in the user's simulator between calls. On a
+/// single-threaded runtime, an env step or a simulator pause longer than
+/// the idle timeout (5 s by default) cost the connection; an actor that
+/// really hangs is dropped by the learner (`[actors] actor_timeout_secs`).
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("rlfleet-actor-io")
+        .enable_all()
+        .build()
+}
+
 /// Who the actor is and how it plays, whatever carries its messages.
 #[derive(Debug, Clone)]
 pub struct Player {

@@ -31,6 +31,8 @@ pub struct QuicOptions {
     pub max_unauthenticated: usize,
     /// How long a connection may take to open its stream and say hello.
     pub hello_timeout: Duration,
+    /// How long an actor may keep the run waiting (none: forever).
+    pub actor_timeout: Option<Duration>,
 }
 
 /// Counts a connection as not yet authenticated while it lives.
@@ -120,6 +122,7 @@ async fn connection(
     let mut session = Session::new(wire, id, hub.clone(), opts.token.clone());
     // The deadline covers opening the stream and reading the hello.
     session.hello_timeout = Some(opts.hello_timeout.saturating_sub(started.elapsed()));
+    session.actor_timeout = opts.actor_timeout;
     let end = session.run(&addr.to_string()).await;
     let wire = &mut session.wire;
     match end {
@@ -134,6 +137,12 @@ async fn connection(
             wire.close(code as u32, &text).await;
         }
         End::Answered(code) => wire.close(code as u32, "refused").await,
+        End::Silent(text) => {
+            tracing::warn!(%addr, "dropped a silent actor: {text}");
+            hub.metrics.actors_timed_out.inc();
+            let _ = wire.send(ErrorCode::Unexpected.message(text.clone())).await;
+            wire.close(ErrorCode::Unexpected as u32, &text).await;
+        }
         End::Lost => tracing::info!(%addr, "actor connection lost"),
     }
     wire.report_bytes();

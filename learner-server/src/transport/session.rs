@@ -24,6 +24,9 @@ pub enum End {
     Answered(ErrorCode),
     /// The connection dropped (closed, reset, timed out).
     Lost,
+    /// The actor kept the run waiting past `actor_timeout` (not yet
+    /// answered or counted).
+    Silent(String),
 }
 
 /// Messages to and from one actor.
@@ -62,6 +65,9 @@ pub struct Session<W> {
     registered: bool,
     /// How long a new connection has to send its `Hello` (none: no limit).
     pub hello_timeout: Option<Duration>,
+    /// How long the actor may take to send its next request once answered
+    /// (none: no limit).
+    pub actor_timeout: Option<Duration>,
     /// The last run this actor took part in: batches it had in flight
     /// when that run ended are accounted there.
     last_run: Option<RunInbox>,
@@ -76,6 +82,7 @@ impl<W: Wire> Session<W> {
             token,
             registered: false,
             hello_timeout: None,
+            actor_timeout: None,
             last_run: None,
         }
     }
@@ -171,6 +178,11 @@ impl<W: Wire> Session<W> {
                     .with_label_values(&[code.label()])
                     .inc();
                 let _ = self.wire.send(code.message(text)).await;
+            }
+            End::Silent(text) => {
+                tracing::warn!(%addr, "dropped a silent actor: {text}");
+                self.hub.metrics.actors_timed_out.inc();
+                let _ = self.wire.send(ErrorCode::Unexpected.message(text)).await;
             }
             End::Lost => tracing::info!(%addr, "actor gone"),
             End::Clean | End::Answered(_) => {}
@@ -274,7 +286,18 @@ impl<W: Wire> Session<W> {
                     return Ok(false);
                 }
             }
-            let msg = match self.wire.recv().await? {
+            let next = match self.actor_timeout {
+                Some(limit) => tokio::time::timeout(limit, self.wire.recv())
+                    .await
+                    .map_err(|_| {
+                        End::Silent(format!(
+                            "nothing from this actor for {} s while the run waited on it",
+                            limit.as_secs_f64()
+                        ))
+                    })?,
+                None => self.wire.recv().await,
+            };
+            let msg = match next? {
                 Some(
                     m @ (Message::Observations(_)
                     | Message::Experience(_)

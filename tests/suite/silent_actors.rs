@@ -1,0 +1,97 @@
+//! Actors whose environment stops: a slow step (longer than the QUIC idle
+//! timeout) must not cost the connection — the actor's connection is
+//! driven by a thread of its own — and a hung one (connection alive,
+//! nothing sent) must not stall the run: the learner drops the actor after
+//! `[actors] actor_timeout_secs` and its episodes finish elsewhere, each
+//! id exactly once.
+
+use crate::python_envs::start_corridor_run;
+use learner_server::output::read_episodes;
+use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
+use rlfleet_tests::heavy;
+use std::time::Duration;
+
+/// The test daemon's QUIC idle timeout is 1.5 s; this pause is twice that.
+const SLOW_STEP_SECS: &str = "3";
+
+fn stall_env(at: u32, secs: &str) -> [(&'static str, String); 2] {
+    [
+        ("RLFLEET_TEST_STALL_AT", at.to_string()),
+        ("RLFLEET_TEST_STALL_SECS", secs.to_string()),
+    ]
+}
+
+#[test]
+fn an_env_step_longer_than_the_idle_timeout_keeps_the_connection() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 30;
+    let d = Daemon::start("actor_timeout_secs = 60", "");
+    let (_, id) = start_corridor_run(&d, "slow-step", "Stalling", "async", EPISODES);
+    let env = stall_env(40, SLOW_STEP_SECS);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let actor = d.actor_with_env("slow", 1, &["--once"], &env);
+    let status = d.wait_finished(&id, Duration::from_secs(90));
+    let (ok, err) = finish_actor(actor);
+    assert!(ok, "{err}");
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    // One connection from start to end: nothing re-issued, nothing
+    // abandoned, no reconnect.
+    assert_eq!(status["episodes_reissued"], 0, "{status}\n{err}");
+    assert_eq!(status["env_steps_abandoned"], 0, "{status}");
+    assert!(!err.contains("reconnecting"), "{err}");
+    let counts = actor_counts(&err).expect("the actor's report");
+    assert_eq!(counts.sessions, 1, "{err}");
+    assert_eq!(
+        d.log().matches("\"actor connected\"").count(),
+        1,
+        "{}",
+        d.log()
+    );
+    assert_eq!(d.metric("rlfleet_actors_timed_out_total"), 0.0);
+}
+
+#[test]
+fn a_hung_actor_is_dropped_and_its_episodes_finish_elsewhere() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 60;
+    let d = Daemon::start("actor_timeout_secs = 3", "");
+    let (cfg, id) = start_corridor_run(&d, "hung", "Stalling", "async", EPISODES);
+    // It hangs for an hour at its 30th step, holding its episode, while its
+    // connection stays up.
+    let env = stall_env(30, "3600");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut hung = d.actor_with_env("hung", 1, &["--once"], &env);
+    let steady: Vec<_> = (0..2)
+        .map(|i| d.actor(&format!("steady-{i}"), 1, &["--once"]))
+        .collect();
+    let status = d.wait_finished(&id, Duration::from_secs(90));
+    let log = d.log();
+    hung.kill().unwrap();
+    hung.wait().unwrap();
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    assert_eq!(status["episodes_issued"], EPISODES, "{status}");
+    assert!(
+        status["episodes_reissued"].as_u64().unwrap() >= 1,
+        "{status}"
+    );
+    assert_eq!(d.metric("rlfleet_actors_timed_out_total"), 1.0, "{log}");
+    assert!(log.contains("dropped a silent actor"), "{log}");
+    let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "each id once");
+    // The hung actor's steps of its unfinished episode were played again.
+    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
+    let abandoned = status["env_steps_abandoned"].as_u64().unwrap();
+    assert_eq!(
+        lengths + abandoned,
+        status["env_steps"].as_u64().unwrap(),
+        "{status}"
+    );
+    for a in steady {
+        let (ok, err) = finish_actor(a);
+        assert!(ok, "{err}");
+    }
+}
