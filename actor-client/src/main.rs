@@ -56,6 +56,11 @@ struct ConnectArgs {
     /// Give up after this many seconds without reaching the learner.
     #[arg(long, default_value_t = 60.0)]
     give_up_secs: f64,
+    /// In a run, reconnect when the learner has not answered for this
+    /// many seconds (its connection alive, its run stuck); 0: wait for
+    /// ever. Waiting for a run to start is not timed.
+    #[arg(long, default_value_t = 600.0)]
+    reply_timeout_secs: f64,
     #[arg(long, default_value_t = 1000)]
     keep_alive_ms: u64,
     #[arg(long, default_value_t = 5000)]
@@ -261,6 +266,8 @@ fn main() -> ExitCode {
         },
         max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,
         give_up_after: Duration::from_secs_f64(c.give_up_secs),
+        reply_timeout: (c.reply_timeout_secs > 0.0)
+            .then(|| Duration::from_secs_f64(c.reply_timeout_secs)),
     };
     let runtime = actor_client::remote::runtime().expect("tokio runtime");
     let cancel = CancellationToken::new();

@@ -223,6 +223,7 @@ fn run_actor(
         liveness: Liveness::default(),
         max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,
         give_up_after: Duration::from_secs(60),
+        reply_timeout: Some(Duration::from_secs(600)),
     };
     let report = py.detach(|| {
         let rt = actor_client::remote::runtime()?;

@@ -3,12 +3,14 @@
 //! driven by a thread of its own — and a hung one (connection alive,
 //! nothing sent) must not stall the run: the learner drops the actor after
 //! `[actors] actor_timeout_secs` and its episodes finish elsewhere, each
-//! id exactly once.
+//! id exactly once. The other way round, an actor whose learner stops
+//! answering (`--reply-timeout-secs`) connects again and the run finishes.
 
 use crate::python_envs::start_corridor_run;
 use learner_server::output::read_episodes;
+use rlfleet_shared::config::TransportKind;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
-use rlfleet_tests::heavy;
+use rlfleet_tests::{counting_probe, heavy};
 use std::time::Duration;
 
 /// The test daemon's QUIC idle timeout is 1.5 s; this pause is twice that.
@@ -94,4 +96,43 @@ fn a_hung_actor_is_dropped_and_its_episodes_finish_elsewhere() {
         let (ok, err) = finish_actor(a);
         assert!(ok, "{err}");
     }
+}
+
+#[test]
+fn an_actor_whose_learner_stops_answering_connects_again() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 40;
+    let d = Daemon::start("", "");
+    let mut cfg = counting_probe(
+        "stuck-learner",
+        "async",
+        TransportKind::Quic,
+        1,
+        EPISODES,
+        &d.dir.path().join("out"),
+    );
+    // Every 150 transitions the run thread stops for 2.5 s (its QUIC
+    // connections stay alive); the actor waits 1 s for a reply.
+    cfg.probe.train_every = 150;
+    cfg.probe.train_sleep_ms = 2500;
+    let id = d.start_run(&cfg);
+    let actor = d.actor("patient", 1, &["--once", "--reply-timeout-secs", "1"]);
+    let status = d.wait_finished(&id, Duration::from_secs(90));
+    let (ok, err) = finish_actor(actor);
+    assert!(ok, "{err}");
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    assert!(err.contains("no reply from the learner for 1 s"), "{err}");
+    let counts = actor_counts(&err).expect("the actor's report");
+    assert!(counts.sessions >= 2, "{err}");
+    assert_eq!(
+        d.log().matches("\"actor connected\"").count() as u64,
+        counts.sessions,
+        "{}",
+        d.log()
+    );
+    let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "each id once");
 }

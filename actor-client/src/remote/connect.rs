@@ -2,9 +2,10 @@
 //! jitter, run a session, and after a lost connection connect again (a new
 //! session id; the batches that were not acknowledged go again).
 
-use super::{ActorOptions, ActorReport, Carry, SessionEnd, session};
+use super::{ActorOptions, ActorReport, Carry, Link, SessionEnd, session};
 use rand::Rng;
 use rlfleet_shared::quic::{FramedStream, client_endpoint};
+use rlfleet_shared::wire::Message;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -44,8 +45,13 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
         };
         failing_since = None;
         carry.report.sessions += 1;
+        let mut link = Patient {
+            fs: &mut fs,
+            limit: opts.reply_timeout,
+            in_run: false,
+        };
         let end = tokio::select! {
-            r = session(&opts.player, &mut fs, &mut carry, &mut backoff) => r,
+            r = session(&opts.player, &mut link, &mut carry, &mut backoff) => r,
             _ = cancel.cancelled() => Ok(SessionEnd::Stopped { shutdown: true }),
         };
         match end {
@@ -67,6 +73,37 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
     }
     endpoint.wait_idle().await;
     Ok(carry.report)
+}
+
+/// The QUIC link of one connection, with the learner's replies timed once
+/// the actor is in a run: a `Hello` (asking to join, which waits for a run
+/// to start) is not timed; every other request is, and a reply later than
+/// `limit` loses the link (the caller connects again).
+struct Patient<'a> {
+    fs: &'a mut FramedStream,
+    limit: Option<Duration>,
+    in_run: bool,
+}
+
+impl Link for Patient<'_> {
+    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+        self.in_run = !matches!(msg, Message::Hello(_));
+        Link::send(self.fs, msg).await
+    }
+
+    async fn recv(&mut self) -> Result<Message, String> {
+        match self.limit.filter(|_| self.in_run) {
+            Some(limit) => tokio::time::timeout(limit, Link::recv(self.fs))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(format!(
+                        "no reply from the learner for {} s",
+                        limit.as_secs_f64()
+                    ))
+                }),
+            None => Link::recv(self.fs).await,
+        }
+    }
 }
 
 /// A generator seeded from the clock and the process id (session ids and

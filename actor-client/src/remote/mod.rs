@@ -79,6 +79,9 @@ pub struct ActorOptions {
     pub max_frame_bytes: u32,
     /// Give up after failing to connect for this long.
     pub give_up_after: Duration,
+    /// In a run, a reply the learner owes longer than this ends the
+    /// connection and the actor connects again (none: wait for ever).
+    pub reply_timeout: Option<Duration>,
 }
 
 /// What an actor did, for its exit line and tests.
