@@ -51,8 +51,7 @@ fn read_board(dir: &Path) -> Series {
         "reading the events failed: {}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let raw: BTreeMap<String, Vec<(u64, f64)>> = serde_json::from_slice(&out.stdout).unwrap();
-    raw
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn series<'a>(b: &'a Series, tag: &str) -> &'a [(u64, f64)] {

@@ -20,6 +20,15 @@ pub struct PolicyValue {
     pub last_grad_norm: Option<Tensor>,
 }
 
+/// One Adam step of `params` down its gradient, clipped to `max_norm`;
+/// returns the gradient's norm before clipping.
+fn clipped_step(params: &mut Tensor, adam: &mut super::Adam, max_norm: f64) -> Tensor {
+    let mut grad = params.grad();
+    let norm = super::Adam::clip_grad_norm(&mut grad, max_norm);
+    adam.step(params, &grad);
+    norm
+}
+
 impl PolicyValue {
     /// Both networks from fresh parameters (which get gradients here).
     pub fn new(
@@ -53,20 +62,9 @@ impl PolicyValue {
         self.policy.zero_grad();
         self.value.zero_grad();
         loss.backward();
-        for (i, (params, adam)) in [
-            (&mut self.policy, &mut self.policy_adam),
-            (&mut self.value, &mut self.value_adam),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            let mut grad = params.grad();
-            let norm = super::Adam::clip_grad_norm(&mut grad, max_grad_norm);
-            adam.step(params, &grad);
-            if i == 0 {
-                self.last_grad_norm = Some(norm);
-            }
-        }
+        let policy_norm = clipped_step(&mut self.policy, &mut self.policy_adam, max_grad_norm);
+        let _ = clipped_step(&mut self.value, &mut self.value_adam, max_grad_norm);
+        self.last_grad_norm = Some(policy_norm);
     }
 
     /// The learning rate, the policy's latest gradient norm and `loss`

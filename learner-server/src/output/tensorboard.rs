@@ -20,24 +20,27 @@ const FLUSH_EVERY: Duration = Duration::from_secs(2);
 struct Shared(Arc<Mutex<(BufWriter<File>, Instant)>>);
 
 impl Shared {
-    fn lock(&self) -> std::sync::MutexGuard<'_, (BufWriter<File>, Instant)> {
-        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    /// Flushes the file when `now` says so or [`FLUSH_EVERY`] has passed
+    /// since the last flush.
+    fn flush_if(&self, now: bool) -> std::io::Result<()> {
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if now || g.1.elapsed() >= FLUSH_EVERY {
+            g.0.flush()?;
+            g.1 = Instant::now();
+        }
+        Ok(())
     }
 }
 
 impl Write for Shared {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.lock().0.write(buf)
+        let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        g.0.write(buf)
     }
 
-    /// Flushes when [`FLUSH_EVERY`] has passed since the last flush.
+    /// What the summary writer calls after every event: paced.
     fn flush(&mut self) -> std::io::Result<()> {
-        let mut g = self.lock();
-        if g.1.elapsed() >= FLUSH_EVERY {
-            g.0.flush()?;
-            g.1 = Instant::now();
-        }
-        Ok(())
+        self.flush_if(false)
     }
 }
 
@@ -86,9 +89,6 @@ impl Board {
 
     /// Everything written so far reaches the file now.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        let mut g = self.file.lock();
-        g.0.flush()?;
-        g.1 = Instant::now();
-        Ok(())
+        self.file.flush_if(true)
     }
 }

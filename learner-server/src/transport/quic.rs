@@ -138,8 +138,6 @@ async fn connection(
         }
         End::Answered(code) => wire.close(code as u32, "refused").await,
         End::Silent(text) => {
-            tracing::warn!(%addr, "dropped a silent actor: {text}");
-            hub.metrics.actors_timed_out.inc();
             let _ = wire.send(ErrorCode::Unexpected.message(text.clone())).await;
             wire.close(ErrorCode::Unexpected as u32, &text).await;
         }

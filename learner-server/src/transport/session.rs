@@ -24,8 +24,8 @@ pub enum End {
     Answered(ErrorCode),
     /// The connection dropped (closed, reset, timed out).
     Lost,
-    /// The actor kept the run waiting past `actor_timeout` (not yet
-    /// answered or counted).
+    /// The actor kept the run waiting past `actor_timeout` (logged and
+    /// counted; not yet answered).
     Silent(String),
 }
 
@@ -154,6 +154,18 @@ impl<W: Wire> Session<W> {
         }
     }
 
+    /// The actor sent nothing for `limit` while the run waited on it:
+    /// logged, counted, and the session ends.
+    fn silent(&self, limit: Duration) -> End {
+        let text = format!(
+            "nothing from this actor for {} s while the run waited on it",
+            limit.as_secs_f64()
+        );
+        tracing::warn!(conn = self.id, "dropped a silent actor: {text}");
+        self.hub.metrics.actors_timed_out.inc();
+        End::Silent(text)
+    }
+
     fn stop_message(&self) -> Message {
         Message::Stop(wire::Stop {
             reason: if self.hub.shutdown.is_cancelled() {
@@ -180,8 +192,6 @@ impl<W: Wire> Session<W> {
                 let _ = self.wire.send(code.message(text)).await;
             }
             End::Silent(text) => {
-                tracing::warn!(%addr, "dropped a silent actor: {text}");
-                self.hub.metrics.actors_timed_out.inc();
                 let _ = self.wire.send(ErrorCode::Unexpected.message(text)).await;
             }
             End::Lost => tracing::info!(%addr, "actor gone"),
@@ -289,12 +299,7 @@ impl<W: Wire> Session<W> {
             let next = match self.actor_timeout {
                 Some(limit) => tokio::time::timeout(limit, self.wire.recv())
                     .await
-                    .map_err(|_| {
-                        End::Silent(format!(
-                            "nothing from this actor for {} s while the run waited on it",
-                            limit.as_secs_f64()
-                        ))
-                    })?,
+                    .map_err(|_| self.silent(limit))?,
                 None => self.wire.recv().await,
             };
             let msg = match next? {

@@ -16,7 +16,7 @@ use std::time::Instant;
 const RECENT: usize = 20;
 /// Training scalars go to TensorBoard each time the run's env steps cross
 /// a multiple of this.
-pub const SCALARS_EVERY_STEPS: u64 = 1000;
+const SCALARS_EVERY_STEPS: u64 = 1000;
 
 /// Everything about a run that is not acting or training.
 #[derive(Debug)]
