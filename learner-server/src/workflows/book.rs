@@ -157,8 +157,12 @@ impl RunBook {
         let mut reached = None;
         while let Some(r) = self.evaluator.as_ref().and_then(Evaluator::try_result) {
             self.record_eval(&r)?;
-            if let Some(reason) = self.judge(&r) {
-                reached = Some(reason);
+            // Once the target is confirmed the run stops: a later result is
+            // recorded, not judged (a screening pass would ask for another
+            // confirmation, which `finish` would then wait for and record
+            // after the one that stopped the run).
+            if reached.is_none() {
+                reached = self.judge(&r);
             }
         }
         Ok(reached)
