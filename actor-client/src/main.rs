@@ -53,8 +53,10 @@ struct ConnectArgs {
     /// Exit when the run ends instead of waiting for the next one.
     #[arg(long)]
     once: bool,
-    /// Give up after this many seconds without reaching the learner.
-    #[arg(long, default_value_t = 60.0)]
+    /// Give up after this many seconds without reaching the learner (long
+    /// enough by default to outlive a learner restart: systemd's or
+    /// Slurm's, with a large replay to load).
+    #[arg(long, default_value_t = 600.0)]
     give_up_secs: f64,
     /// In a run, reconnect when the learner has not answered for this
     /// many seconds (its connection alive, its run stuck); 0: wait for

@@ -21,10 +21,15 @@
 //! - `soak`: 1,000 actor connections against one daemon process for ten
 //!   minutes, `seed` and `async`: RSS over time, latency vs 16
 //!   connections, nothing lost (see `soak.rs`).
+//! - `checkpoint`: ingest latency during checkpoints (none, without the
+//!   replay, with 50k and 1M transitions) and the time from a daemon's
+//!   start on a killed run's state directory to its first gradient step
+//!   (see `durability.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
 mod agents;
+mod durability;
 mod inference;
 mod ingest;
 mod learn;
@@ -38,7 +43,6 @@ mod workflows;
 
 use clap::{Parser, Subcommand};
 use learner_server::agents::{Agent, Dqn};
-use learner_server::replay::Transition;
 use rlfleet_shared::config::{DqnConfig, RunConfig};
 use rlfleet_shared::env::{self, Action, ENV_IDS};
 use serde::Serialize;
@@ -137,6 +141,15 @@ enum What {
         /// Env steps of each actor run.
         #[arg(long, default_value_t = 200_000)]
         steps: u64,
+    },
+    /// Ingest latency during checkpoints vs. none; restart time with a
+    /// 1M-transition replay in the checkpoint vs. without.
+    Checkpoint {
+        /// Seconds of ingest per stall case.
+        #[arg(long, default_value_t = 10.0)]
+        secs: f64,
+        #[arg(long, default_value_t = 1_000_000)]
+        restart_transitions: usize,
     },
     /// Gradient steps per second of every agent vs. one plain MLP step.
     Agents {
@@ -237,26 +250,7 @@ fn filled_dqn(batch: u32) -> Dqn {
         ..DqnConfig::default()
     };
     let mut dqn = Dqn::new(&cfg, &spec, 0, Device::Cpu);
-    let mut e = env::make("CartPole-v1").unwrap();
-    let (mut obs, mut next) = (vec![0f32; 4], vec![0f32; 4]);
-    e.reset(Some(0), &mut obs);
-    for i in 0..10_000u32 {
-        let a = [(i % 2) as f32];
-        let s = e.step(Action::Discrete(i as usize % 2), &mut next);
-        dqn.observe(&Transition {
-            episode: 0,
-            obs: &obs,
-            action: &a,
-            reward: s.reward as f32,
-            next_obs: &next,
-            terminated: s.terminated,
-        });
-        if s.done() {
-            e.reset(None, &mut obs);
-        } else {
-            obs.copy_from_slice(&next);
-        }
-    }
+    durability::fill(&mut dqn, 10_000);
     dqn
 }
 
@@ -432,6 +426,19 @@ fn main() -> anyhow::Result<()> {
             let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
             let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
             write_json(&cli.out, "ingest", &rows)
+        }
+        What::Checkpoint {
+            secs,
+            restart_transitions,
+        } => {
+            #[derive(Serialize)]
+            struct Durability {
+                stall: Vec<durability::StallRow>,
+                restart: Vec<durability::RestartRow>,
+            }
+            let stall = durability::stall(secs)?;
+            let restart = durability::restart(restart_transitions)?;
+            write_json(&cli.out, "checkpoint", &Durability { stall, restart })
         }
         What::Soak {
             workflows,

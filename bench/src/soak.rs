@@ -70,23 +70,28 @@ pub struct Row {
 }
 
 /// A `learner-server serve` process on loopback ports the OS picks.
-struct Server {
-    child: Child,
+pub(crate) struct Server {
+    pub child: Child,
     _dir: tempfile::TempDir,
-    actors: SocketAddr,
-    api: String,
-    fingerprint: String,
+    pub actors: SocketAddr,
+    pub api: String,
+    pub fingerprint: String,
     http: ureq::Agent,
 }
 
 impl Server {
     fn start() -> anyhow::Result<Server> {
-        let dir = tempfile::tempdir()?;
+        Server::start_in(tempfile::tempdir()?)
+    }
+
+    /// Starts one in `dir`, with its state directory at `dir/state`.
+    pub(crate) fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Server> {
         let conf = dir.path().join("server.toml");
         std::fs::write(
             &conf,
             format!(
-                "[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n",
+                "state_dir = \"{}\"\n[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n",
+                dir.path().join("state").display(),
                 dir.path().join("tls").display()
             ),
         )?;
@@ -98,6 +103,7 @@ impl Server {
             .arg("--ready-file")
             .arg(&ready)
             .env("RUST_LOG", "warn")
+            .current_dir(dir.path())
             .stdout(Stdio::null())
             .spawn()
             .map_err(|e| anyhow::anyhow!("cannot start {}: {e}", exe.display()))?;
@@ -122,6 +128,17 @@ impl Server {
                 .build()
                 .into(),
         })
+    }
+
+    /// `GET path` as JSON.
+    pub(crate) fn json(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        let body = self
+            .http
+            .get(format!("{}{path}", self.api))
+            .call()?
+            .body_mut()
+            .read_to_string()?;
+        Ok(serde_json::from_str(&body)?)
     }
 
     fn rss_kib(&self) -> u64 {

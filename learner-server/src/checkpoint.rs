@@ -1,10 +1,12 @@
 //! Checkpoints: an agent's state (networks, optimizer moments, counters),
-//! the run's counters and the best evaluated weights, in one safetensors
-//! file written atomically (temporary file, fsync, rename, fsync of the
-//! directory), so a crash leaves the previous checkpoint or the new one,
-//! never a torn file.
+//! the run's counters and the best evaluated weights, the distributed
+//! run's books (JSON, `workflows::remote::Books`) and, optionally, the
+//! replay's contents, in one safetensors file written atomically
+//! (temporary file, fsync, rename, fsync of the directory), so a crash
+//! leaves the previous checkpoint or the new one, never a torn file.
 
 use crate::agents::{AgentState, NamedTensor, Weights};
+use crate::replay::{Blob, BlobType, ReplayImage};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -37,6 +39,11 @@ pub struct Checkpoint {
     pub counters: RunCounters,
     pub agent_state: AgentState,
     pub best: Option<BestEval>,
+    /// What a run keeps beside the agent (ledger, batch accounts, dedup
+    /// keys, file lengths), as JSON; `None` from runs that keep none.
+    pub books: Option<String>,
+    /// The replay's contents (`checkpoint.replay = true`).
+    pub replay: Option<ReplayImage>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -61,6 +68,9 @@ pub enum CheckpointError {
     },
 }
 
+/// One tensor of the file: name, dtype, shape, bytes.
+type Entry<'a> = (String, Dtype, Vec<usize>, std::borrow::Cow<'a, [u8]>);
+
 fn f32_bytes(data: &[f32]) -> Vec<u8> {
     data.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
@@ -72,15 +82,16 @@ impl Checkpoint {
             path: path.to_path_buf(),
             source,
         };
-        let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = self
+        let mut tensors: Vec<Entry<'_>> = self
             .agent_state
             .tensors
             .iter()
             .map(|t| {
                 (
                     format!("agent.{}", t.name),
+                    Dtype::F32,
                     t.shape.clone(),
-                    f32_bytes(&t.data),
+                    f32_bytes(&t.data).into(),
                 )
             })
             .collect();
@@ -101,11 +112,33 @@ impl Checkpoint {
                 self.agent_state.optimizer_steps.to_string(),
             ),
         ]);
+        if let Some(books) = &self.books {
+            meta.insert("books".into(), books.clone());
+        }
+        if let Some(replay) = &self.replay {
+            for (name, b) in &replay.blobs {
+                let dtype = match b.dtype {
+                    BlobType::U8 => Dtype::U8,
+                    BlobType::F32 => Dtype::F32,
+                    BlobType::F64 => Dtype::F64,
+                };
+                tensors.push((
+                    format!("replay.{name}"),
+                    dtype,
+                    vec![b.len()],
+                    b.bytes.as_slice().into(),
+                ));
+            }
+            for (name, v) in &replay.counters {
+                meta.insert(format!("replay.{name}"), v.to_string());
+            }
+        }
         if let Some(best) = &self.best {
             tensors.push((
                 "best".into(),
+                Dtype::F32,
                 vec![best.weights.data.len()],
-                f32_bytes(&best.weights.data),
+                f32_bytes(&best.weights.data).into(),
             ));
             meta.insert("best_mean_return".into(), best.mean_return.to_string());
             meta.insert("best_env_steps".into(), best.env_steps.to_string());
@@ -113,10 +146,10 @@ impl Checkpoint {
         }
         let views: Vec<(String, TensorView<'_>)> = tensors
             .iter()
-            .map(|(name, shape, bytes)| {
+            .map(|(name, dtype, shape, bytes)| {
                 (
                     name.clone(),
-                    TensorView::new(Dtype::F32, shape.clone(), bytes).expect("shape matches data"),
+                    TensorView::new(*dtype, shape.clone(), bytes).expect("shape matches data"),
                 )
             })
             .collect();
@@ -194,6 +227,39 @@ impl Checkpoint {
                 data,
             });
         }
+        let mut replay = None::<ReplayImage>;
+        for name in st.names() {
+            let Some(key) = name.strip_prefix("replay.") else {
+                continue;
+            };
+            let t = st
+                .tensor(name)
+                .map_err(|e| bad(format!("tensor `{name}`: {e}")))?;
+            let dtype = match t.dtype() {
+                Dtype::U8 => BlobType::U8,
+                Dtype::F32 => BlobType::F32,
+                Dtype::F64 => BlobType::F64,
+                other => return Err(bad(format!("tensor `{name}` is {other:?}"))),
+            };
+            replay.get_or_insert_default().blobs.insert(
+                key.to_string(),
+                Blob {
+                    dtype,
+                    bytes: t.data().to_vec(),
+                },
+            );
+        }
+        for (k, v) in &meta {
+            if let Some(key) = k.strip_prefix("replay.") {
+                let v = v
+                    .parse()
+                    .map_err(|_| bad(format!("metadata `{k}` is not a number")))?;
+                replay
+                    .get_or_insert_default()
+                    .counters
+                    .insert(key.to_string(), v);
+            }
+        }
         let best = match meta.get("best_mean_return") {
             None => None,
             Some(r) => Some(BestEval {
@@ -224,6 +290,8 @@ impl Checkpoint {
                 optimizer_steps: num("optimizer_steps")?,
             },
             best,
+            books: meta.get("books").cloned(),
+            replay,
         })
     }
 
@@ -303,6 +371,16 @@ mod tests {
                     version: 77,
                     data: vec![9.0, 8.0, 7.0],
                 },
+            }),
+            books: Some(r#"{"ledger":{"next":3}}"#.into()),
+            replay: Some(ReplayImage {
+                blobs: [
+                    ("obs".to_string(), Blob::u8(&[0, 7, 255])),
+                    ("rewards".to_string(), Blob::f32(&[1.5, -0.0])),
+                    ("priorities".to_string(), Blob::f64(&[0.25, 1e300])),
+                ]
+                .into(),
+                counters: [("head".to_string(), 2), ("len".to_string(), 2)].into(),
             }),
         }
     }

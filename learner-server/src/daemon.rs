@@ -42,7 +42,13 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
     };
     let endpoint = server_endpoint(a.listen, &identity, cfg.liveness())?;
     let actors_addr = endpoint.local_addr().context("QUIC local address")?;
-    let hub = Hub::new(Arc::new(Metrics::new()), shutdown.clone(), a.max_actors);
+    let state = crate::state::StateDir::open(&cfg.state_dir)?;
+    let hub = Hub::new(
+        Arc::new(Metrics::new()),
+        shutdown.clone(),
+        a.max_actors,
+        Some(state),
+    );
     let listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
         .with_context(|| format!("cannot bind the control API on {}", cfg.api.listen))?;

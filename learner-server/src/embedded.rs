@@ -14,6 +14,16 @@ use std::process::Stdio;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Which run an embedded daemon runs.
+#[derive(Debug, Clone)]
+pub enum Start {
+    /// A new run of the config, recorded in the state directory.
+    New,
+    /// The newest run of the config's name in the state directory that
+    /// did not finish, from its latest checkpoint, under its id.
+    ResumeLatest,
+}
+
 /// How embedded actors are started.
 #[derive(Debug, Clone)]
 pub struct LocalActors {
@@ -40,10 +50,13 @@ fn actor_binary(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     Ok(b)
 }
 
-/// Runs `cfg` with local actor processes; returns the run's summary.
+/// Runs `cfg` with local actor processes, its run recorded in `state_dir`;
+/// returns the run's summary.
 pub async fn run(
     cfg: RunConfig,
     opts: RunOptions,
+    start: Start,
+    state_dir: &std::path::Path,
     actors: LocalActors,
     cancel: CancellationToken,
 ) -> anyhow::Result<RunSummary> {
@@ -63,9 +76,10 @@ pub async fn run(
     scfg.actors.listen = ([127, 0, 0, 1], 0).into();
     scfg.actors.tls_dir = cfg.output_dir.join("tls");
     scfg.api.listen = ([127, 0, 0, 1], 0).into();
+    scfg.state_dir = state_dir.to_path_buf();
     let shutdown = CancellationToken::new();
     let d = daemon::start(&scfg, shutdown.clone()).await?;
-    let id = d.hub.start_run(cfg, opts)?;
+    let id = start_or_resume(&d.hub, cfg, opts, &start, state_dir)?;
     if actors.count == 0 {
         eprintln!(
             "waiting for actors: actor-client --server {} --pin {}",
@@ -134,6 +148,26 @@ pub async fn run(
         }
     }
     result
+}
+
+/// Starts `cfg` on `hub`, or resumes the newest unfinished run of its name
+/// in `state_dir` (with the job's learners, if any); returns the run's id.
+pub(crate) fn start_or_resume(
+    hub: &std::sync::Arc<crate::hub::Hub>,
+    cfg: RunConfig,
+    opts: RunOptions,
+    start: &Start,
+    state_dir: &std::path::Path,
+) -> anyhow::Result<String> {
+    Ok(match start {
+        Start::New => hub.start_run(cfg, opts)?,
+        Start::ResumeLatest => {
+            let id = crate::state::StateDir::open(state_dir)?
+                .resumable(&cfg.name)?
+                .id;
+            hub.resume_run(&id, opts.learners)?
+        }
+    })
 }
 
 /// Writes what `/metrics` serves now to `metrics.prom` in `output_dir`.

@@ -46,5 +46,6 @@ pub mod notify;
 pub mod output;
 pub mod replay;
 pub mod server_config;
+pub mod state;
 pub mod transport;
 pub mod workflows;

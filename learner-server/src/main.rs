@@ -39,9 +39,15 @@ enum Command {
     Run {
         /// The run config (TOML).
         config: PathBuf,
-        /// Resume from this checkpoint (weights, optimizer state, counters).
-        #[arg(long)]
-        resume: Option<PathBuf>,
+        /// Resume: with a checkpoint file, a new run from that checkpoint
+        /// (weights, optimizer state, counters, books); alone, the newest
+        /// run of this config's name in the state directory that did not
+        /// finish, from its latest checkpoint, under its id.
+        #[arg(long, value_name = "CHECKPOINT", num_args = 0..=1)]
+        resume: Option<Option<PathBuf>>,
+        /// Where runs are recorded (config, state, rotated checkpoints).
+        #[arg(long, default_value = learner_server::server_config::DEFAULT_STATE_DIR)]
+        state_dir: PathBuf,
         /// Do not draw the progress bar.
         #[arg(long)]
         no_progress: bool,
@@ -89,9 +95,14 @@ enum Command {
 struct MpiArgs {
     /// The run config (TOML); its transport is taken to be "mpi".
     config: PathBuf,
-    /// Resume from this checkpoint.
+    /// Resume: from this checkpoint (a new run), or alone the newest
+    /// unfinished run of this config's name in the state directory, under
+    /// its id (a job started again after its learner rank died).
+    #[arg(long, value_name = "CHECKPOINT", num_args = 0..=1)]
+    resume: Option<Option<PathBuf>>,
+    /// Where runs are recorded (default: the server config's `state_dir`).
     #[arg(long)]
-    resume: Option<PathBuf>,
+    state_dir: Option<PathBuf>,
     /// Listeners and tokens (server TOML) for QUIC actors joining the
     /// run from outside the job (default: loopback, ephemeral port).
     #[arg(long)]
@@ -153,11 +164,14 @@ fn finish(result: anyhow::Result<workflows::RunSummary>) -> ExitCode {
 
 #[cfg(feature = "mpi")]
 fn mpi_command(a: MpiArgs) -> ExitCode {
+    let (checkpoint, start) = resume_choice(a.resume);
     let args = learner_server::mpi_run::MpiRun {
         config: a.config,
-        options: RunOptions::new(a.resume, false),
+        options: RunOptions::new(checkpoint, false),
         server_config: a.server_config,
         ready_file: a.ready_file,
+        start,
+        state_dir: a.state_dir,
     };
     // Before the signal thread: it sets an environment variable.
     rlfleet_shared::mpi::steer_components();
@@ -183,6 +197,16 @@ fn mpi_command(_: MpiArgs) -> ExitCode {
          (needs an MPI library and libclang; see SETUP.md)"
     );
     ExitCode::from(2)
+}
+
+/// What `--resume [CHECKPOINT]` asks for: a new run (from a checkpoint
+/// file, if one is named), or the newest unfinished recorded run.
+fn resume_choice(resume: Option<Option<PathBuf>>) -> (Option<PathBuf>, embedded::Start) {
+    match resume {
+        None => (None, embedded::Start::New),
+        Some(Some(path)) => (Some(path), embedded::Start::New),
+        Some(None) => (None, embedded::Start::ResumeLatest),
+    }
 }
 
 fn main() -> ExitCode {
@@ -241,6 +265,7 @@ fn main() -> ExitCode {
                 tokio::spawn(cancel_on_signal(shutdown.clone()));
                 match daemon::start(&cfg, shutdown).await {
                     Ok(d) => {
+                        d.hub.resume_interrupted();
                         if let Some(path) = ready_file
                             && let Err(e) = d.write_ready_file(&path)
                         {
@@ -259,6 +284,7 @@ fn main() -> ExitCode {
         Command::Run {
             config,
             resume,
+            state_dir,
             no_progress,
             local_actors,
             envs_per_actor,
@@ -267,7 +293,8 @@ fn main() -> ExitCode {
                 Ok(cfg) => cfg,
                 Err(code) => return code,
             };
-            let opts = RunOptions::new(resume, !no_progress && std::io::stderr().is_terminal());
+            let (checkpoint, start) = resume_choice(resume);
+            let opts = RunOptions::new(checkpoint, !no_progress && std::io::stderr().is_terminal());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
                 .enable_all()
@@ -283,9 +310,12 @@ fn main() -> ExitCode {
                         envs_per_actor,
                         binary: None,
                     };
-                    Ok(embedded::run(cfg, opts, actors, t).await)
+                    Ok(embedded::run(cfg, opts, start, &state_dir, actors, t).await)
                 } else {
-                    tokio::task::spawn_blocking(move || workflows::run(&cfg, &opts, t)).await
+                    tokio::task::spawn_blocking(move || {
+                        learner_server::state::run_recorded(&cfg, opts, start, &state_dir, t)
+                    })
+                    .await
                 }
             });
             match result {

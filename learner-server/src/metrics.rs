@@ -26,6 +26,9 @@ pub struct Metrics {
     pub batches_trained: IntCounter,
     pub batches_dropped: IntCounterVec,
     pub batch_transitions: Histogram,
+    pub batches_lost: IntCounter,
+    pub checkpoint_snapshot: Histogram,
+    pub runs_resumed: IntCounter,
     pub transitions_ingested: IntCounter,
     pub inference_requests: IntCounter,
     /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
@@ -169,6 +172,22 @@ impl Metrics {
                 "rlfleet_batch_transitions",
                 "Transitions per received experience batch.",
                 pow2(14),
+            ),
+            batches_lost: counter(
+                &r,
+                "rlfleet_batches_lost_total",
+                "Batches a learner process received after its run's last checkpoint and lost when it died (counted by the process that resumed the run).",
+            ),
+            checkpoint_snapshot: histogram(
+                &r,
+                "rlfleet_checkpoint_snapshot_seconds",
+                "Time the run thread spends copying its state out for a checkpoint (the writer thread does the rest).",
+                prometheus::exponential_buckets(1e-4, 2.0, 16).expect("buckets"),
+            ),
+            runs_resumed: counter(
+                &r,
+                "rlfleet_runs_resumed_total",
+                "Runs resumed from their last checkpoint (at start-up or through the API).",
             ),
             transitions_ingested: counter(
                 &r,

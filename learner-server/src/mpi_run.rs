@@ -28,6 +28,12 @@ pub struct MpiRun {
     /// Where to write the QUIC address and certificate fingerprint (JSON)
     /// once listening.
     pub ready_file: Option<PathBuf>,
+    /// A new run, or the newest unfinished one of the config's name in the
+    /// state directory (`--resume` without a checkpoint: a job started
+    /// again after its learner rank died).
+    pub start: crate::embedded::Start,
+    /// The state directory (`--state-dir`; else the server config's).
+    pub state_dir: Option<PathBuf>,
 }
 
 /// The mailbox geometry of a run: one slot per batch an actor may have in
@@ -118,7 +124,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         Ok(c) => c,
         Err(e) => mpi::abort(&format!("{}: {e}", args.config.display()), 2),
     };
-    let scfg = match &args.server_config {
+    let mut scfg = match &args.server_config {
         Some(p) => ServerConfig::load(p).unwrap_or_else(|e| mpi::abort(&e.to_string(), 2)),
         None => {
             let mut s = ServerConfig::default();
@@ -128,6 +134,9 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
             s
         }
     };
+    if let Some(dir) = &args.state_dir {
+        scfg.state_dir = dir.clone();
+    }
     let geometry = geometry(&cfg, &layout).unwrap_or_else(|e| mpi::abort(&e, 2));
     let lead = layout.lead_learner().expect("this rank is a learner");
     let mut words = geometry.to_words();
@@ -174,7 +183,16 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         if let Some(path) = &args.ready_file {
             d.write_ready_file(path)?;
         }
-        let id = d.hub.start_run(cfg, args.options.clone())?;
+        // The actor ranks wait on this rank: a run that cannot start ends
+        // the whole job with the reason.
+        let id = crate::embedded::start_or_resume(
+            &d.hub,
+            cfg,
+            args.options.clone(),
+            &args.start,
+            &scfg.state_dir,
+        )
+        .unwrap_or_else(|e| mpi::abort(&format!("{e:#}"), 2));
         let opts = MpiOptions {
             layout,
             geometry,

@@ -7,11 +7,28 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
+    /// Where runs are recorded (config, state, checkpoints) so that a
+    /// daemon started again resumes the run that was active. Relative to
+    /// the working directory.
+    pub state_dir: PathBuf,
     pub actors: ActorsListener,
     pub api: ApiListener,
+}
+
+/// `state_dir` when the config says nothing.
+pub const DEFAULT_STATE_DIR: &str = "rlfleet-state";
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            state_dir: PathBuf::from(DEFAULT_STATE_DIR),
+            actors: ActorsListener::default(),
+            api: ApiListener::default(),
+        }
+    }
 }
 
 /// The QUIC listener for actors.

@@ -8,6 +8,7 @@ mod bad_input;
 mod conformance;
 mod control_api;
 mod daemon_accounting;
+mod durable_runs;
 mod env_parity;
 mod inproc;
 #[cfg(feature = "mpi")]

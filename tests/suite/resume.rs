@@ -168,3 +168,71 @@ fn every_agent_resumes_with_its_whole_state() {
         assert_eq!(summary.train_steps, total_steps, "{name}");
     }
 }
+
+/// With `checkpoint.replay = true` the replay is in the checkpoint — every
+/// transition's fields and, for prioritized replay, every priority — and a
+/// resumed run trains from its first step instead of refilling; TD3 too.
+#[test]
+fn a_checkpointed_replay_comes_back_exactly_and_training_resumes_at_once() {
+    let _heavy = rlfleet_tests::heavy();
+    // (config, prioritized, train steps after the first part, after 500
+    // more env steps resumed: one per step, no refill wait)
+    let cases = [
+        ("cartpole-dqn-single", true, 3_000, 2_001, 2_001 + 500),
+        ("pendulum-td3-single", false, 1_500, 501, 501 + 500),
+    ];
+    for (name, prioritized, steps, first, total) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg =
+            RunConfig::load(&workspace_root().join(format!("config/{name}.toml"))).unwrap();
+        cfg.output_dir = dir.path().to_path_buf();
+        cfg.stop.target_eval_return = None;
+        cfg.stop.max_env_steps = Some(steps);
+        cfg.eval.period_steps = 1_000;
+        cfg.eval.episodes = 1;
+        cfg.checkpoint.replay = true;
+        cfg.dqn.prioritized = prioritized;
+        let summary = SingleRun::new(&cfg, &RunOptions::default())
+            .unwrap()
+            .run(&CancellationToken::new())
+            .unwrap();
+        assert_eq!(summary.train_steps, first, "{name}");
+        let ck_path = dir.path().join("checkpoint.safetensors");
+        let saved = Checkpoint::load(&ck_path).unwrap();
+        let img = saved
+            .replay
+            .as_ref()
+            .expect("the replay is in the checkpoint");
+        assert_eq!(img.counters["len"], steps, "{name}");
+        let mut parts: Vec<&str> = img.blobs.keys().map(String::as_str).collect();
+        parts.sort();
+        let mut want = vec!["actions", "discounts", "next_obs", "obs", "rewards"];
+        if prioritized {
+            want.push("priorities");
+        }
+        want.sort();
+        assert_eq!(parts, want, "{name}");
+        if prioritized {
+            // Priorities moved away from the initial 1.0 with the TD errors.
+            let p = img.blobs["priorities"].bytes.chunks_exact(8);
+            let distinct: std::collections::BTreeSet<u64> = p
+                .map(|c| u64::from_le_bytes(c.try_into().unwrap()))
+                .collect();
+            assert!(
+                distinct.len() > 100,
+                "{name}: {} priorities",
+                distinct.len()
+            );
+        }
+
+        cfg.stop.max_env_steps = Some(steps + 500);
+        let run = SingleRun::new(&cfg, &RunOptions::new(Some(ck_path), false)).unwrap();
+        assert_eq!(
+            run.agent().replay_image().as_ref(),
+            Some(img),
+            "{name}: the restored replay differs from the saved one"
+        );
+        let summary = run.run(&CancellationToken::new()).unwrap();
+        assert_eq!(summary.train_steps, total, "{name}: training waited");
+    }
+}

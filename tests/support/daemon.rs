@@ -17,7 +17,45 @@ pub struct Daemon {
     pub cert: String,
     pub token: Option<String>,
     pub dir: tempfile::TempDir,
+    /// Environment variables it was started with (and is restarted with).
+    env: Vec<(String, String)>,
     http: ureq::Agent,
+}
+
+/// Starts `learner-server serve` on `dir/server.toml`, logging to
+/// `dir/server.log` (appended to across restarts), from `dir`.
+fn spawn(dir: &std::path::Path, env: &[(String, String)]) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("server.log"))
+        .unwrap();
+    Command::new(binary("learner-server"))
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .args(["--log-format", "json", "serve", "--config"])
+        .arg(dir.join("server.toml"))
+        .arg("--ready-file")
+        .arg(dir.join("ready.json"))
+        .current_dir(dir)
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .unwrap()
+}
+
+/// Waits for the ready file `spawn` asked for; returns what it says.
+fn ready(dir: &std::path::Path) -> Value {
+    let ready = dir.join("ready.json");
+    let t0 = Instant::now();
+    while !ready.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "server did not start:\n{}",
+            std::fs::read_to_string(dir.join("server.log")).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap()
 }
 
 /// Counts an actor prints on exit.
@@ -80,28 +118,12 @@ impl Daemon {
         );
         let cfg_path = dir.path().join("server.toml");
         std::fs::write(&cfg_path, cfg).unwrap();
-        let ready = dir.path().join("ready.json");
-        let log = std::fs::File::create(dir.path().join("server.log")).unwrap();
-        let child = Command::new(binary("learner-server"))
-            .envs(env.iter().copied())
-            .args(["--log-format", "json", "serve", "--config"])
-            .arg(&cfg_path)
-            .arg("--ready-file")
-            .arg(&ready)
-            .current_dir(dir.path())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        let t0 = Instant::now();
-        while !ready.exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(30),
-                "server did not start"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let info: Value = serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
+        let env: Vec<(String, String)> = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let child = spawn(dir.path(), &env);
+        let info = ready(dir.path());
         let s = |k: &str| info[k].as_str().unwrap().to_string();
         let token = api_extra
             .lines()
@@ -115,11 +137,45 @@ impl Daemon {
             cert: s("cert"),
             token,
             dir,
+            env,
             http: ureq::Agent::config_builder()
                 .http_status_as_error(false)
                 .build()
                 .into(),
         }
+    }
+
+    /// SIGKILLs the daemon (no drain, no checkpoint), then starts it again
+    /// in the same folder (state directory, TLS identity) on the same
+    /// ports; returns once it is ready (an interrupted run resumed).
+    pub fn crash_and_restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let cfg_path = self.dir.path().join("server.toml");
+        let fixed = std::fs::read_to_string(&cfg_path)
+            .unwrap()
+            .replace(
+                "listen = \"127.0.0.1:0\"\ntls_dir",
+                &format!("listen = \"{}\"\ntls_dir", self.actors),
+            )
+            .replace(
+                "[api]\nlisten = \"127.0.0.1:0\"",
+                &format!(
+                    "[api]\nlisten = \"{}\"",
+                    self.api.trim_start_matches("http://")
+                ),
+            );
+        std::fs::write(&cfg_path, fixed).unwrap();
+        std::fs::remove_file(self.dir.path().join("ready.json")).unwrap();
+        self.child = spawn(self.dir.path(), &self.env);
+        let info = ready(self.dir.path());
+        assert_eq!(info["actors"].as_str().unwrap(), self.actors);
+        assert_eq!(info["fingerprint"].as_str().unwrap(), self.fingerprint);
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// The server's log so far.
@@ -250,7 +306,10 @@ impl Daemon {
             .args(["--envs", &envs.to_string(), "--actor-id", id])
             .args(["--keep-alive-ms", "200", "--idle-timeout-ms", "1500"])
             .args(extra)
-            .env("RUST_LOG", "warn")
+            .env(
+                "RUST_LOG",
+                std::env::var("RLFLEET_TEST_ACTOR_LOG").unwrap_or_else(|_| "warn".into()),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

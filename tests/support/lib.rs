@@ -218,28 +218,45 @@ pub fn run_mpi_groups(
     learners: usize,
     groups: &[(usize, &[&str])],
 ) -> Embedded {
+    mpi_job(cfg, dir, learners, &[], groups)
+        .output()
+        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)")
+        .into()
+}
+
+/// The `mpirun` command of [`run_mpi_groups`], with `learner_args` for
+/// the learner ranks; runs are recorded in `dir/state`.
+pub fn mpi_job(
+    cfg: &rlfleet_shared::config::RunConfig,
+    dir: &Path,
+    learners: usize,
+    learner_args: &[&str],
+    groups: &[(usize, &[&str])],
+) -> Command {
     let cfg_path = write_config(cfg, dir, "-mpi");
     let mut cmd = mpirun();
     cmd.args(["-n", &learners.to_string()])
         .arg(binary("learner-server"))
         .arg("mpi")
-        .arg(&cfg_path);
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg(&cfg_path)
+        .args(learner_args);
     for (n, args) in groups {
         cmd.args([":", "-n", &n.to_string()])
             .arg(binary("actor-client"))
             .arg("mpi")
             .args(*args);
     }
-    cmd.env("RUST_LOG", "warn")
-        .output()
-        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)")
-        .into()
+    cmd.env("RUST_LOG", "warn");
+    cmd
 }
 
 fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str]) -> Embedded {
     let cfg_path = write_config(cfg, dir, "");
     Command::new(binary("learner-server"))
-        .args(["run", "--no-progress"])
+        .args(["run", "--no-progress", "--state-dir"])
+        .arg(dir.join("state"))
         .args(args)
         .arg(&cfg_path)
         .env("RUST_LOG", "warn")

@@ -378,6 +378,25 @@ impl Agent for Dqn {
         self.train_steps = s.train_steps;
         Ok(())
     }
+
+    fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
+        let mut img = crate::replay::ReplayImage::default();
+        self.replay.image(&mut img);
+        if let Some(per) = &self.per {
+            per.image(self.replay.len(), &mut img);
+        }
+        Some(img)
+    }
+
+    fn restore_replay(&mut self, img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+        if let Some(per) = &mut self.per {
+            per.restore(img, img.counter("len")? as usize)?;
+        }
+        self.replay.restore(img)?;
+        // Open episodes are played again from their start.
+        self.n_step = NStep::new(self.cfg.n_step, self.cfg.gamma);
+        Ok(())
+    }
 }
 
 /// Puts a transition into the replay (and its slot into the priorities).

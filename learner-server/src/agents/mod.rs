@@ -73,6 +73,10 @@ pub enum AgentError {
     MissingTensor(String),
     #[error("weights contain a non-finite value at index {0}")]
     NonFinite(usize),
+    #[error(transparent)]
+    Replay(#[from] crate::replay::ImageError),
+    #[error("this agent keeps no replay to restore")]
+    NoReplay,
 }
 
 /// A learner-side algorithm.
@@ -134,6 +138,17 @@ pub trait Agent: Send {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError>;
     fn state(&self) -> AgentState;
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError>;
+    /// The replay's contents, for a checkpoint with `checkpoint.replay`
+    /// (`None` for agents without a replay). N-step windows of open
+    /// episodes are not in it: every episode open at a checkpoint is
+    /// played again from its start after a restore.
+    fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
+        None
+    }
+    /// Puts back a replay [`Agent::replay_image`] saved.
+    fn restore_replay(&mut self, _img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+        Err(AgentError::NoReplay)
+    }
     /// Gradient steps [`Agent::train`] would take at `env_steps` once its
     /// replay is full enough (for a data-parallel group, which must agree
     /// on the count before anyone steps). 0 for agents without such a

@@ -146,6 +146,14 @@ impl OffPolicy {
         self.replay.memory_bytes()
     }
 
+    pub fn replay(&self) -> &UniformReplay {
+        &self.replay
+    }
+
+    pub fn replay_mut(&mut self) -> &mut UniformReplay {
+        &mut self.replay
+    }
+
     pub fn replay_len(&self) -> usize {
         self.replay.len()
     }
@@ -247,6 +255,16 @@ macro_rules! off_policy_agent {
 
         fn replay_bytes(&self) -> usize {
             self.core.replay_bytes()
+        }
+
+        fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
+            let mut img = crate::replay::ReplayImage::default();
+            self.core.replay().image(&mut img);
+            Some(img)
+        }
+
+        fn restore_replay(&mut self, img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+            Ok(self.core.replay_mut().restore(img)?)
         }
 
         fn weights(&self) -> super::Weights {

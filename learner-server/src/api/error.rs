@@ -44,6 +44,12 @@ impl ApiError {
             message: m.into(),
         }
     }
+    pub fn internal(m: impl Into<String>) -> Self {
+        ApiError {
+            status: StatusCode::INTERNAL_SERVER_ERROR,
+            message: m.into(),
+        }
+    }
     pub fn unavailable(m: impl Into<String>) -> Self {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,

@@ -42,6 +42,8 @@ pub struct Since {
         (status = 400, description = "The config is invalid; the message names the field", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
         (status = 409, description = "A run is active", body = ErrorBody),
+        (status = 500, description = "The run could not be recorded in the state directory", body = ErrorBody),
+        (status = 503, description = "The server is shutting down", body = ErrorBody),
     ))]
 pub async fn create_run(
     State(state): State<Arc<ApiState>>,
@@ -60,10 +62,7 @@ pub async fn create_run(
     let id = state
         .hub
         .start_run(cfg, RunOptions::default())
-        .map_err(|e| match e {
-            StartError::Conflict(_) => ApiError::conflict(e.to_string()),
-            StartError::ShuttingDown => ApiError::unavailable(e.to_string()),
-        })?;
+        .map_err(start_error)?;
     Ok((
         StatusCode::CREATED,
         [(header::LOCATION, format!("/v1/runs/{id}"))],
@@ -106,6 +105,38 @@ pub async fn stop_run(
     } else {
         Err(ApiError::not_found("run", &id))
     }
+}
+
+/// The answer to a run that cannot start or resume.
+fn start_error(e: StartError) -> ApiError {
+    match e {
+        StartError::Conflict(_) | StartError::Finished(_) | StartError::Held(_) => {
+            ApiError::conflict(e.to_string())
+        }
+        StartError::ShuttingDown => ApiError::unavailable(e.to_string()),
+        StartError::NotFound(id) => ApiError::not_found("recorded run", &id),
+        StartError::State(_) => ApiError::internal(e.to_string()),
+    }
+}
+
+/// Resumes a stopped (or failed, or interrupted) run from its latest
+/// checkpoint in the state directory, under the same id: counters, episode
+/// ledger, batch accounts, dedup keys, evaluation history and (with
+/// `checkpoint.replay`) the replay continue; episodes unfinished at the
+/// checkpoint are played again. 409 while another run is active or when
+/// the run finished.
+#[utoipa::path(post, path = "/v1/runs/{id}/resume", tag = "runs",
+    params(("id" = String, Path, description = "Run id")),
+    responses((status = 202, body = RunRef), (status = 401, body = ErrorBody),
+              (status = 404, body = ErrorBody), (status = 409, body = ErrorBody),
+              (status = 500, description = "The state directory could not be read or written", body = ErrorBody),
+              (status = 503, body = ErrorBody)))]
+pub async fn resume_run(
+    State(state): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+) -> Result<impl IntoResponse, ApiError> {
+    let id = state.hub.resume_run(&id, None).map_err(start_error)?;
+    Ok((StatusCode::ACCEPTED, Json(RunRef { id })))
 }
 
 /// Finished episodes of a run, in the order they finished.

@@ -40,6 +40,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         )
         .route("/v1/runs/{id}", get(handlers::get_run))
         .route("/v1/runs/{id}/stop", post(handlers::stop_run))
+        .route("/v1/runs/{id}/resume", post(handlers::resume_run))
         .route("/v1/runs/{id}/episodes", get(handlers::run_episodes))
         .route("/v1/actors", get(handlers::list_actors))
         .route("/metrics", get(handlers::metrics))

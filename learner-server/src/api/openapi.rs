@@ -4,6 +4,7 @@
 use super::error::ErrorBody;
 use super::handlers::{self, RunRef};
 use crate::hub::{ActorView, BatchTally, EpisodeView, RunState, RunStatus};
+use crate::workflows::ResumedFrom;
 use rlfleet_shared::config::RunConfig;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};
 use utoipa::{Modify, OpenApi};
@@ -28,13 +29,14 @@ impl Modify for BearerAuth {
         handlers::list_runs,
         handlers::get_run,
         handlers::stop_run,
+        handlers::resume_run,
         handlers::run_episodes,
         handlers::list_actors,
         handlers::metrics,
         handlers::healthz,
         handlers::readyz,
     ),
-    components(schemas(RunConfig, RunRef, RunStatus, RunState, BatchTally, EpisodeView, ActorView, ErrorBody)),
+    components(schemas(RunConfig, RunRef, RunStatus, RunState, BatchTally, ResumedFrom, EpisodeView, ActorView, ErrorBody)),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
 )]

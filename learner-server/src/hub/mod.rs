@@ -7,6 +7,7 @@ mod status;
 pub use status::{ActorView, BatchTally, EpisodeView, RunShared, RunState, RunStatus};
 
 use crate::metrics::Metrics;
+use crate::state::{RecordState, RunRecord, StateDir};
 use crate::transport::{ConnId, RunInbox};
 use crate::workflows::remote::RemoteRun;
 use crate::workflows::{self, RunOptions, RunSummary};
@@ -49,6 +50,15 @@ pub enum StartError {
     Conflict(String),
     #[error("the server is shutting down")]
     ShuttingDown,
+    #[error("run `{0}` is not in the state directory")]
+    NotFound(String),
+    #[error("run `{0}` finished: a finished run is not resumed")]
+    Finished(String),
+    #[error("{0}")]
+    State(String),
+    /// Another process holds the run's lock.
+    #[error("{0}")]
+    Held(String),
 }
 
 /// The daemon's shared state.
@@ -65,12 +75,19 @@ pub struct Hub {
     pub max_actors: usize,
     /// systemd's watchdog: distributed runs ping it from their loop.
     pub watchdog: Arc<crate::notify::Watchdog>,
+    /// Where runs are recorded (and found again after a restart).
+    pub state: Option<StateDir>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
 }
 
 impl Hub {
-    pub fn new(metrics: Arc<Metrics>, shutdown: CancellationToken, max_actors: u32) -> Arc<Hub> {
+    pub fn new(
+        metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
+        max_actors: u32,
+        state: Option<StateDir>,
+    ) -> Arc<Hub> {
         Arc::new(Hub {
             metrics,
             runs: Mutex::default(),
@@ -80,6 +97,7 @@ impl Hub {
             next_conn: AtomicU64::new(1),
             max_actors: max_actors as usize,
             watchdog: Arc::new(crate::notify::Watchdog::from_env()),
+            state,
             shutdown,
         })
     }
@@ -90,20 +108,134 @@ impl Hub {
     pub fn start_run(
         self: &Arc<Self>,
         cfg: RunConfig,
-        opts: RunOptions,
+        mut opts: RunOptions,
     ) -> Result<String, StartError> {
+        let runs = self.runs.lock().expect("runs lock");
+        self.may_start(&runs)?;
+        let id = match &self.state {
+            Some(state) => {
+                let record = state
+                    .create_run(&cfg)
+                    .map_err(|e| StartError::State(format!("{e:#}")))?;
+                let id = record.id.clone();
+                opts.record = Some(record);
+                id
+            }
+            None => format!(
+                "{}-{}",
+                cfg.name,
+                self.next_run.fetch_add(1, Ordering::Relaxed)
+            ),
+        };
+        let lock = match &opts.record {
+            Some(r) => Some(r.lock().map_err(|e| StartError::State(format!("{e:#}")))?),
+            None => None,
+        };
+        Ok(self.spawn_run(runs, id, cfg, opts, lock))
+    }
+
+    /// Resumes recorded run `id` from its latest checkpoint (from its
+    /// start if it has none) under the same id.
+    /// `learners`: the job's learner ranks (`ml-*` over MPI).
+    pub fn resume_run(
+        self: &Arc<Self>,
+        id: &str,
+        learners: Option<workflows::Learners>,
+    ) -> Result<String, StartError> {
+        let runs = self.runs.lock().expect("runs lock");
+        self.may_start(&runs)?;
+        let record = self
+            .state
+            .as_ref()
+            .and_then(|s| s.record(id))
+            .ok_or_else(|| StartError::NotFound(id.to_string()))?;
+        let info = record
+            .info()
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
+        if info.state == RecordState::Finished {
+            return Err(StartError::Finished(id.to_string()));
+        }
+        let cfg = record
+            .config()
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
+        let lock = record
+            .lock()
+            .map_err(|e| StartError::Held(format!("{e:#}")))?;
+        record
+            .resumed()
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
+        let checkpoint = record.latest_checkpoint();
+        tracing::info!(
+            run = %id,
+            checkpoint = ?checkpoint,
+            "resuming the run from its latest checkpoint"
+        );
+        self.metrics.runs_resumed.inc();
+        let opts = RunOptions {
+            resume: checkpoint,
+            progress: false,
+            learners,
+            record: Some(record),
+        };
+        Ok(self.spawn_run(runs, id.to_string(), cfg, opts, Some(lock)))
+    }
+
+    /// Resumes the run the state directory says was active when the
+    /// daemon stopped (the newest, should there be more: the others are
+    /// marked stopped). Returns its id.
+    pub fn resume_interrupted(self: &Arc<Self>) -> Option<String> {
+        let state = self.state.as_ref()?;
+        let mut active: Vec<RunRecord> = state
+            .records()
+            .into_iter()
+            .filter(|r| r.info().is_ok_and(|i| i.state == RecordState::Active))
+            .collect();
+        let newest = active.pop()?;
+        for older in active {
+            tracing::warn!(run = %older.id, "also recorded as active: marked stopped");
+            older.set_state(
+                RecordState::Stopped,
+                Some(format!("interrupted while {} was active", newest.id)),
+            );
+        }
+        match self.resume_run(&newest.id, None) {
+            Ok(id) => Some(id),
+            // Another process runs it: leave its record alone.
+            Err(e @ StartError::Held(_)) => {
+                tracing::error!(run = %newest.id, "cannot resume the interrupted run: {e}");
+                None
+            }
+            Err(e) => {
+                tracing::error!(run = %newest.id, "cannot resume the interrupted run: {e}");
+                newest.set_state(RecordState::Failed, Some(e.to_string()));
+                None
+            }
+        }
+    }
+
+    /// Errors unless a run may start now.
+    fn may_start(&self, runs: &[RunEntry]) -> Result<(), StartError> {
         if self.shutdown.is_cancelled() {
             return Err(StartError::ShuttingDown);
         }
-        let mut runs = self.runs.lock().expect("runs lock");
         if let Some(r) = runs.iter().find(|r| r.done.borrow().is_none()) {
             return Err(StartError::Conflict(r.id.clone()));
         }
-        let id = format!(
-            "{}-{}",
-            cfg.name,
-            self.next_run.fetch_add(1, Ordering::Relaxed)
-        );
+        Ok(())
+    }
+
+    /// Starts run `id` on its own thread (the runs lock held, so that no
+    /// other run starts in between).
+    fn spawn_run(
+        self: &Arc<Self>,
+        mut runs: std::sync::MutexGuard<'_, Vec<RunEntry>>,
+        id: String,
+        cfg: RunConfig,
+        opts: RunOptions,
+        lock: Option<std::fs::File>,
+    ) -> String {
+        // A resumed run replaces the entry of its earlier life.
+        runs.retain(|r| r.id != id);
         let shared = Arc::new(RunShared {
             status: Mutex::new(RunStatus::starting(&id, &cfg)),
             episodes: Mutex::default(),
@@ -128,6 +260,26 @@ impl Hub {
                 let result = hub.run_thread(&run_id, &cfg, &opts, shared.clone(), &cancel, &rt);
                 hub.active.send_replace(None);
                 hub.metrics.active_runs.dec();
+                if let Some(record) = &opts.record {
+                    let (state, reason) = match &result {
+                        // Interrupted by the daemon's shutdown: the next
+                        // daemon resumes it.
+                        Ok(s)
+                            if s.reason == workflows::StopReason::Cancelled
+                                && hub.shutdown.is_cancelled() =>
+                        {
+                            (RecordState::Active, None)
+                        }
+                        Ok(s) if s.reason == workflows::StopReason::Cancelled => {
+                            (RecordState::Stopped, Some(s.reason.to_string()))
+                        }
+                        Ok(s) => (RecordState::Finished, Some(s.reason.to_string())),
+                        Err(e) => (RecordState::Failed, Some(e.clone())),
+                    };
+                    record.set_state(state, reason);
+                }
+                // Released only now that the record says how it ended.
+                drop(lock);
                 let mut s = shared.status.lock().expect("status lock");
                 match &result {
                     Ok(summary) => {
@@ -145,7 +297,7 @@ impl Hub {
                 let _ = done_tx.send(Some(result));
             })
             .expect("spawn run thread");
-        Ok(id)
+        id
     }
 
     fn run_thread(

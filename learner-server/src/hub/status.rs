@@ -49,6 +49,11 @@ pub struct RunStatus {
     /// Exceptions the run's environments raised (Python envs); each
     /// episode they broke was re-issued.
     pub env_errors: u64,
+    /// Batches a learner process received after the run's last checkpoint
+    /// and lost when it died, over every restart (never silently).
+    pub batches_lost: u64,
+    /// The checkpoint this process resumed the run from.
+    pub resumed_from: Option<crate::workflows::ResumedFrom>,
     /// Mean return of the last 20 finished episodes.
     pub recent_return: Option<f64>,
     pub last_eval_return: Option<f64>,
@@ -87,6 +92,8 @@ impl RunStatus {
             episodes_reissued: 0,
             env_steps_abandoned: 0,
             env_errors: 0,
+            batches_lost: 0,
+            resumed_from: None,
             recent_return: None,
             last_eval_return: None,
             best_eval_return: None,

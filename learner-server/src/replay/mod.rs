@@ -2,12 +2,14 @@
 //! tensors, no clock and no IO (sans-IO): workflows push transitions, agents
 //! sample batches into reusable buffers; a rate limiter paces the two.
 
+mod image;
 mod n_step;
 mod obs_store;
 mod prioritized;
 mod rate_limiter;
 mod uniform;
 
+pub use image::{Blob, BlobType, ImageError, ReplayImage};
 pub use n_step::NStep;
 pub use obs_store::ObsStore;
 pub use prioritized::{Prioritized, SumTree};

@@ -2,6 +2,8 @@
 //! observations are uint8 (images) the bytes themselves, a quarter of the
 //! memory, widened back to `f32` when a batch is sampled.
 
+use super::image::{Blob, BlobType, ImageError, ReplayImage};
+
 /// Rows of observations, `obs_dim` values each.
 #[derive(Debug)]
 pub enum ObsStore {
@@ -44,6 +46,24 @@ impl ObsStore {
                 }
             }
         }
+    }
+
+    /// The first `len` values as a checkpoint array.
+    pub fn image(&self, len: usize) -> Blob {
+        match self {
+            ObsStore::F32(v) => Blob::f32(&v[..len]),
+            ObsStore::U8(v) => Blob::u8(&v[..len]),
+        }
+    }
+
+    /// Puts back the first `len` values from the image's array `name`
+    /// (of this store's type).
+    pub fn restore(&mut self, img: &ReplayImage, name: &str, len: usize) -> Result<(), ImageError> {
+        match self {
+            ObsStore::F32(v) => v[..len].copy_from_slice(&img.f32s(name, len)?),
+            ObsStore::U8(v) => v[..len].copy_from_slice(img.blob(name, BlobType::U8, len)?),
+        }
+        Ok(())
     }
 
     /// Bytes the values take.

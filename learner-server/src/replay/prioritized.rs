@@ -4,6 +4,7 @@
 //! learner's TD errors after each gradient step. New transitions get the
 //! highest priority seen so far, so each is sampled at least once soon.
 
+use super::image::{Blob, ImageError, ReplayImage};
 use rand::Rng;
 
 /// A binary tree whose leaves are slot priorities and whose inner nodes
@@ -42,6 +43,16 @@ impl SumTree {
         }
     }
 
+    /// Sets the first leaves to `values` (the rest 0) and every sum, in
+    /// one pass.
+    pub fn rebuild(&mut self, values: &[f64]) {
+        self.tree.iter_mut().for_each(|v| *v = 0.0);
+        self.tree[self.leaves..self.leaves + values.len()].copy_from_slice(values);
+        for node in (1..self.leaves).rev() {
+            self.tree[node] = self.tree[2 * node] + self.tree[2 * node + 1];
+        }
+    }
+
     /// The leaf where the running sum of leaves passes `mass` (in
     /// `[0, total)`).
     pub fn find(&self, mut mass: f64) -> usize {
@@ -75,6 +86,26 @@ impl Prioritized {
             alpha,
             max_priority: 1.0,
         }
+    }
+
+    /// The priorities of the first `len` slots and the largest seen, into
+    /// `img`.
+    pub fn image(&self, len: usize, img: &mut ReplayImage) {
+        let leaves: Vec<f64> = (0..len).map(|i| self.tree.get(i)).collect();
+        img.blobs.insert("priorities".into(), Blob::f64(&leaves));
+        img.counters
+            .insert("max_priority_bits".into(), self.max_priority.to_bits());
+    }
+
+    /// Puts back what [`Prioritized::image`] saved for `len` slots.
+    pub fn restore(&mut self, img: &ReplayImage, len: usize) -> Result<(), ImageError> {
+        let leaves = img.f64s("priorities", len)?;
+        if len > self.tree.leaves {
+            return Err(ImageError(format!("{len} priorities for a smaller tree")));
+        }
+        self.max_priority = f64::from_bits(img.counter("max_priority_bits")?);
+        self.tree.rebuild(&leaves);
+        Ok(())
     }
 
     /// A transition was written to `slot`.

@@ -2,6 +2,7 @@
 //! sampling.
 
 use super::ObsStore;
+use super::image::{Blob, ImageError, ReplayImage};
 use rand::Rng;
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
@@ -132,6 +133,74 @@ impl UniformReplay {
         self.len = (self.len + 1).min(self.capacity);
         self.pushed += 1;
         i
+    }
+
+    /// The live transitions (slots below `len()`) and the ring's position,
+    /// into `img`.
+    pub fn image(&self, img: &mut ReplayImage) {
+        let (n, od, ad) = (self.len, self.obs_dim, self.act_dim);
+        let blobs = [
+            ("obs", self.obs.image(n * od)),
+            ("next_obs", self.next_obs.image(n * od)),
+            ("actions", Blob::f32(&self.actions[..n * ad])),
+            ("rewards", Blob::f32(&self.rewards[..n])),
+            ("discounts", Blob::f32(&self.discounts[..n])),
+        ];
+        for (name, b) in blobs {
+            img.blobs.insert(name.to_string(), b);
+        }
+        for (name, v) in [
+            ("capacity", self.capacity as u64),
+            ("obs_dim", od as u64),
+            ("act_dim", ad as u64),
+            ("head", self.head as u64),
+            ("len", n as u64),
+            ("pushed", self.pushed),
+        ] {
+            img.counters.insert(name.to_string(), v);
+        }
+    }
+
+    /// Puts back what [`UniformReplay::image`] saved; a ring of another
+    /// size or shape is refused and left as it was.
+    pub fn restore(&mut self, img: &ReplayImage) -> Result<(), ImageError> {
+        for (name, want) in [
+            ("capacity", self.capacity),
+            ("obs_dim", self.obs_dim),
+            ("act_dim", self.act_dim),
+        ] {
+            let got = img.counter(name)?;
+            if got != want as u64 {
+                return Err(ImageError(format!(
+                    "its replay's {name} is {got}, this run's is {want}"
+                )));
+            }
+        }
+        let (n, head) = (img.counter("len")? as usize, img.counter("head")? as usize);
+        if n > self.capacity || head >= self.capacity || (n < self.capacity && head != n) {
+            return Err(ImageError(format!(
+                "len {n} and head {head} do not fit a ring of {}",
+                self.capacity
+            )));
+        }
+        let (od, ad) = (self.obs_dim, self.act_dim);
+        // Read everything before writing anything.
+        let actions = img.f32s("actions", n * ad)?;
+        let rewards = img.f32s("rewards", n)?;
+        let discounts = img.f32s("discounts", n)?;
+        let mut obs = ObsStore::new(self.capacity * od, matches!(self.obs, ObsStore::U8(_)));
+        let mut next_obs = ObsStore::new(self.capacity * od, matches!(self.obs, ObsStore::U8(_)));
+        obs.restore(img, "obs", n * od)?;
+        next_obs.restore(img, "next_obs", n * od)?;
+        self.obs = obs;
+        self.next_obs = next_obs;
+        self.actions[..n * ad].copy_from_slice(&actions);
+        self.rewards[..n].copy_from_slice(&rewards);
+        self.discounts[..n].copy_from_slice(&discounts);
+        self.len = n;
+        self.head = head;
+        self.pushed = img.counter("pushed")?;
+        Ok(())
     }
 
     /// Samples `batch` transitions uniformly with replacement into `out`.

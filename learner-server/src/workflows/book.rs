@@ -7,16 +7,66 @@ use super::{EvalResult, Evaluator, RunOptions, RunSummary, StopReason, check_lim
 use crate::agents::{self, Agent};
 use crate::checkpoint::{BestEval, Checkpoint, RunCounters};
 use crate::output::{self, EpisodeRecord, EvalRecord, RunOutput};
+use crate::state::{CheckpointWriter, Destination, RunRecord};
 use anyhow::Context;
 use rlfleet_shared::config::RunConfig;
-use std::collections::VecDeque;
-use std::time::Instant;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 /// Finished episodes averaged for the "recent return".
 const RECENT: usize = 20;
 /// Training scalars go to TensorBoard each time the run's env steps cross
 /// a multiple of this.
 const SCALARS_EVERY_STEPS: u64 = 1000;
+
+/// What a checkpoint keeps beside the agent (its `books`, as JSON): the
+/// book's own state and the distributed run's (`remote::CoreBooks`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Books {
+    pub book: BookState,
+    #[serde(default)]
+    pub run: Option<serde_json::Value>,
+}
+
+/// The [`RunBook`]'s part of a checkpoint's books.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BookState {
+    /// Bytes of each output file at the checkpoint: a resumed run cuts
+    /// them back to these, so its files hold what its state holds.
+    pub files: BTreeMap<String, u64>,
+    pub recent: Vec<f64>,
+    pub last_eval: Option<f64>,
+    pub last_confirm: Option<(f64, f64)>,
+    pub env_errors: u64,
+}
+
+/// Where a resumed run came from (`resumed_from` in the API's status).
+#[derive(Debug, Clone, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ResumedFrom {
+    pub checkpoint: String,
+    pub env_steps: u64,
+    /// The run's wall seconds at the checkpoint.
+    pub wall_secs: f64,
+    /// Batches received after that checkpoint and lost with the process
+    /// that died (0 after a clean stop).
+    pub batches_lost: u64,
+}
+
+/// Cuts `path` back to `len` bytes if it is longer (a missing file is
+/// left alone).
+pub(crate) fn truncate_to(path: &Path, len: u64) -> std::io::Result<()> {
+    match std::fs::OpenOptions::new().write(true).open(path) {
+        Ok(f) if f.metadata()?.len() > len => {
+            f.set_len(len)?;
+            f.sync_all()
+        }
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+    }
+}
 
 /// Everything about a run that is not acting or training.
 #[derive(Debug)]
@@ -48,6 +98,16 @@ pub struct RunBook {
     last_scalars: (Instant, u64, u64),
     /// Policy lag of the batches trained on since then: sum and count.
     lag: (u64, u64),
+    /// The run's record in the state directory (checkpoints go there).
+    record: Option<RunRecord>,
+    writer: CheckpointWriter,
+    /// Distributed runs take checkpoints in their driver loop, with their
+    /// own books: `after_steps` only marks one due.
+    pub defer_checkpoints: bool,
+    checkpoint_due: bool,
+    /// The distributed run's part of the books the run resumed with.
+    pub restored_run: Option<serde_json::Value>,
+    pub resumed_from: Option<ResumedFrom>,
 }
 
 impl RunBook {
@@ -55,6 +115,8 @@ impl RunBook {
     /// into `agent`. Starts the evaluator.
     pub fn open(cfg: &RunConfig, opts: &RunOptions, agent: &mut dyn Agent) -> anyhow::Result<Self> {
         let (mut counters, mut best) = (RunCounters::default(), None);
+        let mut books = Books::default();
+        let mut resumed_from = None;
         if let Some(path) = &opts.resume {
             let ck = Checkpoint::load(path)?;
             ck.check_matches(path, &cfg.env, &cfg.agent.to_string())?;
@@ -64,8 +126,30 @@ impl RunBook {
                     path.display()
                 )
             })?;
+            if cfg.checkpoint.replay
+                && let Some(img) = &ck.replay
+            {
+                agent
+                    .restore_replay(img)
+                    .with_context(|| format!("the replay in `{}` does not fit", path.display()))?;
+                tracing::info!(
+                    transitions = agent.replay_len(),
+                    "replay restored from the checkpoint"
+                );
+            }
+            if let Some(json) = &ck.books {
+                books = serde_json::from_str(json).with_context(|| {
+                    format!("the books in checkpoint `{}` are damaged", path.display())
+                })?;
+            }
             counters = ck.counters;
             best = ck.best;
+            resumed_from = Some(ResumedFrom {
+                checkpoint: path.display().to_string(),
+                env_steps: counters.env_steps,
+                wall_secs: counters.wall_secs,
+                batches_lost: 0,
+            });
             tracing::info!(
                 env_steps = counters.env_steps,
                 episodes = counters.episodes,
@@ -73,6 +157,12 @@ impl RunBook {
                 "resumed from {}",
                 path.display()
             );
+        }
+        // The files say what the checkpoint says: rows written after it
+        // go (the episodes they record are played again).
+        for (name, &len) in &books.book.files {
+            truncate_to(&cfg.output_dir.join(name), len)
+                .with_context(|| format!("cannot cut `{name}` back to the checkpoint"))?;
         }
         let out = RunOutput::create(cfg, opts.resume.is_some()).with_context(|| {
             format!(
@@ -88,6 +178,9 @@ impl RunBook {
             cfg.seed,
         );
         let counters_steps = counters.env_steps;
+        let b = books.book;
+        let mut recent = VecDeque::with_capacity(RECENT);
+        recent.extend(b.recent.iter().rev().take(RECENT).rev());
         Ok(RunBook {
             cfg: cfg.clone(),
             out,
@@ -96,17 +189,23 @@ impl RunBook {
             start_wall: counters.wall_secs,
             last_progress_steps: counters.env_steps,
             learner: None,
-            env_errors: 0,
+            env_errors: b.env_errors,
             confirming: None,
-            last_confirm: None,
+            last_confirm: b.last_confirm,
             counters,
-            last_eval: best.as_ref().map(|b| b.mean_return),
+            last_eval: b.last_eval.or(best.as_ref().map(|b| b.mean_return)),
             best,
-            recent: VecDeque::with_capacity(RECENT),
+            recent,
             evaluator: Some(evaluator),
             session_start: Instant::now(),
             last_scalars: (Instant::now(), counters_steps, agent.train_steps()),
             lag: (0, 0),
+            record: opts.record.clone(),
+            writer: CheckpointWriter::spawn(),
+            defer_checkpoints: false,
+            checkpoint_due: false,
+            restored_run: books.run,
+            resumed_from,
         })
     }
 
@@ -257,8 +356,11 @@ impl RunBook {
             e.publish(agent.weights(), now);
         }
         if crossed(self.cfg.checkpoint.period_steps) {
-            self.out.flush()?;
-            self.checkpoint(agent)?;
+            if self.defer_checkpoints {
+                self.checkpoint_due = true;
+            } else {
+                self.checkpoint(agent, None, false)?;
+            }
         }
         if crossed(SCALARS_EVERY_STEPS) {
             self.write_scalars(agent)?;
@@ -312,21 +414,98 @@ impl RunBook {
         Ok(())
     }
 
-    pub fn checkpoint(&mut self, agent: &dyn Agent) -> anyhow::Result<()> {
+    /// A checkpoint is due (a period boundary was crossed) and not yet
+    /// taken; taking the answer clears it.
+    pub fn take_checkpoint_due(&mut self) -> bool {
+        std::mem::take(&mut self.checkpoint_due)
+    }
+
+    /// Takes a checkpoint: flushes the files, copies the agent's state
+    /// (and replay, with `checkpoint.replay`) and the books out — the
+    /// snapshot, whose duration it returns — and has the writer thread
+    /// write it (`wait`: writes it before returning, after any queued one).
+    /// With a record, checkpoints go to the record's `checkpoints/`
+    /// (rotated, `checkpoint.keep`) and the output directory's
+    /// `checkpoint.safetensors` names the latest; without one, there.
+    pub fn checkpoint(
+        &mut self,
+        agent: &dyn Agent,
+        run_books: Option<(serde_json::Value, BTreeMap<String, u64>)>,
+        wait: bool,
+    ) -> anyhow::Result<Duration> {
+        self.out.flush()?;
+        let started = Instant::now();
+        let mut files = BTreeMap::new();
+        for name in ["episodes.csv", "evals.csv"] {
+            files.insert(name.to_string(), file_len(&self.out.dir().join(name))?);
+        }
+        let run = run_books.map(|(run, extra_files)| {
+            files.extend(extra_files);
+            run
+        });
+        let books = Books {
+            book: BookState {
+                files,
+                recent: self.recent.iter().copied().collect(),
+                last_eval: self.last_eval,
+                last_confirm: self.last_confirm,
+                env_errors: self.env_errors,
+            },
+            run,
+        };
         let ck = Checkpoint {
             env: self.cfg.env.clone(),
             agent: self.cfg.agent.to_string(),
             counters: self.counters,
             agent_state: agent.state(),
             best: self.best.clone(),
+            books: Some(serde_json::to_string(&books).expect("plain data serialises")),
+            replay: if self.cfg.checkpoint.replay {
+                agent.replay_image()
+            } else {
+                None
+            },
         };
-        ck.save(&self.out.checkpoint_path())?;
-        Ok(())
+        let snapshot = started.elapsed();
+        let to = match &self.record {
+            Some(r) => Destination {
+                path: r.checkpoint_path(self.counters.env_steps),
+                latest: Some(self.out.checkpoint_path()),
+                keep: self.cfg.checkpoint.keep as usize,
+            },
+            None => Destination {
+                path: self.out.checkpoint_path(),
+                latest: None,
+                keep: 0,
+            },
+        };
+        if wait {
+            self.writer.finish();
+            crate::state::writer::write(&ck, &to)?;
+            self.writer = CheckpointWriter::spawn();
+        } else if !self.writer.submit(ck, to) {
+            tracing::warn!(
+                env_steps = self.counters.env_steps,
+                "checkpoint skipped: the previous one is still being written"
+            );
+        }
+        tracing::debug!(
+            env_steps = self.counters.env_steps,
+            snapshot_ms = snapshot.as_secs_f64() * 1e3,
+            "checkpoint taken"
+        );
+        Ok(snapshot)
     }
 
     /// Scores the final weights (unless the target was just reached),
-    /// checkpoints, writes `summary.toml` and the learning curve.
-    pub fn finish(mut self, reason: StopReason, agent: &dyn Agent) -> anyhow::Result<RunSummary> {
+    /// checkpoints (with `run_books`, a distributed run's), writes
+    /// `summary.toml` and the learning curve.
+    pub fn finish(
+        mut self,
+        reason: StopReason,
+        agent: &dyn Agent,
+        run_books: Option<(serde_json::Value, BTreeMap<String, u64>)>,
+    ) -> anyhow::Result<RunSummary> {
         self.progress.finish();
         let last = (!matches!(reason, StopReason::TargetReached { .. }))
             .then(|| (agent.weights(), self.counters.env_steps));
@@ -343,8 +522,7 @@ impl RunBook {
             final_eval = Some(mean_return);
         }
         self.counters.wall_secs = self.start_wall + self.session_start.elapsed().as_secs_f64();
-        self.out.flush()?;
-        self.checkpoint(agent)?;
+        self.checkpoint(agent, run_books, true)?;
         let summary = RunSummary {
             reason,
             counters: self.counters,
@@ -377,9 +555,22 @@ impl RunBook {
         Ok(summary)
     }
 
+    pub fn record(&self) -> Option<&RunRecord> {
+        self.record.as_ref()
+    }
+
     /// Flushes the episode CSV (after a batch of episodes).
     pub fn flush(&mut self) -> anyhow::Result<()> {
         self.out.flush()?;
         Ok(())
+    }
+}
+
+/// The length of a file (0 when there is none).
+pub(crate) fn file_len(path: &Path) -> std::io::Result<u64> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(m.len()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
     }
 }

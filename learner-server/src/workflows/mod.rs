@@ -13,7 +13,7 @@ mod single;
 mod stop;
 mod summary;
 
-pub use book::RunBook;
+pub use book::{Books, ResumedFrom, RunBook};
 pub use evaluator::{EvalResult, Evaluator};
 pub use single::{SingleRun, episode_seed};
 pub use stop::{StopReason, check_limits};
@@ -34,6 +34,9 @@ pub struct RunOptions {
     /// The multi-learner workflows: the job's learner ranks, taken by the
     /// run that trains with them.
     pub learners: Option<Learners>,
+    /// The run's record in the state directory: its checkpoints go there
+    /// and its received batches are journaled there.
+    pub record: Option<crate::state::RunRecord>,
 }
 
 impl RunOptions {
@@ -42,6 +45,7 @@ impl RunOptions {
             resume,
             progress,
             learners: None,
+            record: None,
         }
     }
 }

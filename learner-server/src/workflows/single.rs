@@ -113,7 +113,7 @@ impl SingleRun {
             }
             self.book.after_steps(steps, self.agent.as_ref())?;
         };
-        self.book.finish(reason, self.agent.as_ref())
+        self.book.finish(reason, self.agent.as_ref(), None)
     }
 
     /// Resets the env for the next episode id, from its seed; an env that

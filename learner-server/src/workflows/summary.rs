@@ -19,6 +19,9 @@ pub struct LearnerFigures {
     pub batches_dropped: BTreeMap<String, u64>,
     /// Env steps of episodes abandoned by actors that left.
     pub env_steps_abandoned: u64,
+    /// Batches received after a checkpoint by a learner process that then
+    /// died (over every restart of the run).
+    pub batches_lost: u64,
 }
 
 /// The outcome of a run.
@@ -77,11 +80,12 @@ impl RunSummary {
         if let Some(l) = &self.learner {
             out.push_str(&format!(
                 "\n[learner]\ntrain_secs = {}\nwait_secs = {}\nbatches_received = {}\n\
-                 batches_trained = {}\nenv_steps_abandoned = {}\n\n[learner.batches_dropped]\n",
+                 batches_trained = {}\nbatches_lost = {}\nenv_steps_abandoned = {}\n\n[learner.batches_dropped]\n",
                 l.train_secs,
                 l.wait_secs,
                 l.batches_received,
                 l.batches_trained,
+                l.batches_lost,
                 l.env_steps_abandoned
             ));
             for (reason, n) in &l.batches_dropped {

@@ -49,10 +49,28 @@ impl Default for EvalConfig {
     }
 }
 
-/// Checkpointing: weights, optimizer state and counters.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+/// Checkpointing: weights, optimizer state, counters and the run's books
+/// (and, with `replay`, the replay's contents).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct CheckpointConfig {
     /// Write a checkpoint every this many env steps (0: only at the end).
     pub period_steps: u64,
+    /// Checkpoints kept in the run's state directory (the oldest beyond
+    /// this are deleted).
+    #[schema(minimum = 1, maximum = 1000)]
+    pub keep: u32,
+    /// Store the replay's contents too (uniform or prioritized, with its
+    /// priorities), so a resumed run trains at once instead of refilling.
+    pub replay: bool,
+}
+
+impl Default for CheckpointConfig {
+    fn default() -> Self {
+        CheckpointConfig {
+            period_steps: 0,
+            keep: 3,
+            replay: false,
+        }
+    }
 }

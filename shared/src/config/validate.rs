@@ -201,6 +201,13 @@ impl RunConfig {
             e.confirm_episodes <= 10_000,
             "an integer in 0..=10000 (0: no confirming evaluation)",
         )?;
+        let k = self.checkpoint.keep;
+        require(
+            "checkpoint.keep",
+            k,
+            (1..=1000).contains(&k),
+            "an integer in 1..=1000",
+        )?;
         Ok(())
     }
 

@@ -4,7 +4,9 @@
 //! `rma` workflows, the transport tasks that take deposits.
 
 use crate::metrics::Metrics;
+use crate::state::Journal;
 use rlfleet_shared::wire::Experience;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -60,9 +62,49 @@ pub(super) struct Tally {
     pub dropped: BTreeMap<DropReason, u64>,
     pub transitions: u64,
     pub inference_requests: u64,
+    /// `received`, mirrored into the run's record while the run lasts.
+    pub journal: Option<Journal>,
+}
+
+/// A [`Tally`]'s counts in a checkpoint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct TallyImage {
+    pub received: u64,
+    pub trained: u64,
+    pub dropped: BTreeMap<String, u64>,
+    pub transitions: u64,
+    pub inference_requests: u64,
 }
 
 impl Tally {
+    pub fn image(&self) -> TallyImage {
+        TallyImage {
+            received: self.received,
+            trained: self.trained,
+            dropped: self.dropped_by_label(),
+            transitions: self.transitions,
+            inference_requests: self.inference_requests,
+        }
+    }
+
+    /// Puts back the counts of `img` (unknown reasons are refused).
+    pub fn restore(&mut self, img: &TallyImage) -> anyhow::Result<()> {
+        let mut dropped = BTreeMap::new();
+        for (label, &n) in &img.dropped {
+            let reason = DropReason::ALL
+                .into_iter()
+                .find(|r| r.label() == label)
+                .ok_or_else(|| anyhow::anyhow!("unknown drop reason `{label}` in the books"))?;
+            dropped.insert(reason, n);
+        }
+        self.received = img.received;
+        self.trained = img.trained;
+        self.dropped = dropped;
+        self.transitions = img.transitions;
+        self.inference_requests = img.inference_requests;
+        Ok(())
+    }
+
     /// Drops by reason label, for the status and the summary.
     pub fn dropped_by_label(&self) -> BTreeMap<String, u64> {
         self.dropped
@@ -131,7 +173,15 @@ impl Accounts {
 
     /// A batch arrived (a work request is not a batch).
     pub fn received(&self, e: &Experience) {
-        self.tally.lock().expect("tally lock").received += 1;
+        let mut t = self.tally.lock().expect("tally lock");
+        t.received += 1;
+        let received = t.received;
+        if let Some(j) = &mut t.journal
+            && !self.ended.load(Ordering::Acquire)
+        {
+            j.set(received);
+        }
+        drop(t);
         self.metrics.batches_received.inc();
         self.metrics
             .batch_transitions
@@ -177,11 +227,25 @@ impl Accounts {
     }
 
     /// The run ended: writes out what the log holds, and every later line
-    /// as it comes.
+    /// as it comes. (The journal stays at the count the final checkpoint
+    /// holds: batches that come later are dropped `run_ended`, not lost.)
     pub fn flush(&self) {
         self.ended.store(true, Ordering::Release);
         if let Some(log) = &self.log {
             let _ = log.lock().expect("batch log lock").flush();
+        }
+    }
+
+    /// Writes out what the batch log holds; its length in bytes, if there
+    /// is a log.
+    pub fn flush_log(&self) -> std::io::Result<Option<u64>> {
+        match &self.log {
+            Some(log) => {
+                let mut w = log.lock().expect("batch log lock");
+                w.flush()?;
+                Ok(Some(w.get_ref().metadata()?.len()))
+            }
+            None => Ok(None),
         }
     }
 }

@@ -82,6 +82,9 @@ pub(super) struct Core {
     pub(super) episode_steps: HashMap<(ConnId, u64), i64>,
     /// Env steps of episodes whose actor left before finishing them.
     pub abandoned: u64,
+    /// Batches received after a checkpoint by a learner process that then
+    /// died, over the run's restarts.
+    pub batches_lost: u64,
     /// Highest sequence number trained per (actor id, session id).
     pub(super) trained_seq: HashMap<(String, u64), u64>,
     /// The latest weights, copied out once per version and shared by every
@@ -121,15 +124,17 @@ impl Core {
     pub fn new(
         id: &str,
         agent: Box<dyn Agent>,
-        book: RunBook,
+        mut book: RunBook,
         spec: EnvSpec,
         metrics: Arc<Metrics>,
         shared: Arc<RunShared>,
     ) -> anyhow::Result<Core> {
+        book.defer_checkpoints = true;
+        let saved = book.restored_run.take();
         let cfg = &book.cfg;
         let ledger = EpisodeLedger::new(cfg.stop.max_episodes, book.counters.episodes);
         let accounts = Accounts::new(metrics.clone(), cfg.distributed.batch_log, &cfg.output_dir)?;
-        Ok(Core {
+        let mut core = Core {
             onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
             trained_upto: book.counters.env_steps,
@@ -142,6 +147,7 @@ impl Core {
             trained_seq: HashMap::new(),
             episode_steps: HashMap::new(),
             abandoned: 0,
+            batches_lost: 0,
             weights: None,
             metrics,
             shared,
@@ -151,7 +157,36 @@ impl Core {
             fixed_epsilon: None,
             in_flight: 1,
             max_actors: crate::hub::DEFAULT_MAX_ACTORS as usize,
-        })
+        };
+        let restored = core.restore_books(saved)?;
+        if let Some(mut from) = core.book.resumed_from.clone() {
+            from.batches_lost = restored.lost_now;
+            tracing::info!(
+                run = %core.id,
+                env_steps = from.env_steps,
+                batches_lost = from.batches_lost,
+                "run resumed from {}",
+                from.checkpoint
+            );
+            // The API's curve holds what the files hold.
+            let rows = crate::output::read_episodes(&core.cfg().output_dir.join("episodes.csv"))
+                .unwrap_or_default();
+            *core.shared.episodes.lock().expect("episodes lock") = rows
+                .into_iter()
+                .map(|r| crate::hub::EpisodeView {
+                    episode: r.episode,
+                    actor: r.actor,
+                    ret: r.ret,
+                    length: r.length,
+                    policy_version: r.policy_version,
+                    env_steps: r.env_steps,
+                    wall_secs: r.wall_secs,
+                })
+                .collect();
+            let mut s = core.shared.status.lock().expect("status lock");
+            s.resumed_from = Some(from);
+        }
+        Ok(core)
     }
 
     pub fn cfg(&self) -> &RunConfig {

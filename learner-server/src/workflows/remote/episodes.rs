@@ -5,8 +5,9 @@
 //! played again from its start), so that env steps = the finished
 //! episodes' lengths + abandoned steps + steps of episodes in play.
 
+use super::books::ORPHANED;
 use super::core::Core;
-use super::ledger::{EpisodeLedger, Finish};
+use super::ledger::{EpisodeLedger, Finish, Standing};
 use crate::hub::EpisodeView;
 use crate::metrics::Metrics;
 use crate::transport::ConnId;
@@ -45,36 +46,70 @@ impl Core {
     /// Hands out episodes to the given envs of `conn`, as far as the ledger
     /// allows.
     pub fn issue(&mut self, conn: ConnId, envs: &[u32]) -> Vec<EpisodeStart> {
-        issue_starts(
+        let starts = issue_starts(
             &mut self.ledger.lock().expect("ledger lock"),
             &self.metrics,
             self.book.cfg.seed,
             conn,
             envs,
-        )
+        );
+        // An episode in play at a restored checkpoint starts over: what
+        // was ingested of it is abandoned.
+        for s in &starts {
+            if let Some(n) = self.episode_steps.remove(&(ORPHANED, s.episode))
+                && n > 0
+            {
+                self.abandon(n as u64);
+            }
+        }
+        starts
     }
 
-    /// `n` env steps of `episode`, played by `conn`, were ingested.
-    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64) {
+    /// `n` env steps of `episode`, played by `conn`, were ingested
+    /// (`checked`: look up who holds the episode; batches popped from the
+    /// `rma` pools were checked at deposit, where their ends were counted).
+    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64, checked: bool) {
         let key = (conn, episode);
         if let Some(open) = self.episode_steps.get_mut(&key) {
             *open += n as i64;
             if *open == 0 {
                 self.episode_steps.remove(&key);
             }
-        } else if self.actors.contains_key(&conn) {
-            self.episode_steps.insert(key, n as i64);
-        } else {
+            return;
+        }
+        if !self.actors.contains_key(&conn) {
             // Its actor left: the episode was re-issued.
             self.abandon(n);
+            return;
+        }
+        let standing = if checked {
+            self.ledger().standing(episode)
+        } else {
+            Standing::Held((conn, 0))
+        };
+        match standing {
+            Standing::Held((c, _)) if c == conn => {
+                self.episode_steps.insert(key, n as i64);
+            }
+            // Resent after a reconnect or a restore: the episode may yet
+            // be finished by a later resend, or handed out again.
+            Standing::Waiting => {
+                *self.episode_steps.entry((ORPHANED, episode)).or_default() += n as i64;
+            }
+            // Someone else plays it now, or it is done: these steps are
+            // not part of the episode that counts.
+            _ => self.abandon(n),
         }
     }
 
     /// `conn`'s `episode` of `length` steps was counted finished.
     pub fn episode_counted(&mut self, conn: ConnId, episode: u64, length: u32) {
         let key = (conn, episode);
+        // Finished by a batch resent after a restore: the steps ingested
+        // before the checkpoint are part of it.
+        let before = self.episode_steps.remove(&(ORPHANED, episode)).unwrap_or(0);
         let open = self.episode_steps.entry(key).or_default();
-        *open -= i64::from(length);
+        *open += before - i64::from(length);
         if *open == 0 {
             self.episode_steps.remove(&key);
         }

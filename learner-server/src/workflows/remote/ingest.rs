@@ -225,7 +225,7 @@ impl Core {
         if stale {
             self.accounts.dropped(e, version, DropReason::Stale);
         } else {
-            self.observe(conn, e);
+            self.observe(conn, e, !from_pool);
             self.accounts.trained(e, version);
             self.book.policy_lag(lag);
         }
@@ -248,7 +248,7 @@ impl Core {
 
     /// Gives a batch's transitions to the agent (`random` only counts
     /// them) and counts its env steps.
-    fn observe(&mut self, conn: ConnId, e: &Experience) {
+    fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool) {
         let started = Instant::now();
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
@@ -273,7 +273,7 @@ impl Core {
         let mut from = 0;
         for i in 1..=t.len() {
             if i == t.len() || t.episode[i] != t.episode[from] {
-                self.steps_ingested(conn, t.episode[from], (i - from) as u64);
+                self.steps_ingested(conn, t.episode[from], (i - from) as u64, checked);
                 from = i;
             }
         }

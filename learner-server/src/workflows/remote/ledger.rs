@@ -3,6 +3,7 @@
 //! front of the queue and is handed out again with the same id (and hence
 //! the same seed), so nothing is lost and nothing is counted twice.
 
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Who holds an episode: a connection and one of its environments.
@@ -17,6 +18,29 @@ pub enum Finish {
     Duplicate,
     /// Held by someone else now (re-issued after the reporter left).
     NotHolder,
+    /// Never handed out.
+    Unknown,
+}
+
+/// An [`EpisodeLedger`] in a checkpoint: finished ids as ranges, every
+/// unfinished one (held or waiting) in the order it is to be re-issued.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct LedgerImage {
+    pub next: u64,
+    /// Finished ids as `[first, last]` ranges.
+    pub finished: Vec<[u64; 2]>,
+    pub unfinished: Vec<u64>,
+    pub issued: u64,
+    pub reissued: u64,
+}
+
+/// Where an episode id stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Standing {
+    Held(Holder),
+    /// Waiting to be re-issued (its holder left, or a restore).
+    Waiting,
+    Finished,
     /// Never handed out.
     Unknown,
 }
@@ -109,6 +133,18 @@ impl EpisodeLedger {
         true
     }
 
+    pub fn standing(&self, id: u64) -> Standing {
+        if let Some(&h) = self.held.get(&id) {
+            Standing::Held(h)
+        } else if self.finished.contains(&id) {
+            Standing::Finished
+        } else if self.requeued.contains(&id) {
+            Standing::Waiting
+        } else {
+            Standing::Unknown
+        }
+    }
+
     /// Episodes `conn` is playing.
     pub fn held_by(&self, conn: u64) -> usize {
         self.held.values().filter(|h| h.0 == conn).count()
@@ -121,6 +157,41 @@ impl EpisodeLedger {
 
     pub fn finished_count(&self) -> u64 {
         self.finished.len() as u64
+    }
+
+    pub fn image(&self) -> LedgerImage {
+        let mut finished: Vec<[u64; 2]> = Vec::new();
+        for &id in &self.finished {
+            match finished.last_mut() {
+                Some(r) if r[1] + 1 == id => r[1] = id,
+                _ => finished.push([id, id]),
+            }
+        }
+        // Waiting ones first, as they would have been handed out.
+        let mut unfinished: Vec<u64> = self.requeued.iter().copied().collect();
+        unfinished.extend(self.held.keys());
+        LedgerImage {
+            next: self.next,
+            finished,
+            unfinished,
+            issued: self.issued,
+            reissued: self.reissued,
+        }
+    }
+
+    /// The ledger of a checkpoint, as a restarted run takes it up: nobody
+    /// holds anything (every connection is new), so every unfinished
+    /// episode waits to be re-issued, from its start.
+    pub fn restore(limit: Option<u64>, img: &LedgerImage) -> EpisodeLedger {
+        EpisodeLedger {
+            limit,
+            next: img.next,
+            held: BTreeMap::new(),
+            requeued: img.unfinished.iter().copied().collect(),
+            finished: img.finished.iter().flat_map(|r| r[0]..=r[1]).collect(),
+            issued: img.issued,
+            reissued: img.reissued,
+        }
     }
 }
 
@@ -148,6 +219,31 @@ mod tests {
             assert_eq!(l.finish(id, h), Finish::Counted);
         }
         assert_eq!((l.issued, l.reissued, l.finished_count()), (4, 1, 4));
+    }
+
+    #[test]
+    fn a_restored_ledger_reissues_every_unfinished_episode_once() {
+        let mut l = EpisodeLedger::new(Some(10), 0);
+        for env in 0..6 {
+            l.issue((1, env));
+        }
+        for id in [0, 1, 2, 4] {
+            assert_eq!(l.finish(id, (1, id as u32)), Finish::Counted);
+        }
+        l.release(1); // 3 and 5 wait
+        l.issue((2, 0)); // 3 again
+        l.issue((2, 1)); // 5 again
+        l.issue((2, 2)); // 6
+        let img = l.image();
+        assert_eq!(img.finished, vec![[0, 2], [4, 4]]);
+        let mut r = EpisodeLedger::restore(Some(10), &img);
+        assert_eq!(r.finished_count(), 4);
+        let mut again: Vec<u64> = (0..3).map(|e| r.issue((9, e)).unwrap().0).collect();
+        again.sort();
+        assert_eq!(again, vec![3, 5, 6]);
+        assert_eq!(r.issue((9, 3)), Some((7, false)));
+        assert_eq!(r.finish(4, (9, 0)), Finish::Duplicate);
+        assert_eq!((r.issued, r.reissued), (8, 2 + 3));
     }
 
     #[test]

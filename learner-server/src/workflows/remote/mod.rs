@@ -11,6 +11,7 @@
 //! see a run only as its [`Intake`](crate::transport::Intake).
 
 mod accounts;
+mod books;
 mod core;
 mod episodes;
 mod immediate;
@@ -187,6 +188,7 @@ impl RemoteRun {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break StopReason::Cancelled,
             }
+            core.checkpoint_if_due()?;
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);

@@ -46,6 +46,7 @@ impl Core {
         s.episodes_issued = issued;
         s.episodes_reissued = reissued;
         s.env_steps_abandoned = self.abandoned;
+        s.batches_lost = self.batches_lost;
         s.env_errors = self.book.env_errors;
         s.recent_return = self.book.recent_mean();
         s.last_eval_return = self.book.last_eval;
@@ -76,10 +77,12 @@ impl Core {
             batches_trained: t.trained,
             batches_dropped: t.dropped_by_label(),
             env_steps_abandoned: self.abandoned,
+            batches_lost: self.batches_lost,
         });
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;
-        let summary = self.book.finish(reason, self.agent.as_ref())?;
+        let books = self.books()?;
+        let summary = self.book.finish(reason, self.agent.as_ref(), Some(books))?;
         let mut s = self.shared.status.lock().expect("status lock");
         s.target_reached = summary.target_reached();
         s.best_eval_return = summary.best_eval.map(|b| b.0);

@@ -1,0 +1,374 @@
+//! Durable runs: the learner daemon is SIGKILLed in the middle of a run and
+//! started again on the same state directory and ports; it resumes the run
+//! under its id from the last checkpoint, actors reconnect, and the books
+//! close exactly — every episode id finished once, no `(actor, session,
+//! seq)` trained twice, env steps and batches consistent with the files,
+//! the batches received after the last checkpoint counted lost.
+
+use learner_server::output::read_episodes;
+use rlfleet_shared::config::TransportKind;
+use rlfleet_tests::daemon::{Daemon, finish_actor};
+use rlfleet_tests::{counting_probe, heavy};
+use serde_json::Value;
+use std::collections::BTreeSet;
+use std::process::Child;
+use std::time::Duration;
+
+/// What happens when the run has finished this many episodes.
+#[derive(Debug, Clone, Copy)]
+enum Chaos {
+    KillActor,
+    KillLearner,
+}
+
+/// A tiny deterministic generator (which actor dies).
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        ((self.0 >> 33) % n as u64) as usize
+    }
+}
+
+/// Stops actor processes that are not `--once` with SIGINT; each must
+/// exit cleanly.
+fn interrupt_actors(actors: Vec<Child>) {
+    for a in actors {
+        let pid = a.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        assert!(sent.unwrap().success());
+        let (ok, err) = finish_actor(a);
+        assert!(ok, "an actor failed: {err}");
+    }
+}
+
+/// `batches.csv` holds no `(actor, session, seq)` trained twice, and as
+/// many trained batches and transitions as the status says.
+fn check_batch_log(out: &std::path::Path, status: &Value, what: &str) {
+    let log = std::fs::read_to_string(out.join("batches.csv")).unwrap();
+    let mut trained = BTreeSet::new();
+    let (mut trained_rows, mut transitions) = (0u64, 0u64);
+    for line in log.lines().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(f.len(), 7, "{line}");
+        if f[6] == "trained" {
+            assert!(
+                trained.insert((f[0].to_string(), f[1].to_string(), f[2].to_string())),
+                "batch {line} trained twice ({what})"
+            );
+            trained_rows += 1;
+            transitions += f[5].parse::<u64>().unwrap();
+        }
+    }
+    assert_eq!(status["batches"]["trained"], trained_rows, "{what}");
+    assert_eq!(status["transitions_ingested"], transitions, "{what}");
+}
+
+/// Runs `episodes` of Counting-v0 under `workflow` with 4 actor processes
+/// over QUIC, doing `events` at evenly spaced points, and checks the books.
+fn chaos_run(workflow: &str, episodes: u64, events: &[Chaos]) {
+    let _heavy = heavy();
+    let mut d = Daemon::start("", "");
+    let out = d.dir.path().join("out");
+    let mut cfg = counting_probe("chaos", workflow, TransportKind::Quic, 5, episodes, &out);
+    cfg.checkpoint.period_steps = 1_500;
+    cfg.distributed.batch_log = true;
+    cfg.stop.max_wall_secs = Some(600.0);
+    let id = d.start_run(&cfg);
+    // Not `--once`: an actor whose connection dropped with the learner may
+    // reconnect after the run ended, and would wait for the next run; each
+    // is stopped with SIGINT at the end.
+    let spawn = |d: &Daemon, i: usize| d.actor(&format!("chaos-{i}"), 2, &[]);
+    let mut actors: Vec<Child> = (0..4).map(|i| spawn(&d, i)).collect();
+    let mut rng = Lcg(17);
+    let mut learner_kills = 0;
+    for (k, event) in events.iter().enumerate() {
+        let at = episodes * (k as u64 + 1) / (events.len() as u64 + 1);
+        d.wait_until(&id, Duration::from_secs(120), |v| {
+            v["episodes_finished"].as_u64().unwrap() >= at
+        });
+        match event {
+            Chaos::KillActor => {
+                let i = rng.below(actors.len());
+                actors[i].kill().unwrap();
+                actors[i].wait().unwrap();
+                actors[i] = spawn(&d, i);
+            }
+            Chaos::KillLearner => {
+                d.crash_and_restart();
+                learner_kills += 1;
+                // The same run, resumed by the new process.
+                let v = d.wait_until(&id, Duration::from_secs(30), |v| {
+                    !v["resumed_from"].is_null()
+                });
+                assert_eq!(v["state"], "running", "{v}");
+                let from = &v["resumed_from"];
+                assert!(from["env_steps"].as_u64().unwrap() > 0, "{v}");
+                assert!(v["episodes_finished"].as_u64().unwrap() < episodes, "{v}");
+            }
+        }
+    }
+    let status = d.wait_finished(&id, Duration::from_secs(300));
+    let what = format!("{workflow}: {status}");
+    assert_eq!(status["state"], "finished", "{what}\n{}", d.log());
+    assert_eq!(status["id"], id.as_str());
+    assert_eq!(status["episodes_finished"], episodes, "{what}");
+    if learner_kills > 0 {
+        assert!(!status["resumed_from"].is_null(), "{what}");
+    }
+    interrupt_actors(actors);
+
+    // Every episode id finished exactly once, in the files.
+    let eps = read_episodes(&out.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        (0..episodes).collect::<Vec<_>>(),
+        "{workflow}: each id once"
+    );
+    // Env steps: finished lengths + abandoned (episodes played again).
+    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
+    let abandoned = status["env_steps_abandoned"].as_u64().unwrap();
+    assert_eq!(
+        lengths + abandoned,
+        status["env_steps"].as_u64().unwrap(),
+        "{what}"
+    );
+
+    // No batch trained twice across the restarts; the log and the books
+    // agree. (`seed` actors send observations, not batches.)
+    if workflow != "seed" {
+        check_batch_log(&out, &status, &what);
+    }
+
+    // The summary says what the status says, lost batches included.
+    let summary: toml::Value =
+        toml::from_str(&std::fs::read_to_string(out.join("summary.toml")).unwrap()).unwrap();
+    assert_eq!(
+        summary["episodes"].as_integer().unwrap() as u64,
+        episodes,
+        "{workflow}"
+    );
+    let lost = status["batches_lost"].as_u64().unwrap();
+    assert_eq!(
+        summary["learner"]["batches_lost"].as_integer().unwrap() as u64,
+        lost,
+        "{workflow}"
+    );
+    let record: Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            d.dir
+                .path()
+                .join(format!("rlfleet-state/runs/{id}/record.json")),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(record["state"], "finished", "{record}");
+    assert_eq!(record["resumes"], learner_kills, "{record}");
+    // Checkpoints rotate: at most `checkpoint.keep` stay.
+    let kept = std::fs::read_dir(
+        d.dir
+            .path()
+            .join(format!("rlfleet-state/runs/{id}/checkpoints")),
+    )
+    .unwrap()
+    .count();
+    assert!(
+        (1..=3).contains(&kept),
+        "{workflow}: {kept} checkpoints kept"
+    );
+    let rss = d.rss_bytes();
+    assert!(rss < 512 << 20, "{workflow}: the daemon holds {rss} bytes");
+    eprintln!(
+        "{workflow}: {episodes} episodes, {learner_kills} learner restarts, {lost} batches lost, \
+         {abandoned} env steps abandoned, {} re-issued, rss {} MiB",
+        status["episodes_reissued"],
+        rss >> 20
+    );
+}
+
+#[test]
+fn an_async_run_survives_learner_and_actor_kills_with_exact_books() {
+    use Chaos::*;
+    chaos_run(
+        "async",
+        3_000,
+        &[
+            KillActor,
+            KillLearner,
+            KillActor,
+            KillActor,
+            KillLearner,
+            KillActor,
+        ],
+    );
+}
+
+#[test]
+fn a_seed_run_survives_learner_and_actor_kills_with_exact_books() {
+    use Chaos::*;
+    chaos_run("seed", 1_500, &[KillActor, KillLearner, KillActor]);
+}
+
+/// The process of `pattern` (a unique part of its command line).
+#[cfg(feature = "mpi")]
+fn pid_of(pattern: &str) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        // The learner rank itself, not `mpirun` (whose command line names
+        // the same files).
+        let comm = std::fs::read_to_string(e.path().join("comm")).ok()?;
+        let cmd = std::fs::read(e.path().join("cmdline")).ok()?;
+        let cmd = String::from_utf8_lossy(&cmd).replace('\0', " ");
+        (comm.trim() == "learner-server" && cmd.contains(pattern)).then_some(pid)
+    })
+}
+
+/// The learner rank of an MPI job is SIGKILLed (the job dies with it);
+/// `mpirun` starts the job again with `learner-server mpi --resume` on the
+/// same state directory, and the run finishes under its id with every
+/// episode once.
+#[cfg(feature = "mpi")]
+#[test]
+fn an_mpi_job_started_again_resumes_its_run() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    // Long enough (about 400,000 env steps) for the kill to land mid-run.
+    let episodes = 40_000;
+    let mut cfg = counting_probe("mpichaos", "async", TransportKind::Mpi, 3, episodes, &out);
+    cfg.checkpoint.period_steps = 20_000;
+    cfg.distributed.batch_log = true;
+    cfg.stop.max_wall_secs = Some(600.0);
+    let first = rlfleet_tests::mpi_job(&cfg, dir.path(), 1, &[], &[(3, &[])])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait for a checkpoint past 100,000 env steps, then kill the learner.
+    let state = dir.path().join("state/runs/mpichaos-1");
+    let t0 = std::time::Instant::now();
+    loop {
+        let past = std::fs::read_dir(state.join("checkpoints"))
+            .map(|d| {
+                d.flatten().any(|e| {
+                    e.file_name()
+                        .to_str()
+                        .and_then(|n| n.strip_prefix("ck-")?.strip_suffix(".safetensors"))
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .is_some_and(|s| s >= 100_000)
+                })
+            })
+            .unwrap_or(false);
+        if past {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(120), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let pattern = "mpichaos-async-mpi.toml";
+    let pid = pid_of(pattern).expect("the learner rank");
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out1 = rlfleet_tests::wait_output(first, Duration::from_secs(120), "the killed job");
+    assert!(!out1.status.success(), "the job survived its learner");
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("record.json")).unwrap()).unwrap();
+    assert_eq!(rec["state"], "active", "killed mid-run: {rec}");
+
+    let second = rlfleet_tests::mpi_job(&cfg, dir.path(), 1, &["--resume"], &[(3, &[])])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(second.status.success(), "{stderr}");
+    let eps = read_episodes(&out.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(ids, (0..episodes).collect::<Vec<_>>(), "each id once");
+    let log = std::fs::read_to_string(out.join("batches.csv")).unwrap();
+    let mut trained = BTreeSet::new();
+    for line in log.lines().skip(1).filter(|l| l.ends_with(",trained")) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert!(
+            trained.insert((f[0].to_string(), f[1].to_string(), f[2].to_string())),
+            "batch {line} trained twice"
+        );
+    }
+    let summary = rlfleet_tests::read_summary(&out);
+    assert_eq!(summary["episodes"].as_integer().unwrap() as u64, episodes);
+    assert_eq!(
+        summary["learner"]["batches_trained"].as_integer().unwrap() as usize,
+        trained.len()
+    );
+    let rec: Value =
+        serde_json::from_str(&std::fs::read_to_string(state.join("record.json")).unwrap()).unwrap();
+    assert_eq!(rec["state"], "finished", "{rec}");
+    assert_eq!(rec["resumes"], 1, "{rec}");
+}
+
+/// A run stopped through the API resumes through it under its id and
+/// finishes with every episode once and nothing lost; a finished run is
+/// not resumed (409), an unknown one is 404.
+#[test]
+fn a_stopped_run_resumes_through_the_api_under_its_id() {
+    let _heavy = heavy();
+    let d = Daemon::start("", "");
+    let out = d.dir.path().join("out");
+    let episodes = 2_000;
+    let mut cfg = counting_probe("resumable", "async", TransportKind::Quic, 9, episodes, &out);
+    cfg.checkpoint.period_steps = 1_000;
+    cfg.distributed.batch_log = true;
+    let id = d.start_run(&cfg);
+    let actors: Vec<Child> = (0..2).map(|i| d.actor(&format!("r-{i}"), 2, &[])).collect();
+    d.wait_until(&id, Duration::from_secs(60), |v| {
+        v["episodes_finished"].as_u64().unwrap() >= 300
+    });
+    let (code, body) = d.post(&format!("/v1/runs/{id}/stop"), "");
+    assert_eq!(code, 202, "{body}");
+    let stopped = d.wait_finished(&id, Duration::from_secs(60));
+    assert!(
+        stopped["episodes_finished"].as_u64().unwrap() < episodes,
+        "{stopped}"
+    );
+    let (code, body) = d.post(&format!("/v1/runs/{id}/resume"), "");
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(
+        serde_json::from_str::<Value>(&body).unwrap()["id"],
+        id.as_str()
+    );
+    let status = d.wait_until(&id, Duration::from_secs(120), |v| {
+        v["state"] == "finished" && !v["resumed_from"].is_null()
+    });
+    let what = status.to_string();
+    assert_eq!(status["episodes_finished"], episodes, "{what}");
+    assert_eq!(
+        status["resumed_from"]["env_steps"], stopped["env_steps"],
+        "{what}"
+    );
+    assert_eq!(
+        status["batches_lost"], 0,
+        "a clean stop loses nothing: {what}"
+    );
+    let eps = read_episodes(&out.join("episodes.csv")).unwrap();
+    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
+    ids.sort();
+    assert_eq!(ids, (0..episodes).collect::<Vec<_>>(), "each id once");
+    check_batch_log(&out, &status, &what);
+    let (code, body) = d.post(&format!("/v1/runs/{id}/resume"), "");
+    assert_eq!(code, 409, "{body}");
+    assert!(body.contains("finished"), "{body}");
+    let (code, body) = d.post("/v1/runs/nothing-7/resume", "");
+    assert_eq!(code, 404, "{body}");
+    interrupt_actors(actors);
+}
