@@ -2,9 +2,11 @@
 //! idea: several envs share one connection and one copy of the weights),
 //! each playing the episode the learner assigned it. An env that raises
 //! (a Python env) loses its episode, is rebuilt, and the fault is kept for
-//! the next message to the learner, which re-issues the episode.
+//! the next message to the learner, which re-issues the episode. With
+//! `env_step_timeout_secs`, each env runs behind a [`Timed`]: a call that
+//! hangs past the limit is such a fault too.
 
-use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step};
+use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step, Timed};
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart, Welcome};
 use std::sync::Arc;
 
@@ -49,6 +51,8 @@ pub struct EnvSlots {
     spec: EnvSpec,
     source: EnvSource,
     factory: Option<EnvFactory>,
+    /// `env_step_timeout_secs`: each env runs behind a [`Timed`].
+    limit: Option<std::time::Duration>,
     /// Faults not yet reported to the learner.
     faults: Vec<EnvFaultReport>,
     /// Faults over the process's life (for the actor's report).
@@ -60,10 +64,9 @@ impl EnvSlots {
     /// checking they match the learner's spec.
     pub fn new(w: &Welcome, factory: Option<&EnvFactory>) -> anyhow::Result<EnvSlots> {
         let source = w.env_source();
-        let build = |factory: Option<&EnvFactory>| match factory {
-            Some(f) => (f.0)(),
-            None => Ok(source.make()?),
-        };
+        let limit = (w.env_step_timeout_secs > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(w.env_step_timeout_secs));
+        let build = |factory: Option<&EnvFactory>| build(&source, factory, limit);
         let first = build(factory)?;
         let spec = first.spec().clone();
         let shape: Vec<u32> = spec.obs_shape.iter().map(|&d| d as u32).collect();
@@ -103,6 +106,7 @@ impl EnvSlots {
             spec,
             source,
             factory: factory.cloned(),
+            limit,
             faults: Vec::new(),
             fault_count: 0,
         })
@@ -186,10 +190,24 @@ impl EnvSlots {
             error: fault.0,
         });
         self.fault_count += 1;
-        slot.env = match &self.factory {
-            Some(f) => (f.0)()?,
-            None => self.source.make()?,
-        };
+        slot.env = build(&self.source, self.factory.as_ref(), self.limit)?;
         Ok(())
     }
+}
+
+/// One env: from the factory if there is one, else the run's source;
+/// behind a [`Timed`] when calls have a time limit.
+fn build(
+    source: &EnvSource,
+    factory: Option<&EnvFactory>,
+    limit: Option<std::time::Duration>,
+) -> anyhow::Result<Box<dyn Env>> {
+    let env = match factory {
+        Some(f) => (f.0)()?,
+        None => source.make()?,
+    };
+    Ok(match limit {
+        Some(limit) => Box::new(Timed::new(env, limit)),
+        None => env,
+    })
 }

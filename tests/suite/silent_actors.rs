@@ -5,11 +5,13 @@
 //! `[actors] actor_timeout_secs` and its episodes finish elsewhere, each
 //! id exactly once. The other way round, an actor whose learner stops
 //! answering (`--reply-timeout-secs`) connects again and the run finishes.
+//! And an env that hangs past `distributed.env_step_timeout_secs` is an env
+//! fault: its episode is played again, the env rebuilt, the actor goes on.
 
-use crate::python_envs::start_corridor_run;
+use crate::python_envs::{corridor_config, start_corridor_run};
 use learner_server::output::read_episodes;
 use rlfleet_shared::config::TransportKind;
-use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
+use rlfleet_tests::daemon::{Daemon, actor_counts, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};
 use std::time::Duration;
 
@@ -80,22 +82,39 @@ fn a_hung_actor_is_dropped_and_its_episodes_finish_elsewhere() {
     );
     assert_eq!(d.metric("rlfleet_actors_timed_out_total"), 1.0, "{log}");
     assert!(log.contains("dropped a silent actor"), "{log}");
-    let eps = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
-    let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
-    ids.sort();
-    assert_eq!(ids, (0..EPISODES).collect::<Vec<_>>(), "each id once");
     // The hung actor's steps of its unfinished episode were played again.
-    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
-    let abandoned = status["env_steps_abandoned"].as_u64().unwrap();
-    assert_eq!(
-        lengths + abandoned,
-        status["env_steps"].as_u64().unwrap(),
-        "{status}"
-    );
+    check_episode_books(&cfg.output_dir, EPISODES, &status);
     for a in steady {
         let (ok, err) = finish_actor(a);
         assert!(ok, "{err}");
     }
+}
+
+#[test]
+fn an_env_that_hangs_past_env_step_timeout_secs_is_a_fault_and_is_rebuilt() {
+    let _heavy = heavy();
+    const EPISODES: u64 = 40;
+    let d = Daemon::start("", "");
+    let stop = format!("[stop]\nmax_episodes = {EPISODES}\nmax_wall_secs = 120.0");
+    let mut cfg = corridor_config("hung-env", "Stalling", "async", &stop, d.dir.path());
+    cfg.distributed.env_step_timeout_secs = 1.0;
+    let id = d.start_run(&cfg);
+    // Its env sleeps for an hour at the actor's 30th step (once).
+    let env = stall_env(30, "3600");
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let actor = d.actor_with_env("hangs", 1, &["--once"], &env);
+    let status = d.wait_finished(&id, Duration::from_secs(90));
+    let (ok, err) = finish_actor(actor);
+    assert!(ok, "{err}");
+    assert_eq!(status["state"], "finished", "{status}");
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+    assert_eq!(status["env_errors"], 1, "{status}");
+    assert_eq!(status["episodes_reissued"], 1, "{status}");
+    assert!(err.contains("TimeoutError"), "{err}");
+    // The same connection throughout: the actor was never silent.
+    assert_eq!(actor_counts(&err).expect("the report").sessions, 1, "{err}");
+    assert_eq!(d.metric("rlfleet_actors_timed_out_total"), 0.0);
+    check_episode_books(&cfg.output_dir, EPISODES, &status);
 }
 
 #[test]

@@ -317,6 +317,24 @@ impl Daemon {
     }
 }
 
+/// Checks a finished run's episode books: `episodes.csv` holds every id
+/// of `0..episodes` exactly once, and the run's env steps are the finished
+/// episodes' lengths plus the abandoned steps (episodes played again).
+pub fn check_episode_books(output_dir: &std::path::Path, episodes: u64, status: &Value) {
+    let (ids, lengths) = crate::episode_ids_and_steps(output_dir);
+    assert_eq!(
+        ids,
+        (0..episodes).collect::<Vec<_>>(),
+        "each id once: {status}"
+    );
+    let abandoned = status["env_steps_abandoned"].as_u64().unwrap();
+    assert_eq!(
+        lengths + abandoned,
+        status["env_steps"].as_u64().unwrap(),
+        "{status}"
+    );
+}
+
 /// Waits for an actor process (at most three minutes; past that it is
 /// killed and the test fails); returns its exit success and stderr.
 pub fn finish_actor(child: Child) -> (bool, String) {

@@ -71,6 +71,12 @@ pub struct DistributedConfig {
     /// Most environments one actor may run (it asks for its capacity).
     #[schema(minimum = 1, maximum = 4096)]
     pub max_envs_per_actor: u32,
+    /// An env `reset` or `step` on an actor that takes longer than this
+    /// (a hung simulator) is reported as an env fault: the episode goes
+    /// back to the learner and the env is rebuilt. Each env then runs on a
+    /// thread of its own. 0: no limit.
+    #[schema(minimum = 0, maximum = 86400)]
+    pub env_step_timeout_secs: f64,
     /// `nb-async`, `async-window`, `rma*`: batches an actor may have sent
     /// without seeing them acknowledged (it keeps playing meanwhile).
     #[schema(minimum = 1, maximum = 32)]
@@ -118,6 +124,7 @@ impl Default for DistributedConfig {
             inference_max_wait_us: 500,
             max_policy_lag: None,
             max_envs_per_actor: 64,
+            env_step_timeout_secs: 0.0,
             in_flight: 4,
             window_ms: 20,
             data_structure: DataStructure::Queue,

@@ -244,6 +244,12 @@ impl RunConfig {
             "an integer in 1..=4096",
         )?;
         require(
+            "distributed.env_step_timeout_secs",
+            d.env_step_timeout_secs,
+            (0.0..=86_400.0).contains(&d.env_step_timeout_secs),
+            "a number of seconds in 0..=86400 (0: no limit)",
+        )?;
+        require(
             "distributed.in_flight",
             d.in_flight,
             (1..=32).contains(&d.in_flight),

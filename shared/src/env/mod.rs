@@ -18,6 +18,7 @@ mod rng;
 mod source;
 mod space;
 mod time_limit;
+mod timed;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
@@ -29,6 +30,7 @@ pub use rng::EnvRng;
 pub use source::{EnvError, EnvSource, GYMNASIUM_PREFIX, PYTHON_PREFIX, is_python_id};
 pub use space::Space;
 pub use time_limit::{Dynamics, TimeLimited};
+pub use timed::Timed;
 
 use std::borrow::Cow;
 

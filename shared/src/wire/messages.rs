@@ -108,6 +108,8 @@ pub struct Welcome {
     pub batch_step_frequency: u32,
     /// `sync`: steps per round.
     pub steps_per_round: u32,
+    /// `distributed.env_step_timeout_secs` (0: none).
+    pub env_step_timeout_secs: f64,
     /// Batches the actor may have sent without seeing their `Ack` (1: wait
     /// for each reply, as `async` does; more for `nb-async`,
     /// `async-window` and the `rma` workflows).

@@ -54,6 +54,7 @@ fn messages() -> Vec<Message> {
             seed: 5,
             batch_step_frequency: 16,
             steps_per_round: 32,
+            env_step_timeout_secs: 0.0,
             in_flight: 2,
             epsilon: 0.1,
             weights: Some(weights.clone()),

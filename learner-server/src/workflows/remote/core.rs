@@ -319,6 +319,7 @@ impl Core {
             seed: cfg.seed ^ (u64::from(index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),
             batch_step_frequency: cfg.distributed.batch_step_frequency,
             steps_per_round: cfg.distributed.steps_per_round,
+            env_step_timeout_secs: cfg.distributed.env_step_timeout_secs,
             in_flight: self.in_flight,
             epsilon,
             weights,
