@@ -265,6 +265,9 @@ fn main() -> ExitCode {
                 tokio::spawn(cancel_on_signal(shutdown.clone()));
                 match daemon::start(&cfg, shutdown).await {
                     Ok(d) => {
+                        d.hub
+                            .comes_back
+                            .store(true, std::sync::atomic::Ordering::Relaxed);
                         d.hub.resume_interrupted();
                         if let Some(path) = ready_file
                             && let Err(e) = d.write_ready_file(&path)

@@ -359,3 +359,47 @@ fn a_stopped_run_resumes_through_the_api_under_its_id() {
     assert_eq!(code, 404, "{body}");
     interrupt_actors(actors);
 }
+
+/// A planned restart (SIGTERM, as `systemctl restart` sends): the daemon
+/// checkpoints and tells its actors to reconnect rather than exit; started
+/// again, it resumes the run with nothing lost and the same actor
+/// processes finish it.
+#[test]
+fn a_sigterm_restart_resumes_the_run_with_the_same_actors() {
+    let _heavy = heavy();
+    let mut d = Daemon::start("", "");
+    let out = d.dir.path().join("out");
+    let episodes = 2_000;
+    let mut cfg = counting_probe("restarted", "async", TransportKind::Quic, 4, episodes, &out);
+    cfg.checkpoint.period_steps = 1_000;
+    cfg.distributed.batch_log = true;
+    let id = d.start_run(&cfg);
+    let actors: Vec<Child> = (0..2).map(|i| d.actor(&format!("s-{i}"), 2, &[])).collect();
+    d.wait_until(&id, Duration::from_secs(60), |v| {
+        v["episodes_finished"].as_u64().unwrap() >= 300
+    });
+    d.terminate_and_restart();
+    let status = d.wait_until(&id, Duration::from_secs(120), |v| {
+        v["state"] == "finished" && !v["resumed_from"].is_null()
+    });
+    let what = status.to_string();
+    assert_eq!(status["episodes_finished"], episodes, "{what}");
+    assert_eq!(
+        status["batches_lost"], 0,
+        "a drained daemon loses nothing: {what}"
+    );
+    check_episode_books(&out, episodes, &status);
+    check_batch_log(&out, &status, &what);
+    // Both actor processes came back to the restarted daemon.
+    let log = d.log();
+    for a in ["s-0", "s-1"] {
+        let connected = log
+            .lines()
+            .filter(|l| {
+                l.contains("\"actor connected\"") && l.contains(&format!("\"actor\":\"{a}\""))
+            })
+            .count();
+        assert!(connected >= 2, "{a} connected {connected} times:\n{log}");
+    }
+    interrupt_actors(actors);
+}

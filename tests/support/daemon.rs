@@ -150,7 +150,26 @@ impl Daemon {
     /// ports; returns once it is ready (an interrupted run resumed).
     pub fn crash_and_restart(&mut self) {
         let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.restart();
+    }
+
+    /// SIGTERMs the daemon (it drains: runs checkpoint and stop, actors
+    /// are told), waits for it to exit, and starts it again as
+    /// [`Daemon::crash_and_restart`] does.
+    pub fn terminate_and_restart(&mut self) {
+        self.terminate();
+        self.restart();
+    }
+
+    /// Waits for the daemon's process to end, then starts it again in the
+    /// same folder on the same ports.
+    fn restart(&mut self) {
+        let status = self.child.wait().unwrap();
+        assert!(
+            status.success() || status.code().is_none(),
+            "the daemon exited with {status}:\n{}",
+            self.log()
+        );
         let cfg_path = self.dir.path().join("server.toml");
         let fixed = std::fs::read_to_string(&cfg_path)
             .unwrap()

@@ -79,6 +79,9 @@ pub struct Hub {
     pub state: Option<StateDir>,
     /// Cancelled when the daemon shuts down.
     pub shutdown: CancellationToken,
+    /// This daemon resumes interrupted runs when it starts again (`serve`):
+    /// actors are told to reconnect when it shuts down, not to exit.
+    pub comes_back: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -99,6 +102,7 @@ impl Hub {
             watchdog: Arc::new(crate::notify::Watchdog::from_env()),
             state,
             shutdown,
+            comes_back: false.into(),
         })
     }
 
@@ -178,6 +182,14 @@ impl Hub {
             record: Some(record),
         };
         Ok(self.spawn_run(runs, id.to_string(), cfg, opts, Some(lock)))
+    }
+
+    /// Whether actors should exit when this daemon shuts down: not when it
+    /// is a `serve` daemon, which resumes the interrupted run when it
+    /// starts again (a restart by systemd or Slurm) — its actors reconnect
+    /// for `--give-up-secs`.
+    pub fn actors_exit_at_shutdown(&self) -> bool {
+        !self.comes_back.load(Ordering::Relaxed)
     }
 
     /// Resumes the run the state directory says was active when the

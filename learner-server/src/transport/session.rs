@@ -167,13 +167,18 @@ impl<W: Wire> Session<W> {
     }
 
     fn stop_message(&self) -> Message {
+        let going = self.hub.shutdown.is_cancelled();
+        let exit = going && self.hub.actors_exit_at_shutdown();
         Message::Stop(wire::Stop {
-            reason: if self.hub.shutdown.is_cancelled() {
-                "the learner is shutting down".into()
-            } else {
-                "the run ended".into()
+            reason: match (going, exit) {
+                (false, _) => "the run ended".into(),
+                (true, true) => "the learner is shutting down".into(),
+                (true, false) => {
+                    "the learner is shutting down; reconnect: it resumes its run when it starts again"
+                        .into()
+                }
             },
-            shutdown: self.hub.shutdown.is_cancelled(),
+            shutdown: exit,
         })
     }
 
