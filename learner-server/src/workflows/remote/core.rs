@@ -52,6 +52,9 @@ pub(super) struct ActorSlot {
     /// Join order in this run (the `actor` column of `episodes.csv`).
     pub index: u32,
     pub actor_id: String,
+    /// The session of its `Hello` (a batch of another session is a resend
+    /// from an earlier connection).
+    pub session_id: u64,
     pub n_envs: u32,
     /// Version of the weights it holds.
     pub sent_version: Option<u64>,
@@ -246,6 +249,7 @@ impl Core {
             ActorSlot {
                 index,
                 actor_id: hello.actor_id,
+                session_id: hello.session_id,
                 n_envs,
                 sent_version: None,
                 parked: None,

@@ -68,7 +68,25 @@ impl Core {
     /// `n` env steps of `episode`, played by `conn`, were ingested
     /// (`checked`: look up who holds the episode; batches popped from the
     /// `rma` pools were checked at deposit, where their ends were counted).
-    pub fn steps_ingested(&mut self, conn: ConnId, episode: u64, n: u64, checked: bool) {
+    /// `resend`: the batch came from an earlier session of the actor; its
+    /// steps belong to an earlier play of the episode.
+    pub fn steps_ingested(
+        &mut self,
+        conn: ConnId,
+        episode: u64,
+        n: u64,
+        checked: bool,
+        resend: bool,
+    ) {
+        if resend {
+            if self.ledger().standing(episode) == Standing::Waiting {
+                *self.episode_steps.entry((ORPHANED, episode)).or_default() += n as i64;
+            } else {
+                // Played again (maybe by this very connection) or done.
+                self.abandon(n);
+            }
+            return;
+        }
         let key = (conn, episode);
         if let Some(open) = self.episode_steps.get_mut(&key) {
             *open += n as i64;

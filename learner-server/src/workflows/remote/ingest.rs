@@ -5,6 +5,7 @@
 
 use super::accounts::DropReason;
 use super::core::{Core, Parked};
+use super::ledger::Standing;
 use crate::replay::Transition;
 use crate::transport::{ConnId, Reply};
 use rlfleet_shared::config::WorkflowKind;
@@ -208,6 +209,14 @@ impl Core {
     ) -> anyhow::Result<bool> {
         let version = self.agent.train_steps();
         let before = self.book.counters.env_steps;
+        // Sent in an earlier session of the actor (before it reconnected):
+        // its episodes may have been handed out again, even to this
+        // connection, for a new play.
+        let resend = !from_pool
+            && self
+                .actors
+                .get(&conn)
+                .is_some_and(|s| s.session_id != e.session_id);
         if !from_pool {
             let key = (e.actor_id.clone(), e.session_id);
             if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
@@ -225,7 +234,7 @@ impl Core {
         if stale {
             self.accounts.dropped(e, version, DropReason::Stale);
         } else {
-            self.observe(conn, e, !from_pool);
+            self.observe(conn, e, !from_pool, resend);
             self.accounts.trained(e, version);
             self.book.policy_lag(lag);
         }
@@ -233,6 +242,10 @@ impl Core {
             // Before training: an on-policy agent trains on the episodes
             // that end here.
             for f in &e.finished {
+                // A resent end counts only for an episode nobody plays now.
+                if resend && self.ledger().standing(f.episode) != Standing::Waiting {
+                    continue;
+                }
                 self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;
             }
         }
@@ -248,7 +261,7 @@ impl Core {
 
     /// Gives a batch's transitions to the agent (`random` only counts
     /// them) and counts its env steps.
-    fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool) {
+    fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool, resend: bool) {
         let started = Instant::now();
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
@@ -273,7 +286,7 @@ impl Core {
         let mut from = 0;
         for i in 1..=t.len() {
             if i == t.len() || t.episode[i] != t.episode[from] {
-                self.steps_ingested(conn, t.episode[from], (i - from) as u64, checked);
+                self.steps_ingested(conn, t.episode[from], (i - from) as u64, checked, resend);
                 from = i;
             }
         }

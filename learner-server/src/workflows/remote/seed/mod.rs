@@ -181,7 +181,7 @@ impl Seed {
                 terminated,
             });
             core.book.counters.env_steps += 1;
-            core.steps_ingested(conn, track.episode.expect("playing"), 1, true);
+            core.steps_ingested(conn, track.episode.expect("playing"), 1, true, false);
             track.ret += f64::from(o.rewards[i]);
             track.len += 1;
             if terminated || f & flags::TRUNCATED != 0 {
