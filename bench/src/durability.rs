@@ -95,7 +95,7 @@ fn stall_case(
     transitions: usize,
     every: Option<Duration>,
     secs: f64,
-) -> anyhow::Result<(StallRow, Vec<f64>)> {
+) -> anyhow::Result<StallRow> {
     let dir = tempfile::tempdir()?;
     let mut cfg = config(transitions.max(50_000), dir.path())?;
     cfg.checkpoint.replay = replay;
@@ -131,25 +131,22 @@ fn stall_case(
     }
     book.checkpoint(&agent, None, true)?;
     let bytes = std::fs::metadata(dir.path().join("checkpoint.safetensors"))?.len();
-    let mut sorted = lat.clone();
+    let mut sorted = lat;
     sorted.sort_by(f64::total_cmp);
     let mean = |v: &[f64]| v.iter().fold(0.0, |a, b| a + b) / v.len().max(1) as f64;
-    Ok((
-        StallRow {
-            case: case.to_string(),
-            replay_transitions: if replay { transitions } else { 0 },
-            checkpoints: snaps.len(),
-            ingest_p50_us: percentile(&sorted, 0.5),
-            ingest_p99_us: percentile(&sorted, 0.99),
-            ingest_max_us: *sorted.last().unwrap_or(&0.0),
-            p50_ratio: 1.0,
-            p99_ratio: 1.0,
-            snapshot_mean_ms: mean(&snaps),
-            snapshot_max_ms: snaps.iter().copied().fold(0.0, f64::max),
-            checkpoint_bytes: bytes,
-        },
-        sorted,
-    ))
+    Ok(StallRow {
+        case: case.to_string(),
+        replay_transitions: if replay { transitions } else { 0 },
+        checkpoints: snaps.len(),
+        ingest_p50_us: percentile(&sorted, 0.5),
+        ingest_p99_us: percentile(&sorted, 0.99),
+        ingest_max_us: *sorted.last().unwrap_or(&0.0),
+        p50_ratio: 1.0,
+        p99_ratio: 1.0,
+        snapshot_mean_ms: mean(&snaps),
+        snapshot_max_ms: snaps.iter().copied().fold(0.0, f64::max),
+        checkpoint_bytes: bytes,
+    })
 }
 
 pub fn stall(secs: f64) -> anyhow::Result<Vec<StallRow>> {
@@ -163,7 +160,7 @@ pub fn stall(secs: f64) -> anyhow::Result<Vec<StallRow>> {
     ];
     let mut rows: Vec<StallRow> = Vec::new();
     for (case, replay, n, every) in cases {
-        let (mut row, _) = stall_case(case, replay, n, every, secs)?;
+        let mut row = stall_case(case, replay, n, every, secs)?;
         if let Some(base) = rows.first() {
             row.p50_ratio = row.ingest_p50_us / base.ingest_p50_us;
             row.p99_ratio = row.ingest_p99_us / base.ingest_p99_us;

@@ -192,11 +192,6 @@ impl Daemon {
         assert_eq!(info["fingerprint"].as_str().unwrap(), self.fingerprint);
     }
 
-    /// The daemon's process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.path().join("server.log")).unwrap_or_default()

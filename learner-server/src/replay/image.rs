@@ -113,9 +113,4 @@ impl ReplayImage {
             .map(|c| f64::from_le_bytes(c.try_into().expect("8 bytes")))
             .collect())
     }
-
-    /// Bytes the arrays take.
-    pub fn bytes(&self) -> usize {
-        self.blobs.values().map(|b| b.bytes.len()).sum()
-    }
 }

@@ -60,10 +60,6 @@ impl StateDir {
         })
     }
 
-    pub fn root(&self) -> &Path {
-        &self.root
-    }
-
     /// Records a new run of `cfg`: `<name>-<n>` with `n` one more than
     /// any run recorded here (the directory is created exclusively, so two
     /// processes sharing the state directory never take the same id).
