@@ -15,13 +15,32 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Which run an embedded daemon runs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start {
     /// A new run of the config, recorded in the state directory.
     New,
     /// The newest run of the config's name in the state directory that
     /// did not finish, from its latest checkpoint, under its id.
     ResumeLatest,
+    /// `ResumeLatest` if there is such a run, else `New`: for units and job
+    /// scripts that start the same command again after a crash.
+    Continue,
+}
+
+impl Start {
+    /// `Continue` made definite by what the state directory holds.
+    pub fn settle(self, state_dir: &std::path::Path, name: &str) -> anyhow::Result<Start> {
+        Ok(match self {
+            Start::Continue => {
+                let state = crate::state::StateDir::open(state_dir)?;
+                match state.latest_unfinished(name) {
+                    Some(_) => Start::ResumeLatest,
+                    None => Start::New,
+                }
+            }
+            s => s,
+        })
+    }
 }
 
 /// How embedded actors are started.
@@ -159,8 +178,8 @@ pub(crate) fn start_or_resume(
     start: &Start,
     state_dir: &std::path::Path,
 ) -> anyhow::Result<String> {
-    Ok(match start {
-        Start::New => hub.start_run(cfg, opts)?,
+    Ok(match start.settle(state_dir, &cfg.name)? {
+        Start::New | Start::Continue => hub.start_run(cfg, opts)?,
         Start::ResumeLatest => {
             let id = crate::state::StateDir::open(state_dir)?
                 .resumable(&cfg.name)?

@@ -45,6 +45,11 @@ enum Command {
         /// finish, from its latest checkpoint, under its id.
         #[arg(long, value_name = "CHECKPOINT", num_args = 0..=1)]
         resume: Option<Option<PathBuf>>,
+        /// Resume the newest unfinished run of this config's name if the
+        /// state directory holds one, else start a new run (what a systemd
+        /// unit or a requeued job runs each time).
+        #[arg(long = "continue", conflicts_with = "resume")]
+        continue_: bool,
         /// Where runs are recorded (config, state, rotated checkpoints).
         #[arg(long, default_value = learner_server::server_config::DEFAULT_STATE_DIR)]
         state_dir: PathBuf,
@@ -100,6 +105,10 @@ struct MpiArgs {
     /// its id (a job started again after its learner rank died).
     #[arg(long, value_name = "CHECKPOINT", num_args = 0..=1)]
     resume: Option<Option<PathBuf>>,
+    /// Resume the newest unfinished run of this config's name if there is
+    /// one, else start a new run (a job script that is started again).
+    #[arg(long = "continue", conflicts_with = "resume")]
+    continue_: bool,
     /// Where runs are recorded (default: the server config's `state_dir`).
     #[arg(long)]
     state_dir: Option<PathBuf>,
@@ -164,7 +173,7 @@ fn finish(result: anyhow::Result<workflows::RunSummary>) -> ExitCode {
 
 #[cfg(feature = "mpi")]
 fn mpi_command(a: MpiArgs) -> ExitCode {
-    let (checkpoint, start) = resume_choice(a.resume);
+    let (checkpoint, start) = resume_choice(a.resume, a.continue_);
     let args = learner_server::mpi_run::MpiRun {
         config: a.config,
         options: RunOptions::new(checkpoint, false),
@@ -199,10 +208,15 @@ fn mpi_command(_: MpiArgs) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// What `--resume [CHECKPOINT]` asks for: a new run (from a checkpoint
-/// file, if one is named), or the newest unfinished recorded run.
-fn resume_choice(resume: Option<Option<PathBuf>>) -> (Option<PathBuf>, embedded::Start) {
+/// What `--resume [CHECKPOINT]` or `--continue` asks for: a new run (from
+/// a checkpoint file, if one is named), the newest unfinished recorded run,
+/// or that if there is one and a new run if not.
+fn resume_choice(
+    resume: Option<Option<PathBuf>>,
+    continue_: bool,
+) -> (Option<PathBuf>, embedded::Start) {
     match resume {
+        None if continue_ => (None, embedded::Start::Continue),
         None => (None, embedded::Start::New),
         Some(Some(path)) => (Some(path), embedded::Start::New),
         Some(None) => (None, embedded::Start::ResumeLatest),
@@ -287,6 +301,7 @@ fn main() -> ExitCode {
         Command::Run {
             config,
             resume,
+            continue_,
             state_dir,
             no_progress,
             local_actors,
@@ -296,7 +311,7 @@ fn main() -> ExitCode {
                 Ok(cfg) => cfg,
                 Err(code) => return code,
             };
-            let (checkpoint, start) = resume_choice(resume);
+            let (checkpoint, start) = resume_choice(resume, continue_);
             let opts = RunOptions::new(checkpoint, !no_progress && std::io::stderr().is_terminal());
             let runtime = tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)

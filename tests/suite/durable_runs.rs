@@ -6,7 +6,7 @@
 //! the batches received after the last checkpoint counted lost.
 
 use learner_server::output::read_episodes;
-use rlfleet_shared::config::TransportKind;
+use rlfleet_shared::config::{DataStructure, Overflow, RunConfig, TransportKind};
 use rlfleet_tests::daemon::{Daemon, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};
 use serde_json::Value;
@@ -79,6 +79,21 @@ fn chaos_run(workflow: &str, episodes: u64, events: &[Chaos]) {
     let mut cfg = counting_probe("chaos", workflow, TransportKind::Quic, 5, episodes, &out);
     cfg.checkpoint.period_steps = 1_500;
     cfg.distributed.batch_log = true;
+    // `rma`: lossless queues (a pool that overflows drops batches, and
+    // with them env steps the books could not balance).
+    cfg.distributed.data_structure = DataStructure::Queue;
+    cfg.distributed.overflow = Overflow::Reject;
+    if workflow.starts_with("rma") || workflow == "orchestrated" {
+        // Unpaced, these runs play 1,000 episodes a second: one could end
+        // between two polls, before the learner kill meant for its middle.
+        cfg.probe.train_sleep_ms = 2;
+    }
+    if workflow == "orchestrated" {
+        // The conformance suite's limiter: a gradient step per 2 inserts.
+        cfg.distributed.samples_per_insert = 0.5;
+        cfg.distributed.min_size_to_sample = 4;
+        cfg.distributed.error_buffer = 2.0;
+    }
     cfg.stop.max_wall_secs = Some(600.0);
     let id = d.start_run(&cfg);
     // Not `--once`: an actor whose connection dropped with the learner may
@@ -109,6 +124,7 @@ fn chaos_run(workflow: &str, episodes: u64, events: &[Chaos]) {
                 });
                 assert_eq!(v["state"], "running", "{v}");
                 let from = &v["resumed_from"];
+                eprintln!("{workflow}: resumed from {from}");
                 assert!(from["env_steps"].as_u64().unwrap() > 0, "{v}");
                 assert!(v["episodes_finished"].as_u64().unwrap() < episodes, "{v}");
             }
@@ -200,9 +216,152 @@ fn an_async_run_survives_learner_and_actor_kills_with_exact_books() {
 }
 
 #[test]
+fn rma_runs_survive_learner_and_actor_kills_with_exact_books() {
+    use Chaos::*;
+    // Checkpoints are taken under the pools' lock, with what they hold
+    // trained first; `rma-queue-pop-all` also waits for its fetcher's set.
+    let events = [KillActor, KillLearner, KillActor, KillLearner];
+    chaos_run("rma", 2_000, &events);
+    chaos_run("rma-queue-pop-all", 2_000, &events);
+}
+
+#[test]
+fn an_orchestrated_run_survives_learner_and_actor_kills_with_exact_books() {
+    use Chaos::*;
+    // A checkpoint takes in the inserts the rate limiter holds back and
+    // keeps the limiter's counts.
+    chaos_run("orchestrated", 1_500, &[KillActor, KillLearner, KillActor]);
+}
+
+#[test]
 fn a_seed_run_survives_learner_and_actor_kills_with_exact_books() {
     use Chaos::*;
     chaos_run("seed", 1_500, &[KillActor, KillLearner, KillActor]);
+}
+
+/// Waits (at most `limit`) for an actor process to exit by itself; its
+/// exit success and stderr.
+fn exits_within(mut actor: Child, limit: Duration, what: &str) -> (bool, String) {
+    let t0 = std::time::Instant::now();
+    while actor.try_wait().unwrap().is_none() {
+        if t0.elapsed() > limit {
+            let _ = actor.kill();
+            panic!("{what}: still running after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    finish_actor(actor)
+}
+
+/// A `--once` actor plays one run. When the learner dies and its run does
+/// not come back (here its record went with the crash), the actor leaves
+/// instead of waiting for ever: when no run welcomes it within its
+/// `--give-up-secs`, or when another run does.
+#[test]
+fn once_actors_leave_when_their_run_does_not_come_back() {
+    let mut d = Daemon::start("", "");
+    let out = d.dir.path().join("out");
+    let mut cfg = counting_probe("gone", "async", TransportKind::Quic, 5, 1_000_000, &out);
+    cfg.stop.max_wall_secs = Some(600.0);
+    let id = d.start_run(&cfg);
+    let times_out = d.actor("times-out", 1, &["--once", "--give-up-secs", "5"]);
+    let moves_on = d.actor("moves-on", 1, &["--once", "--give-up-secs", "120"]);
+    d.wait_until(&id, Duration::from_secs(60), |v| {
+        v["actors"].as_array().unwrap().len() == 2 && v["episodes_finished"].as_u64().unwrap() >= 20
+    });
+    d.crash();
+    let _ = std::fs::remove_dir_all(d.dir.path().join("rlfleet-state"));
+    d.restart();
+    let (ok, err) = exits_within(times_out, Duration::from_secs(30), "times-out");
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("its run did not come back within 5 s"),
+        "{err}"
+    );
+    // The other one still waits; a new run welcomes it, and it leaves.
+    cfg.name = "next".into();
+    cfg.output_dir = d.dir.path().join("out-next");
+    let next = d.start_run(&cfg);
+    assert_ne!(next, id);
+    let (ok, err) = exits_within(moves_on, Duration::from_secs(30), "moves-on");
+    assert!(ok, "{err}");
+    assert!(err.contains("its run is over; leaving (--once)"), "{err}");
+    assert!(
+        err.contains(&format!("next={next}")) || err.contains(&next),
+        "{err}"
+    );
+    let (code, _) = d.post(&format!("/v1/runs/{next}/stop"), "");
+    assert_eq!(code, 202);
+}
+
+/// `learner-server run --continue`, as the systemd unit runs it: a new run
+/// the first time; after the process is SIGKILLed, that run, resumed under
+/// its id from its latest checkpoint; once it has finished, a new run.
+#[test]
+fn run_continue_resumes_a_killed_run_and_starts_anew_after_a_finished_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = rlfleet_tests::workspace_root();
+    let mut cfg = RunConfig::load(&root.join("config/cartpole-dqn-single.toml")).unwrap();
+    cfg.output_dir = dir.path().join("out");
+    cfg.stop.target_eval_return = None;
+    cfg.stop.max_env_steps = Some(8_000);
+    cfg.checkpoint.period_steps = 500;
+    cfg.eval.period_steps = 1_000_000;
+    let cfg_path = dir.path().join("run.toml");
+    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
+    let state = dir.path().join("state");
+    let learner = || {
+        let mut c = std::process::Command::new(rlfleet_tests::binary("learner-server"));
+        c.args(["run", "--no-progress", "--continue", "--state-dir"])
+            .arg(&state)
+            .arg(&cfg_path)
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    let record = |id: &str| -> Value {
+        let path = state.join(format!("runs/{id}/record.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    let first_id = format!("{}-1", cfg.name);
+    let mut first = learner().spawn().unwrap();
+    let checkpoints = state.join(format!("runs/{first_id}/checkpoints"));
+    let t0 = std::time::Instant::now();
+    while std::fs::read_dir(&checkpoints).map_or(0, |d| d.count()) == 0 {
+        assert!(t0.elapsed() < Duration::from_secs(60), "no checkpoint");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    first.kill().unwrap();
+    first.wait().unwrap();
+    assert_eq!(record(&first_id)["state"], "active");
+
+    let out = learner().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let r = record(&first_id);
+    assert_eq!(
+        (r["state"].as_str(), r["resumes"].as_u64()),
+        (Some("finished"), Some(1)),
+        "{r}"
+    );
+    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+    assert_eq!(summary["env_steps"].as_integer(), Some(8_000), "{summary}");
+
+    let out = learner().output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let second = record(&format!("{}-2", cfg.name));
+    assert_eq!(
+        (second["state"].as_str(), second["resumes"].as_u64()),
+        (Some("finished"), Some(0))
+    );
 }
 
 /// The process of `pattern` (a unique part of its command line).

@@ -149,8 +149,13 @@ impl Daemon {
     /// in the same folder (state directory, TLS identity) on the same
     /// ports; returns once it is ready (an interrupted run resumed).
     pub fn crash_and_restart(&mut self) {
-        let _ = self.child.kill();
+        self.crash();
         self.restart();
+    }
+
+    /// SIGKILLs the daemon; [`Daemon::restart`] starts it again.
+    pub fn crash(&mut self) {
+        let _ = self.child.kill();
     }
 
     /// SIGTERMs the daemon (it drains: runs checkpoint and stop, actors
@@ -163,7 +168,7 @@ impl Daemon {
 
     /// Waits for the daemon's process to end, then starts it again in the
     /// same folder on the same ports.
-    fn restart(&mut self) {
+    pub fn restart(&mut self) {
         let status = self.child.wait().unwrap();
         assert!(
             status.success() || status.code().is_none(),
@@ -238,7 +243,7 @@ impl Daemon {
 
     pub fn json(&self, path: &str) -> Value {
         let (status, body) = self.get(path);
-        assert_eq!(status, 200, "GET {path}: {body}");
+        assert_eq!(status, 200, "GET {path}: {body}\n{}", self.log());
         serde_json::from_str(&body).unwrap()
     }
 

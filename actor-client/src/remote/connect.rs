@@ -16,6 +16,8 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
     let mut carry = Carry {
         pending: None,
         seq: 0,
+        joined: None,
+        rejoin_limit: Some(opts.give_up_after),
         report: ActorReport::default(),
     };
     let mut backoff = Duration::from_millis(100);

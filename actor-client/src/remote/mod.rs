@@ -137,6 +137,11 @@ struct Carry {
     pending: Option<(String, Vec<Submission>)>,
     seq: u64,
     report: ActorReport,
+    /// `once`: the run this actor joined. After a reconnect it plays on
+    /// only in that run (a restarted learner resumes it at once); welcomed
+    /// into another, or not welcomed within `rejoin_limit`, it leaves.
+    joined: Option<String>,
+    rejoin_limit: Option<Duration>,
 }
 
 /// Runs an in-process actor until the learner stops it (or `cancel`
@@ -162,6 +167,8 @@ pub async fn run_link<L: Link>(
     let mut carry = Carry {
         pending: None,
         seq: 0,
+        joined: None,
+        rejoin_limit: None,
         report: ActorReport {
             sessions: 1,
             ..ActorReport::default()
@@ -217,11 +224,41 @@ async fn session<L: Link>(
             token: opts.token.clone(),
             env_capacity: opts.envs,
         });
-        let welcome = match answer(fs.call(&hello).await)? {
+        let call = fs.call(&hello);
+        let reply = match (&carry.joined, carry.rejoin_limit) {
+            (Some(run), Some(limit)) if opts.once => {
+                match tokio::time::timeout(limit, call).await {
+                    Ok(r) => r,
+                    Err(_) => {
+                        tracing::warn!(
+                            run = %run,
+                            "its run did not come back within {} s: it is over; leaving (--once)",
+                            limit.as_secs_f64()
+                        );
+                        return Ok(SessionEnd::Stopped { shutdown: true });
+                    }
+                }
+            }
+            _ => call.await,
+        };
+        let welcome = match answer(reply)? {
             Ok(Message::Welcome(w)) => w,
             Ok(other) => anyhow::bail!("expected welcome, got {}", other.kind()),
             Err(end) => return Ok(end),
         };
+        if opts.once {
+            match &carry.joined {
+                Some(run) if *run != welcome.run_id => {
+                    tracing::warn!(
+                        run = %run,
+                        next = %welcome.run_id,
+                        "its run is over; leaving (--once)"
+                    );
+                    return Ok(SessionEnd::Stopped { shutdown: true });
+                }
+                _ => carry.joined = Some(welcome.run_id.clone()),
+            }
+        }
         *backoff = Duration::from_millis(100);
         tracing::info!(run = %welcome.run_id, workflow = %welcome.workflow, n_envs = welcome.n_envs, "joined");
         let end = match welcome.workflow {

@@ -59,6 +59,12 @@ impl RateLimiter {
     pub fn samples(&self) -> f64 {
         self.samples
     }
+
+    /// A resumed run's limiter carries on from its checkpoint's counts.
+    pub fn restore(&mut self, inserts: u64, samples: f64) {
+        self.inserts = inserts;
+        self.samples = samples;
+    }
 }
 
 #[cfg(test)]

@@ -140,8 +140,8 @@ pub fn run_recorded(
     cancel: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<crate::workflows::RunSummary> {
     let state = StateDir::open(state_dir)?;
-    let record = match start {
-        crate::embedded::Start::New => state.create_run(cfg)?,
+    let record = match start.settle(state_dir, &cfg.name)? {
+        crate::embedded::Start::New | crate::embedded::Start::Continue => state.create_run(cfg)?,
         crate::embedded::Start::ResumeLatest => {
             let r = state.resumable(&cfg.name)?;
             r.resumed()?;

@@ -415,7 +415,12 @@ impl RunBook {
     }
 
     /// A checkpoint is due (a period boundary was crossed) and not yet
-    /// taken; taking the answer clears it.
+    /// taken.
+    pub fn checkpoint_due(&self) -> bool {
+        self.checkpoint_due
+    }
+
+    /// [`RunBook::checkpoint_due`]; taking the answer clears it.
     pub fn take_checkpoint_due(&mut self) -> bool {
         std::mem::take(&mut self.checkpoint_due)
     }

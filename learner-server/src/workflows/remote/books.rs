@@ -35,6 +35,10 @@ pub(super) struct CoreBooks {
     pub in_play: Vec<(u64, u64)>,
     /// Batches lost over the run's earlier restarts.
     pub batches_lost: u64,
+    /// The workflow's own state (`orchestrated`: the rate limiter's
+    /// counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<serde_json::Value>,
 }
 
 /// What taking up the books found.
@@ -73,6 +77,7 @@ impl Core {
                 per.into_iter().collect()
             },
             batches_lost: self.batches_lost,
+            workflow: self.workflow_books.clone(),
         };
         Ok((
             serde_json::to_value(&books).expect("plain data serialises"),
@@ -123,6 +128,7 @@ impl Core {
                 self.episode_steps.insert((ORPHANED, episode), n as i64);
             }
             self.batches_lost = b.batches_lost;
+            self.workflow_books = b.workflow.clone();
         }
         let Some(record) = self.book.record() else {
             return Ok(restored);

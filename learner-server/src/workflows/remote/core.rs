@@ -90,6 +90,13 @@ pub(super) struct Core {
     pub batches_lost: u64,
     /// Highest sequence number trained per (actor id, session id).
     pub(super) trained_seq: HashMap<(String, u64), u64>,
+    /// The workflow's part of the books: what the checkpoint restored,
+    /// then what the workflow puts there before each checkpoint.
+    pub(super) workflow_books: Option<serde_json::Value>,
+    /// The session of every connection admitted to the run, kept after it
+    /// leaves (`rma` batches are trained after their connection is gone):
+    /// a batch of another session is a resend.
+    pub(super) sessions: HashMap<ConnId, u64>,
     /// The latest weights, copied out once per version and shared by every
     /// message that carries them.
     weights: Option<WeightsMsg>,
@@ -148,6 +155,8 @@ impl Core {
             actors: BTreeMap::new(),
             next_index: 0,
             trained_seq: HashMap::new(),
+            sessions: HashMap::new(),
+            workflow_books: None,
             episode_steps: HashMap::new(),
             abandoned: 0,
             batches_lost: 0,
@@ -244,6 +253,7 @@ impl Core {
             index,
             "actor joined"
         );
+        self.sessions.insert(conn, hello.session_id);
         self.actors.insert(
             conn,
             ActorSlot {

@@ -53,16 +53,22 @@ impl Core {
             conn,
             envs,
         );
-        // An episode in play at a restored checkpoint starts over: what
-        // was ingested of it is abandoned.
-        for s in &starts {
-            if let Some(n) = self.episode_steps.remove(&(ORPHANED, s.episode))
+        self.settle_reissued();
+        starts
+    }
+
+    /// Episodes handed out again (here, or at an `rma` deposit) start
+    /// over: what was ingested of an earlier play nobody held — in play
+    /// at a restored checkpoint, or resent — is abandoned.
+    pub fn settle_reissued(&mut self) {
+        let reissued = self.ledger().take_reissued();
+        for episode in reissued {
+            if let Some(n) = self.episode_steps.remove(&(ORPHANED, episode))
                 && n > 0
             {
                 self.abandon(n as u64);
             }
         }
-        starts
     }
 
     /// `n` env steps of `episode`, played by `conn`, were ingested
@@ -118,6 +124,32 @@ impl Core {
             // not part of the episode that counts.
             _ => self.abandon(n),
         }
+    }
+
+    /// A resent batch ends `episode` (waiting to be played again) after
+    /// `length` steps: true if that many of its steps were ingested. If not
+    /// — a batch of it was received by a learner process that died after
+    /// its last checkpoint — the steps on record are abandoned and the
+    /// episode stays waiting, to be played again from its start.
+    pub fn resent_end_whole(&mut self, episode: u64, length: u32) -> bool {
+        let on_record = self
+            .episode_steps
+            .get(&(ORPHANED, episode))
+            .copied()
+            .unwrap_or(0);
+        if on_record == i64::from(length) {
+            return true;
+        }
+        tracing::info!(
+            run = %self.id,
+            episode,
+            length,
+            on_record,
+            "a resent episode end misses steps lost with a learner process: the episode is played again"
+        );
+        self.episode_steps.remove(&(ORPHANED, episode));
+        self.abandon(on_record.max(0) as u64);
+        false
     }
 
     /// `conn`'s `episode` of `length` steps was counted finished.

@@ -199,8 +199,8 @@ impl Core {
     /// Puts a valid batch into replay and trains, unless it was trained
     /// before (a resend) or is too stale; counts its finished episodes.
     /// Batches popped from the `rma` pools (`from_pool`) were deduplicated
-    /// and had their episodes counted at deposit. Returns false for a
-    /// duplicate.
+    /// at deposit and, unless resent, had their episodes counted there.
+    /// Returns false for a duplicate.
     pub fn ingest(
         &mut self,
         conn: ConnId,
@@ -212,11 +212,7 @@ impl Core {
         // Sent in an earlier session of the actor (before it reconnected):
         // its episodes may have been handed out again, even to this
         // connection, for a new play.
-        let resend = !from_pool
-            && self
-                .actors
-                .get(&conn)
-                .is_some_and(|s| s.session_id != e.session_id);
+        let resend = self.sessions.get(&conn).is_some_and(|&s| s != e.session_id);
         if !from_pool {
             let key = (e.actor_id.clone(), e.session_id);
             if self.trained_seq.get(&key).is_some_and(|&s| e.seq <= s) {
@@ -238,12 +234,16 @@ impl Core {
             self.accounts.trained(e, version);
             self.book.policy_lag(lag);
         }
-        if !from_pool {
+        if !from_pool || resend {
             // Before training: an on-policy agent trains on the episodes
             // that end here.
             for f in &e.finished {
-                // A resent end counts only for an episode nobody plays now.
-                if resend && self.ledger().standing(f.episode) != Standing::Waiting {
+                // A resent end counts only for an episode nobody plays now,
+                // and only if every step of it is on record.
+                if resend
+                    && (self.ledger().standing(f.episode) != Standing::Waiting
+                        || !self.resent_end_whole(f.episode, f.length))
+                {
                     continue;
                 }
                 self.finish_episode(conn, f.env, f.episode, f.ret, f.length)?;

@@ -55,6 +55,10 @@ pub struct EpisodeLedger {
     finished: BTreeSet<u64>,
     pub issued: u64,
     pub reissued: u64,
+    /// Ids re-issued since [`EpisodeLedger::take_reissued`] was last
+    /// called (the run thread abandons what was ingested of their earlier
+    /// plays).
+    reissued_ids: Vec<u64>,
 }
 
 impl EpisodeLedger {
@@ -73,6 +77,7 @@ impl EpisodeLedger {
         if let Some(id) = self.requeued.pop_front() {
             self.held.insert(id, holder);
             self.reissued += 1;
+            self.reissued_ids.push(id);
             return Some((id, true));
         }
         if self.limit.is_some_and(|l| self.next >= l) {
@@ -83,6 +88,11 @@ impl EpisodeLedger {
         self.issued += 1;
         self.held.insert(id, holder);
         Some((id, false))
+    }
+
+    /// The ids re-issued since the last call.
+    pub fn take_reissued(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.reissued_ids)
     }
 
     pub fn finish(&mut self, id: u64, holder: Holder) -> Finish {
@@ -191,6 +201,7 @@ impl EpisodeLedger {
             finished: img.finished.iter().flat_map(|r| r[0]..=r[1]).collect(),
             issued: img.issued,
             reissued: img.reissued,
+            reissued_ids: Vec::new(),
         }
     }
 }

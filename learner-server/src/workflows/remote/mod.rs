@@ -180,7 +180,11 @@ impl RemoteRun {
                     handle(&mut core, workflow.as_mut(), input)?;
                     // Take what else is queued (bounded, so that stop
                     // rules and status still run under a steady stream).
+                    // A checkpoint that fell due is not put off either.
                     for _ in 0..MAX_DRAIN {
+                        if core.book.checkpoint_due() {
+                            break;
+                        }
                         let Ok(input) = events.try_recv() else { break };
                         handle(&mut core, workflow.as_mut(), input)?;
                     }
@@ -188,7 +192,7 @@ impl RemoteRun {
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break StopReason::Cancelled,
             }
-            core.checkpoint_if_due()?;
+            workflow.checkpoint(&mut core)?;
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);

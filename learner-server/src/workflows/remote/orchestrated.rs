@@ -9,11 +9,19 @@ use super::workflow::Workflow;
 use crate::replay::RateLimiter;
 use crate::transport::{ConnId, Reply};
 use rlfleet_shared::wire::Submission;
+use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::time::Instant;
 
 /// Gradient steps taken in one go before the loop looks at inputs again.
 const MAX_STEPS_PER_TURN: u32 = 32;
+
+/// The rate limiter's counts in a checkpoint.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct LimiterBooks {
+    inserts: u64,
+    samples: f64,
+}
 
 /// The rate limiter and the inserts it holds back.
 #[derive(Debug)]
@@ -30,11 +38,27 @@ impl Orchestrated {
         core.paced = true;
         let cfg = core.cfg();
         let d = &cfg.distributed;
+        let mut limiter =
+            RateLimiter::new(d.samples_per_insert, d.min_size_to_sample, d.error_buffer);
+        let saved = core.workflow_books.clone();
+        // Resumed: the samples-per-insert ratio carries on where it was.
+        if let Some(b) = saved.and_then(|v| serde_json::from_value::<LimiterBooks>(v).ok()) {
+            limiter.restore(b.inserts, b.samples);
+        }
         Orchestrated {
-            limiter: RateLimiter::new(d.samples_per_insert, d.min_size_to_sample, d.error_buffer),
+            limiter,
             waiting: VecDeque::new(),
             items: cfg.items_per_sample().unwrap_or(1) as f64,
         }
+    }
+
+    /// Puts the limiter's counts where the next checkpoint takes them.
+    fn keep_books(&self, core: &mut Core) {
+        let b = LimiterBooks {
+            inserts: self.limiter.inserts(),
+            samples: self.limiter.samples(),
+        };
+        core.workflow_books = Some(serde_json::to_value(b).expect("plain data serialises"));
     }
 
     /// Ingests and answers one insert; tells the limiter.
@@ -107,6 +131,21 @@ impl Workflow for Orchestrated {
             self.insert(core, conn, s, None)?;
             let _ = reply.send(stop_message(reason));
         }
+        self.keep_books(core);
         Ok(())
+    }
+
+    /// The inserts held back are taken in (and answered) first, so that
+    /// every batch the books count received is trained; the limiter counts
+    /// them, and holds the next inserts until sampling catches up.
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
+        if !core.book.checkpoint_due() {
+            return Ok(());
+        }
+        while let Some((conn, s, reply)) = self.waiting.pop_front() {
+            self.insert(core, conn, s, Some(reply))?;
+        }
+        self.keep_books(core);
+        core.checkpoint_if_due()
     }
 }

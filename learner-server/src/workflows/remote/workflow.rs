@@ -153,6 +153,12 @@ pub(super) trait Workflow: Send {
         Ok(())
     }
 
+    /// Takes a checkpoint if one is due (the `rma` pools first hand over
+    /// what they hold, so that the books it keeps are whole).
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
+        core.checkpoint_if_due()
+    }
+
     /// A helper's message that came after the end.
     fn late(&mut self, _core: &mut Core, _ev: Internal) -> anyhow::Result<()> {
         Ok(())

@@ -108,7 +108,14 @@ impl Pools {
                 g.faults.push((conn, f.clone()));
             }
         }
-        for f in s.batch().map_or(&[][..], |e| &e.finished) {
+        // A resend's ends are judged when it is trained, as the steps
+        // before them are known there.
+        let resend = s.session_id() != pool.session_id;
+        let ends = s
+            .batch()
+            .filter(|_| !resend)
+            .map_or(&[][..], |e| &e.finished);
+        for f in ends {
             if ledger.finish(f.episode, (conn, f.env)) == Finish::Counted {
                 g.finished.push(Finished {
                     conn,

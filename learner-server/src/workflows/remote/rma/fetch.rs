@@ -36,8 +36,15 @@ impl Pools {
                     if g.closed.is_some() {
                         return;
                     }
-                    let set = Self::pop_all_next(&mut g);
+                    let set = if g.hold_fetch {
+                        Vec::new()
+                    } else {
+                        Self::pop_all_next(&mut g)
+                    };
                     if !set.is_empty() {
+                        // Marked out under the pools lock: a checkpoint
+                        // sees it taken from the pools and not yet trained.
+                        *self.fetched_waiting.lock().expect("fetch lock") = true;
                         break set;
                     }
                     g = self
@@ -47,7 +54,6 @@ impl Pools {
                         .0;
                 }
             };
-            *self.fetched_waiting.lock().expect("fetch lock") = true;
             if run.send(Input::Internal(Internal::Fetched(set))).is_err() {
                 return;
             }

@@ -21,7 +21,9 @@ use super::workflow::{Bypass, Input, Internal, Workflow};
 use crate::transport::{ConnId, Reply};
 use crate::workflows::StopReason;
 use pools::PoolRules;
+use pools::{Finished, Inner};
 use rlfleet_shared::config::{DataStructure, Overflow, WorkflowKind};
+use rlfleet_shared::wire::EnvFaultReport;
 use rlfleet_shared::wire::Experience;
 use select::Selector;
 use std::sync::{Arc, mpsc};
@@ -75,6 +77,8 @@ impl Rma {
         let weights = core.weights_msg();
         let published_version = weights.version;
         pools.publish(weights, epsilon);
+        // Resumed: what the checkpoint had accepted is refused again.
+        pools.restore_seqs(&core.trained_seq);
         Rma {
             pools: Arc::new(pools),
             workflow: w,
@@ -95,12 +99,7 @@ impl Rma {
         if batches.is_empty() {
             return Ok(());
         }
-        for (learner, conn, e) in batches {
-            if let Some(l) = learner {
-                core.agent.route_to(l);
-            }
-            core.ingest(conn, &e, true)?;
-        }
+        ingest_all(core, batches)?;
         let epsilon = core.actor_epsilon();
         if core.agent.train_steps() != self.published_version {
             let w = core.weights_msg();
@@ -119,17 +118,61 @@ impl Rma {
 
     /// Writes out the episode ends the deposits recorded.
     fn record_finished(&self, core: &mut Core) -> anyhow::Result<()> {
-        for (conn, f) in self.pools.take_faults() {
-            // Re-queued at deposit; the steps ingested so far are abandoned.
-            core.fault_ingested(conn, f.episode);
-            core.count_fault(conn, &f, true);
-        }
-        for f in self.pools.take_finished() {
-            core.episode_counted(f.conn, f.episode, f.length);
-            core.record_episode(f.actor, f.episode, f.ret, f.length)?;
-        }
-        Ok(())
+        let faults = self.pools.take_faults();
+        let finished = self.pools.take_finished();
+        record(core, faults, finished)
     }
+
+    /// Takes everything left in the pools, each batch with the learner it
+    /// goes to (`ml-*`: its actor's group's).
+    fn drain_routed(&self, g: &mut Inner) -> Routed {
+        let drained = self.pools.drain(g);
+        drained
+            .into_iter()
+            .map(|(conn, e)| {
+                let learner = self
+                    .select
+                    .as_ref()
+                    .map(|s| g.pools.get(&conn).map_or(0, |p| s.group_of(p.index)));
+                (learner, conn, e)
+            })
+            .collect()
+    }
+}
+
+/// Batches, each with the learner that trains it (`ml-*`).
+type Routed = Vec<(Option<usize>, ConnId, Arc<Experience>)>;
+
+/// Trains batches taken out of the pools.
+fn ingest_all(core: &mut Core, batches: Routed) -> anyhow::Result<()> {
+    for (learner, conn, e) in batches {
+        if let Some(l) = learner {
+            core.agent.route_to(l);
+        }
+        core.ingest(conn, &e, true)?;
+    }
+    Ok(())
+}
+
+/// Writes out episode ends and env faults the deposits recorded.
+fn record(
+    core: &mut Core,
+    faults: Vec<(ConnId, EnvFaultReport)>,
+    finished: Vec<Finished>,
+) -> anyhow::Result<()> {
+    // Before the ends: an episode re-issued at a deposit may have ended
+    // since, in its new play.
+    core.settle_reissued();
+    for (conn, f) in faults {
+        // Re-queued at deposit; the steps ingested so far are abandoned.
+        core.fault_ingested(conn, f.episode);
+        core.count_fault(conn, &f, true);
+    }
+    for f in finished {
+        core.episode_counted(f.conn, f.episode, f.length);
+        core.record_episode(f.actor, f.episode, f.ret, f.length)?;
+    }
+    Ok(())
 }
 
 impl Workflow for Rma {
@@ -156,8 +199,9 @@ impl Workflow for Rma {
         let welcome = core.welcome(conn, true);
         let slot = &core.actors[&conn];
         let version = slot.sent_version.unwrap_or(0);
+        let actor = (slot.actor_id.as_str(), slot.session_id);
         self.pools
-            .admit(conn, slot.index, &slot.actor_id, slot.n_envs, version);
+            .admit(conn, slot.index, actor, slot.n_envs, version);
         let _ = reply.send(welcome);
         Ok(())
     }
@@ -241,21 +285,57 @@ impl Workflow for Rma {
             let _ = f.join();
         }
         self.record_finished(core)?;
-        let short = self.workflow == WorkflowKind::MlRmaQueueShort;
-        for (conn, e) in self.pools.drain() {
-            if short {
-                // Its run ends without the rest of the queues.
-                let version = core.agent.train_steps();
+        let (left, accepted) = {
+            let mut g = self.pools.inner.lock().expect("pools lock");
+            (self.drain_routed(&mut g), Pools::accepted_seqs(&g))
+        };
+        // The final checkpoint keeps the dedup keys (a run stopped for a
+        // restart is resumed from it).
+        core.trained_seq = accepted;
+        if self.workflow == WorkflowKind::MlRmaQueueShort {
+            // Its run ends without the rest of the queues.
+            let version = core.agent.train_steps();
+            for (_, _, e) in left {
                 core.accounts.dropped(&e, version, DropReason::RunEnded);
-                continue;
             }
-            if let Some(select) = &self.select {
-                let group = self.pools.index_of(conn).map_or(0, |i| select.group_of(i));
-                core.agent.route_to(group);
-            }
-            core.ingest(conn, &e, true)?;
+            return Ok(());
         }
-        Ok(())
+        ingest_all(core, left)
+    }
+
+    /// Under the pools' lock, so that no deposit lands in between: the
+    /// episode ends recorded at deposit are written out and everything
+    /// pooled is trained (so that every batch the books count received is
+    /// trained or dropped), the dedup keys taken from the pools; then the
+    /// checkpoint. While a set `rma-queue-pop-all`'s fetcher took is on
+    /// its way to the run thread, the checkpoint waits for it (the
+    /// fetcher takes no other meanwhile).
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
+        if !core.book.checkpoint_due() {
+            return Ok(());
+        }
+        let pools = self.pools.clone();
+        let mut g = pools.inner.lock().expect("pools lock");
+        if *pools.fetched_waiting.lock().expect("fetch lock") {
+            g.hold_fetch = true;
+            return Ok(());
+        }
+        g.hold_fetch = false;
+        let (faults, finished) = (
+            std::mem::take(&mut g.faults),
+            std::mem::take(&mut g.finished),
+        );
+        record(core, faults, finished)?;
+        let left = self.drain_routed(&mut g);
+        if !left.is_empty() {
+            ingest_all(core, left)?;
+            let w = core.weights_msg();
+            self.published_version = w.version;
+            g.weights = Some(w);
+            g.epsilon = core.actor_epsilon();
+        }
+        core.trained_seq = Pools::accepted_seqs(&g);
+        core.checkpoint_if_due()
     }
 
     fn late(&mut self, core: &mut Core, ev: Internal) -> anyhow::Result<()> {

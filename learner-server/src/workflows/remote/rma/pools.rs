@@ -56,6 +56,9 @@ pub(super) struct Seqs {
 pub(super) struct Pool {
     pub index: u32,
     pub(super) actor_id: String,
+    /// The session of the connection: a batch of another session is a
+    /// resend, whose episode ends the run thread judges when it trains it.
+    pub(super) session_id: u64,
     pub(super) n_envs: u32,
     pub batches: VecDeque<Arc<Experience>>,
     /// `buff-unchecked`: the seq of the batch last read (it stays in place).
@@ -83,6 +86,9 @@ pub(super) struct Inner {
     pub(super) epsilon: f32,
     /// Round-robin position of the fetcher.
     pub cursor: ConnId,
+    /// A checkpoint waits for the set the fetcher handed out: until it
+    /// is taken, the fetcher takes no other.
+    pub(super) hold_fetch: bool,
 }
 
 /// The pools of one run.
@@ -167,7 +173,7 @@ impl Pools {
         &self,
         conn: ConnId,
         index: u32,
-        actor_id: &str,
+        (actor_id, session_id): (&str, u64),
         n_envs: u32,
         version: u64,
     ) {
@@ -176,6 +182,7 @@ impl Pools {
             Pool {
                 index,
                 actor_id: actor_id.to_string(),
+                session_id,
                 n_envs,
                 batches: VecDeque::new(),
                 last_read: None,
@@ -216,6 +223,30 @@ impl Pools {
     /// Env faults deposited since the last call.
     pub(super) fn take_faults(&self) -> Vec<(ConnId, EnvFaultReport)> {
         std::mem::take(&mut self.inner.lock().expect("pools lock").faults)
+    }
+
+    /// The highest seq accepted per `(actor, session)`: the dedup keys a
+    /// checkpoint keeps.
+    pub(super) fn accepted_seqs(g: &Inner) -> HashMap<(String, u64), u64> {
+        g.seqs
+            .iter()
+            .map(|(key, s)| (key.clone(), s.accepted))
+            .collect()
+    }
+
+    /// A resumed run's pools refuse what its checkpoint had accepted.
+    pub(super) fn restore_seqs(&self, accepted: &HashMap<(String, u64), u64>) {
+        let mut g = self.inner.lock().expect("pools lock");
+        g.seqs = accepted
+            .iter()
+            .map(|(key, &accepted)| {
+                let s = Seqs {
+                    accepted,
+                    refused_from: None,
+                };
+                (key.clone(), s)
+            })
+            .collect();
     }
 
     /// Hands episodes that came back (an actor left) to waiting actors.

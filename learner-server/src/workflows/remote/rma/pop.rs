@@ -84,22 +84,15 @@ impl Pools {
         select.exhausted(&view)
     }
 
-    /// The actor index of `conn`'s pool.
-    pub(super) fn index_of(&self, conn: ConnId) -> Option<u32> {
-        let g = self.inner.lock().expect("pools lock");
-        g.pools.get(&conn).map(|p| p.index)
-    }
-
     /// Pools empty (what `rma-queue-pop-all` fetched may still be on its
     /// way to, or in, training).
     fn all_empty(g: &Inner) -> bool {
         g.pools.values().all(|p| p.batches.is_empty())
     }
 
-    /// Everything still in the pools (the run is ending); unread
-    /// `buff-unchecked` values only.
-    pub(super) fn drain(&self) -> Popped {
-        let mut g = self.inner.lock().expect("pools lock");
+    /// Everything still in the pools, under their lock (the run is ending,
+    /// or a checkpoint is taken); unread `buff-unchecked` values only.
+    pub(super) fn drain(&self, g: &mut Inner) -> Popped {
         let structure = self.rules.structure;
         let mut out = Vec::new();
         for (&conn, pool) in g.pools.iter_mut() {
