@@ -152,6 +152,10 @@ impl Agent for A2c {
         traj.terminated = t.terminated;
     }
 
+    fn abandon_episode(&mut self, episode: u64) {
+        self.open.remove(&episode);
+    }
+
     fn end_episode(&mut self, episode: u64) {
         if let Some(t) = self.open.remove(&episode)
             && !t.rewards.is_empty()

@@ -57,6 +57,7 @@ mod command {
     /// Within `OBSERVE`: one transition, or one episode's end.
     pub const ITEM_TRANSITION: u8 = 1;
     pub const ITEM_END: u8 = 2;
+    pub const ITEM_ABANDON: u8 = 3;
 }
 
 fn put_f32s(out: &mut Vec<u8>, v: &[f32]) {
@@ -169,6 +170,21 @@ impl std::fmt::Debug for DataParallel {
 impl DataParallel {
     /// Wraps `inner`; `commands` and `reduce` are two communicators over
     /// the same learner ranks, this one first.
+    /// An episode's end or abandonment, for the learner that owns the
+    /// episode: this one at once, a helper with its next commands.
+    fn episode_item(&mut self, episode: u64, item: u8) {
+        let k = self.owner(episode);
+        if k == 0 {
+            return match item {
+                command::ITEM_END => self.inner.end_episode(episode),
+                _ => self.inner.abandon_episode(episode),
+            };
+        }
+        let p = self.pending_for(k);
+        p.push(item);
+        p.extend_from_slice(&episode.to_le_bytes());
+    }
+
     pub fn new(mut inner: Box<dyn Agent>, commands: Group, reduce: Group, batch_size: u64) -> Self {
         let learners = commands.0.size() as usize;
         let reduces = inner.set_gradient_reduce(Box::new(AllreduceMean::new(reduce)));
@@ -254,13 +270,11 @@ impl Agent for DataParallel {
     }
 
     fn end_episode(&mut self, episode: u64) {
-        let k = self.owner(episode);
-        if k == 0 {
-            return self.inner.end_episode(episode);
-        }
-        let p = self.pending_for(k);
-        p.push(command::ITEM_END);
-        p.extend_from_slice(&episode.to_le_bytes());
+        self.episode_item(episode, command::ITEM_END);
+    }
+
+    fn abandon_episode(&mut self, episode: u64) {
+        self.episode_item(episode, command::ITEM_ABANDON);
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
@@ -394,7 +408,12 @@ pub fn serve_helper(mut agent: Box<dyn Agent>, commands: Group, reduce: Group) {
                                 terminated,
                             });
                         }
-                        _ => agent.end_episode(r.u64()),
+                        command::ITEM_END => agent.end_episode(r.u64()),
+                        command::ITEM_ABANDON => agent.abandon_episode(r.u64()),
+                        other => rlfleet_shared::mpi::abort(
+                            &format!("a helper learner: unknown item {other}"),
+                            1,
+                        ),
                     }
                 }
             }

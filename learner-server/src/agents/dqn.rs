@@ -269,6 +269,10 @@ impl Agent for Dqn {
             .end_episode(episode, store(&mut self.replay, &mut self.per));
     }
 
+    fn abandon_episode(&mut self, episode: u64) {
+        self.n_step.abandon(episode);
+    }
+
     fn train(&mut self, env_steps: u64) -> u32 {
         let ready = env_steps >= self.cfg.learning_starts
             && self.replay.len() >= self.cfg.batch_size as usize

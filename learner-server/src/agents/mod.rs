@@ -107,6 +107,11 @@ pub trait Agent: Send {
     /// Episode `episode` ended: every transition of it has been observed
     /// (on-policy agents train on it).
     fn end_episode(&mut self, _episode: u64) {}
+    /// Episode `episode` is handed out again, to be played from its start:
+    /// what was observed of the earlier play and is still waiting (n-step
+    /// windows, open on-policy trajectories) is let go, so that it does not
+    /// mix with the new play. Transitions already stored stay.
+    fn abandon_episode(&mut self, _episode: u64) {}
     /// Trains as the schedule calls for after `env_steps` environment steps;
     /// returns the number of gradient steps taken.
     fn train(&mut self, env_steps: u64) -> u32;

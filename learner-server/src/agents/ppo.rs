@@ -289,6 +289,12 @@ impl Agent for Ppo {
         }
     }
 
+    fn abandon_episode(&mut self, episode: u64) {
+        if let Some(s) = self.open.remove(&episode) {
+            self.held -= s.rewards.len();
+        }
+    }
+
     fn train(&mut self, env_steps: u64) -> u32 {
         if self.held < self.cfg.n_steps as usize {
             return 0;

@@ -73,6 +73,12 @@ impl NStep {
         }
     }
 
+    /// Episode `episode` is played again from its start: the steps of the
+    /// earlier play still waiting are let go (a window does not mix plays).
+    pub fn abandon(&mut self, episode: u64) {
+        self.open.remove(&episode);
+    }
+
     /// Steps waiting in open episodes.
     pub fn pending(&self) -> usize {
         self.open.values().map(|o| o.steps.len()).sum()
@@ -182,5 +188,29 @@ mod tests {
         step(&mut one, &mut c, 5, 0, false);
         step(&mut one, &mut c, 5, 1, true);
         assert_eq!(c, vec![(0.0, 1.0, 1.0, 0.9), (1.0, 1.0, 2.0, 0.0)]);
+    }
+
+    /// An episode played again after an abandoned play starts a fresh
+    /// window: no emitted transition holds a step of the earlier play.
+    #[test]
+    fn a_replayed_episode_does_not_mix_with_its_abandoned_play() {
+        let mut n = NStep::new(3, 0.5);
+        let mut out = Vec::new();
+        // The earlier play: steps 10 and 11, then its actor left.
+        step(&mut n, &mut out, 7, 10, false);
+        step(&mut n, &mut out, 7, 11, false);
+        n.abandon(7);
+        assert_eq!((out.len(), n.pending()), (0, 0));
+        for t in 0..3 {
+            step(&mut n, &mut out, 7, t, t == 2);
+        }
+        assert_eq!(
+            out,
+            vec![
+                (0.0, 1.75, 3.0, 0.0),
+                (1.0, 1.5, 3.0, 0.0),
+                (2.0, 1.0, 3.0, 0.0)
+            ]
+        );
     }
 }

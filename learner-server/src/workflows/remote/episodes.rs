@@ -59,10 +59,12 @@ impl Core {
 
     /// Episodes handed out again (here, or at an `rma` deposit) start
     /// over: what was ingested of an earlier play nobody held — in play
-    /// at a restored checkpoint, or resent — is abandoned.
+    /// at a restored checkpoint, or resent — is abandoned, and the agent
+    /// lets go of what it holds of that play.
     pub fn settle_reissued(&mut self) {
         let reissued = self.ledger().take_reissued();
         for episode in reissued {
+            self.agent.abandon_episode(episode);
             if let Some(n) = self.episode_steps.remove(&(ORPHANED, episode))
                 && n > 0
             {
