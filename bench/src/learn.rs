@@ -8,7 +8,7 @@
 //! run per agent, deterministic policy), the baseline this benchmark
 //! compares against.
 
-use learner_server::output::read_evals;
+use learner_server::output::{read_episodes, read_evals};
 use learner_server::workflows::{self, RunOptions};
 use rlfleet_shared::config::RunConfig;
 use serde::Serialize;
@@ -31,6 +31,7 @@ pub const CASES: &[(&str, u64, f64, f64, f64)] = &[
 #[derive(Debug, Serialize)]
 pub struct LearnRow {
     config: String,
+    seed: u64,
     agent: String,
     env: String,
     env_steps: u64,
@@ -44,56 +45,148 @@ pub struct LearnRow {
     zoo_std: f64,
     /// final_eval - zoo_mean.
     vs_zoo: Option<f64>,
+    /// Mean return of the last 20 training episodes (does it stay up?).
+    last20_train_mean: Option<f64>,
 }
 
-pub fn bench(only: &[String], eval_episodes: u32, out: &Path) -> anyhow::Result<()> {
+/// One config over its seeds.
+#[derive(Debug, Serialize)]
+pub struct SeedsRow {
+    config: String,
+    seeds: u64,
+    threshold: f64,
+    budget: u64,
+    /// Seeds whose evaluation reached the threshold within the budget.
+    reached: u64,
+    /// Over the seeds that reached it: median, min, max.
+    steps_to_threshold: Option<[u64; 3]>,
+    /// Over every seed: median, min, max.
+    final_eval: Option<[f64; 3]>,
+    last20_train_mean: Option<[f64; 3]>,
+    wall_secs: [f64; 3],
+}
+
+/// Median (the lower of the middle two), min and max.
+fn spread<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.partial_cmp(b).expect("no NaN"));
+    Some([v[(v.len() - 1) / 2], v[0], v[v.len() - 1]])
+}
+
+pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut rows = Vec::new();
+    let mut summaries = Vec::new();
     for &(name, budget, zoo_mean, zoo_std, threshold) in CASES {
         if !only.is_empty() && !only.iter().any(|o| name.contains(o.as_str())) {
             continue;
         }
-        let mut cfg = RunConfig::load(Path::new(&format!("config/{name}.toml")))?;
-        cfg.output_dir = dir.path().join(name);
-        cfg.stop = Default::default();
-        cfg.stop.max_env_steps = Some(budget);
-        cfg.eval.period_steps = (budget / 20).max(1_000);
-        cfg.eval.episodes = eval_episodes;
-        cfg.checkpoint.period_steps = 0;
-        let opts = RunOptions::new(None, false);
-        let s = workflows::run(&cfg, &opts, CancellationToken::new())?;
-        let evals = read_evals(&cfg.output_dir.join("evals.csv"))?;
-        let steps_to_threshold = evals
-            .iter()
-            .find(|e| e.mean_return >= threshold)
-            .map(|e| e.env_steps);
-        let wall_secs = s.counters.env_steps as f64 / s.env_steps_per_sec.max(1e-9);
-        let row = LearnRow {
+        let first = rows.len();
+        for seed in 1..=seeds {
+            let row = one(
+                name,
+                seed,
+                eval_episodes,
+                dir.path(),
+                (budget, zoo_mean, zoo_std, threshold),
+            )?;
+            rows.push(row);
+        }
+        let runs = &rows[first..];
+        let s = SeedsRow {
             config: name.to_string(),
-            agent: cfg.agent.to_string(),
-            env: cfg.env.clone(),
-            env_steps: s.counters.env_steps,
-            wall_secs,
-            final_eval: s.final_eval,
-            best_eval: s.best_eval.map(|b| b.0),
+            seeds,
             threshold,
-            steps_to_threshold,
-            zoo_mean,
-            zoo_std,
-            vs_zoo: s.final_eval.map(|f| f - zoo_mean),
+            budget,
+            reached: runs
+                .iter()
+                .filter(|r| r.steps_to_threshold.is_some())
+                .count() as u64,
+            steps_to_threshold: spread(runs.iter().filter_map(|r| r.steps_to_threshold).collect()),
+            final_eval: spread(runs.iter().filter_map(|r| r.final_eval).collect()),
+            last20_train_mean: spread(runs.iter().filter_map(|r| r.last20_train_mean).collect()),
+            wall_secs: spread(runs.iter().map(|r| r.wall_secs).collect()).expect("a seed"),
         };
-        let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
-        println!(
-            "{name:<22} {:>7} steps {:>6.0} s: final {:>7} best {:>7} (zoo {zoo_mean:.1} ± {zoo_std:.1} at \
-             {budget}); >= {threshold} first at {}",
-            row.env_steps,
-            row.wall_secs,
-            show(row.final_eval),
-            show(row.best_eval),
-            row.steps_to_threshold
-                .map_or("never".into(), |s| format!("{s} steps")),
-        );
-        rows.push(row);
+        if seeds > 1 {
+            println!(
+                "{name:<22} {}/{seeds} seeds reached {threshold} within {budget} steps: at {:?} \
+                 (median, min, max); final eval {:?}; last 20 training {:?}; wall s {:.0?}",
+                s.reached, s.steps_to_threshold, s.final_eval, s.last20_train_mean, s.wall_secs
+            );
+        }
+        summaries.push(s);
+    }
+    if seeds > 1 {
+        #[derive(Serialize)]
+        struct Out<'a> {
+            summary: &'a [SeedsRow],
+            runs: &'a [LearnRow],
+        }
+        let out_json = Out {
+            summary: &summaries,
+            runs: &rows,
+        };
+        return super::write_json(out, "agents_learn_seeds", &out_json);
     }
     super::write_json(out, "agents_learn", &rows)
+}
+
+/// One seed of one config for its budget.
+fn one(
+    name: &str,
+    seed: u64,
+    eval_episodes: u32,
+    dir: &Path,
+    (budget, zoo_mean, zoo_std, threshold): (u64, f64, f64, f64),
+) -> anyhow::Result<LearnRow> {
+    let mut cfg = RunConfig::load(Path::new(&format!("config/{name}.toml")))?;
+    cfg.seed = seed;
+    cfg.output_dir = dir.join(format!("{name}-{seed}"));
+    cfg.stop = Default::default();
+    cfg.stop.max_env_steps = Some(budget);
+    cfg.eval.period_steps = (budget / 20).max(1_000);
+    cfg.eval.episodes = eval_episodes;
+    cfg.checkpoint.period_steps = 0;
+    let opts = RunOptions::new(None, false);
+    let s = workflows::run(&cfg, &opts, CancellationToken::new())?;
+    let evals = read_evals(&cfg.output_dir.join("evals.csv"))?;
+    let steps_to_threshold = evals
+        .iter()
+        .find(|e| e.mean_return >= threshold)
+        .map(|e| e.env_steps);
+    let wall_secs = s.counters.env_steps as f64 / s.env_steps_per_sec.max(1e-9);
+    let eps = read_episodes(&cfg.output_dir.join("episodes.csv"))?;
+    let tail = &eps[eps.len().saturating_sub(20)..];
+    let last20_train_mean =
+        (!tail.is_empty()).then(|| tail.iter().map(|e| e.ret).sum::<f64>() / tail.len() as f64);
+    let row = LearnRow {
+        config: name.to_string(),
+        seed,
+        agent: cfg.agent.to_string(),
+        env: cfg.env.clone(),
+        env_steps: s.counters.env_steps,
+        wall_secs,
+        final_eval: s.final_eval,
+        best_eval: s.best_eval.map(|b| b.0),
+        threshold,
+        steps_to_threshold,
+        zoo_mean,
+        zoo_std,
+        vs_zoo: s.final_eval.map(|f| f - zoo_mean),
+        last20_train_mean,
+    };
+    let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    println!(
+        "{name:<22} seed {seed} {:>7} steps {:>6.0} s: final {:>7} best {:>7} (zoo {zoo_mean:.1} ± \
+             {zoo_std:.1} at {budget}); >= {threshold} first at {}",
+        row.env_steps,
+        row.wall_secs,
+        show(row.final_eval),
+        show(row.best_eval),
+        row.steps_to_threshold
+            .map_or("never".into(), |s| format!("{s} steps")),
+    );
+    Ok(row)
 }

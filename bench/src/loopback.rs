@@ -29,6 +29,7 @@ pub async fn start_daemon(dir: &Path) -> anyhow::Result<(Daemon, CancellationTok
     scfg.actors.listen = ([127, 0, 0, 1], 0).into();
     scfg.actors.tls_dir = dir.join("tls");
     scfg.api.listen = ([127, 0, 0, 1], 0).into();
+    scfg.state_dir = dir.join("state");
     let shutdown = CancellationToken::new();
     let d = daemon::start(&scfg, shutdown.clone()).await?;
     Ok((d, shutdown))

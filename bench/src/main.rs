@@ -31,6 +31,7 @@
 mod agents;
 mod durability;
 mod inference;
+mod inference_stall;
 mod ingest;
 mod learn;
 mod loopback;
@@ -123,6 +124,11 @@ enum What {
         only: Vec<String>,
         #[arg(long, default_value_t = 20)]
         eval_episodes: u32,
+        /// Run each config with seeds 1..=N and report, per config, how
+        /// many reached the threshold within the budget, with the median
+        /// and spread (`agents_learn_seeds.json` when N > 1).
+        #[arg(long, default_value_t = 1)]
+        seeds: u64,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -150,6 +156,9 @@ enum What {
         secs: f64,
         #[arg(long, default_value_t = 1_000_000)]
         restart_transitions: usize,
+        /// Simulator clients (8 envs each) in the inference case.
+        #[arg(long, default_value_t = 16)]
+        inference_actors: usize,
     },
     /// Gradient steps per second of every agent vs. one plain MLP step.
     Agents {
@@ -398,7 +407,8 @@ fn main() -> anyhow::Result<()> {
         What::Learn {
             only,
             eval_episodes,
-        } => learn::bench(&only, eval_episodes, &cli.out),
+            seeds,
+        } => learn::bench(&only, eval_episodes, seeds, &cli.out),
         What::Seed {
             secs,
             actors,
@@ -430,15 +440,26 @@ fn main() -> anyhow::Result<()> {
         What::Checkpoint {
             secs,
             restart_transitions,
+            inference_actors,
         } => {
             #[derive(Serialize)]
             struct Durability {
                 stall: Vec<durability::StallRow>,
+                inference: Vec<inference_stall::InferenceRow>,
                 restart: Vec<durability::RestartRow>,
             }
             let stall = durability::stall(secs)?;
+            let inference = runtime()?.block_on(inference_stall::bench(inference_actors, secs))?;
             let restart = durability::restart(restart_transitions)?;
-            write_json(&cli.out, "checkpoint", &Durability { stall, restart })
+            write_json(
+                &cli.out,
+                "checkpoint",
+                &Durability {
+                    stall,
+                    inference,
+                    restart,
+                },
+            )
         }
         What::Soak {
             workflows,

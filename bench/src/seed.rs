@@ -97,7 +97,13 @@ pub fn hello(i: usize) -> Message {
 
 /// N client tasks in closed loop for `secs`; `echo` sends raw frames and
 /// reads the same number of bytes back.
-async fn drive(addr: SocketAddr, pin: &str, actors: usize, secs: f64, mode: Mode) -> Figure {
+pub(crate) async fn drive(
+    addr: SocketAddr,
+    pin: &str,
+    actors: usize,
+    secs: f64,
+    mode: Mode,
+) -> Figure {
     let mut tasks = Vec::new();
     let usage_before = process_usage();
     for i in 0..actors {
@@ -177,7 +183,7 @@ async fn datagram_loop(conn: &quinn::Connection, frame: &[u8], secs: f64) -> Vec
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     Learner,
     Constant,
     Echo,
