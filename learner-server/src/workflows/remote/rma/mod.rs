@@ -145,6 +145,10 @@ type Routed = Vec<(Option<usize>, ConnId, Arc<Experience>)>;
 
 /// Trains batches taken out of the pools.
 fn ingest_all(core: &mut Core, batches: Routed) -> anyhow::Result<()> {
+    // An episode re-issued at a deposit is let go of by the agent before
+    // any step of its new play reaches it (`rma-queue-pop-all`'s sets are
+    // trained without `work` having settled first).
+    core.settle_reissued();
     for (learner, conn, e) in batches {
         if let Some(l) = learner {
             core.agent.route_to(l);
