@@ -8,7 +8,7 @@
 //! run per agent, deterministic policy), the baseline this benchmark
 //! compares against.
 
-use learner_server::output::{read_episodes, read_evals};
+use learner_server::output::{EpisodeRecord, read_episodes, read_evals};
 use learner_server::workflows::{self, RunOptions};
 use rlfleet_shared::config::RunConfig;
 use serde::Serialize;
@@ -47,6 +47,35 @@ pub struct LearnRow {
     vs_zoo: Option<f64>,
     /// Mean return of the last 20 training episodes (does it stay up?).
     last20_train_mean: Option<f64>,
+    /// Env steps and wall seconds at which the rolling mean of 20 training
+    /// episodes first reached the threshold (the rule CleanRL's and RLlib's
+    /// times in DESIGN.md were taken by).
+    rolling20_first: Option<(u64, f64)>,
+    /// The lowest rolling mean of 20 training episodes after that: whether
+    /// the run stays solved once it is.
+    rolling20_min_after: Option<f64>,
+}
+
+/// Where the rolling mean of `window` training returns first reaches
+/// `threshold` (env steps, wall seconds), and its minimum from then on.
+fn rolling(
+    eps: &[EpisodeRecord],
+    window: usize,
+    threshold: f64,
+) -> (Option<(u64, f64)>, Option<f64>) {
+    if eps.len() < window {
+        return (None, None);
+    }
+    let means: Vec<f64> = eps
+        .windows(window)
+        .map(|w| w.iter().map(|e| e.ret).sum::<f64>() / window as f64)
+        .collect();
+    let Some(first) = means.iter().position(|&m| m >= threshold) else {
+        return (None, None);
+    };
+    let at = &eps[first + window - 1];
+    let min_after = means[first..].iter().copied().fold(f64::INFINITY, f64::min);
+    (Some((at.env_steps, at.wall_secs)), Some(min_after))
 }
 
 /// One config over its seeds.
@@ -58,6 +87,13 @@ pub struct SeedsRow {
     budget: u64,
     /// Seeds whose evaluation reached the threshold within the budget.
     reached: u64,
+    /// Env steps each run went on for (the budget, or a multiple of it).
+    run_steps: u64,
+    /// Seeds whose rolling mean of 20 training episodes reached the
+    /// threshold, and of those, the ones that never fell below 90 % of it
+    /// afterwards.
+    rolling20_reached: u64,
+    rolling20_held: u64,
     /// Over the seeds that reached it: median, min, max.
     steps_to_threshold: Option<[u64; 3]>,
     /// Over every seed: median, min, max.
@@ -75,7 +111,13 @@ fn spread<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
     Some([v[(v.len() - 1) / 2], v[0], v[v.len() - 1]])
 }
 
-pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> anyhow::Result<()> {
+pub fn bench(
+    only: &[String],
+    eval_episodes: u32,
+    seeds: u64,
+    steps_factor: f64,
+    out: &Path,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut rows = Vec::new();
     let mut summaries = Vec::new();
@@ -91,6 +133,7 @@ pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> any
                 eval_episodes,
                 dir.path(),
                 (budget, zoo_mean, zoo_std, threshold),
+                steps_factor,
             )?;
             rows.push(row);
         }
@@ -102,7 +145,13 @@ pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> any
             budget,
             reached: runs
                 .iter()
-                .filter(|r| r.steps_to_threshold.is_some())
+                .filter(|r| r.steps_to_threshold.is_some_and(|s| s <= budget))
+                .count() as u64,
+            run_steps: run_steps(budget, steps_factor),
+            rolling20_reached: runs.iter().filter(|r| r.rolling20_first.is_some()).count() as u64,
+            rolling20_held: runs
+                .iter()
+                .filter(|r| r.rolling20_min_after.is_some_and(|m| held(m, threshold)))
                 .count() as u64,
             steps_to_threshold: spread(runs.iter().filter_map(|r| r.steps_to_threshold).collect()),
             final_eval: spread(runs.iter().filter_map(|r| r.final_eval).collect()),
@@ -112,8 +161,16 @@ pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> any
         if seeds > 1 {
             println!(
                 "{name:<22} {}/{seeds} seeds reached {threshold} within {budget} steps: at {:?} \
-                 (median, min, max); final eval {:?}; last 20 training {:?}; wall s {:.0?}",
-                s.reached, s.steps_to_threshold, s.final_eval, s.last20_train_mean, s.wall_secs
+                 (median, min, max); final eval {:?}; last 20 training {:?}; wall s {:.0?}; \
+                 rolling 20 reached on {}, held on {} over {} steps",
+                s.reached,
+                s.steps_to_threshold,
+                s.final_eval,
+                s.last20_train_mean,
+                s.wall_secs,
+                s.rolling20_reached,
+                s.rolling20_held,
+                s.run_steps
             );
         }
         summaries.push(s);
@@ -133,19 +190,31 @@ pub fn bench(only: &[String], eval_episodes: u32, seeds: u64, out: &Path) -> any
     super::write_json(out, "agents_learn", &rows)
 }
 
-/// One seed of one config for its budget.
+/// Env steps a run goes on for: `factor` times the zoo's budget.
+fn run_steps(budget: u64, factor: f64) -> u64 {
+    (budget as f64 * factor).round() as u64
+}
+
+/// A rolling mean that never fell below 90 % of the threshold (of its
+/// magnitude for negative thresholds) after first reaching it.
+fn held(min_after: f64, threshold: f64) -> bool {
+    min_after >= threshold - 0.1 * threshold.abs()
+}
+
+/// One seed of one config for its budget (times `steps_factor`).
 fn one(
     name: &str,
     seed: u64,
     eval_episodes: u32,
     dir: &Path,
     (budget, zoo_mean, zoo_std, threshold): (u64, f64, f64, f64),
+    steps_factor: f64,
 ) -> anyhow::Result<LearnRow> {
     let mut cfg = RunConfig::load(Path::new(&format!("config/{name}.toml")))?;
     cfg.seed = seed;
     cfg.output_dir = dir.join(format!("{name}-{seed}"));
     cfg.stop = Default::default();
-    cfg.stop.max_env_steps = Some(budget);
+    cfg.stop.max_env_steps = Some(run_steps(budget, steps_factor));
     cfg.eval.period_steps = (budget / 20).max(1_000);
     cfg.eval.episodes = eval_episodes;
     cfg.checkpoint.period_steps = 0;
@@ -161,6 +230,7 @@ fn one(
     let tail = &eps[eps.len().saturating_sub(20)..];
     let last20_train_mean =
         (!tail.is_empty()).then(|| tail.iter().map(|e| e.ret).sum::<f64>() / tail.len() as f64);
+    let (rolling20_first, rolling20_min_after) = rolling(&eps, 20, threshold);
     let row = LearnRow {
         config: name.to_string(),
         seed,
@@ -176,17 +246,24 @@ fn one(
         zoo_std,
         vs_zoo: s.final_eval.map(|f| f - zoo_mean),
         last20_train_mean,
+        rolling20_first,
+        rolling20_min_after,
     };
     let show = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
     println!(
         "{name:<22} seed {seed} {:>7} steps {:>6.0} s: final {:>7} best {:>7} (zoo {zoo_mean:.1} ± \
-             {zoo_std:.1} at {budget}); >= {threshold} first at {}",
+             {zoo_std:.1} at {budget}); >= {threshold} first at {}; rolling 20 first at {}, \
+             lowest after {}; last 20 {}",
         row.env_steps,
         row.wall_secs,
         show(row.final_eval),
         show(row.best_eval),
         row.steps_to_threshold
             .map_or("never".into(), |s| format!("{s} steps")),
+        row.rolling20_first
+            .map_or("never".into(), |(s, w)| format!("{s} steps ({w:.1} s)")),
+        show(row.rolling20_min_after),
+        show(row.last20_train_mean),
     );
     Ok(row)
 }

@@ -129,6 +129,11 @@ enum What {
         /// and spread (`agents_learn_seeds.json` when N > 1).
         #[arg(long, default_value_t = 1)]
         seeds: u64,
+        /// Run each config for this many times the zoo's budget ("reached"
+        /// still counts within the budget): what happens after a run is
+        /// solved, in the rolling-20 columns.
+        #[arg(long, default_value_t = 1.0)]
+        steps_factor: f64,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -408,7 +413,8 @@ fn main() -> anyhow::Result<()> {
             only,
             eval_episodes,
             seeds,
-        } => learn::bench(&only, eval_episodes, seeds, &cli.out),
+            steps_factor,
+        } => learn::bench(&only, eval_episodes, seeds, steps_factor, &cli.out),
         What::Seed {
             secs,
             actors,

@@ -99,6 +99,16 @@ impl Dqn {
         self.cfg.eps_start + frac * (self.cfg.eps_end - self.cfg.eps_start)
     }
 
+    /// Learning rate after `env_steps`: `lr`, or annealed linearly to
+    /// `lr_end` over `lr_anneal_steps`.
+    pub fn learning_rate(&self, env_steps: u64) -> f64 {
+        if self.cfg.lr_anneal_steps == 0 {
+            return self.cfg.lr;
+        }
+        let frac = (env_steps as f64 / self.cfg.lr_anneal_steps as f64).min(1.0);
+        self.cfg.lr + frac * (self.cfg.lr_end - self.cfg.lr)
+    }
+
     /// Q-values of a batch of observations under the online network.
     pub fn q_values(&self, obs: &[f32], batch: usize) -> Tensor {
         let x = Tensor::from_slice(obs)
@@ -280,6 +290,7 @@ impl Agent for Dqn {
         if !ready {
             return 0;
         }
+        self.adam.lr = self.learning_rate(env_steps);
         for _ in 0..self.cfg.gradient_steps {
             self.gradient_step();
         }
@@ -465,6 +476,47 @@ mod tests {
         check(&mut dqn);
         dqn.load_weights(&before).unwrap();
         check(&mut dqn);
+    }
+}
+
+#[cfg(test)]
+mod schedule_tests {
+    use super::*;
+
+    /// The learning rate falls linearly to `lr_end` and stays there; the
+    /// optimizer trains with the scheduled rate.
+    #[test]
+    fn the_learning_rate_anneals_to_its_floor_and_holds() {
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let cfg = DqnConfig {
+            lr: 1e-3,
+            lr_anneal_steps: 1_000,
+            lr_end: 1e-4,
+            batch_size: 4,
+            learning_starts: 0,
+            ..DqnConfig::default()
+        };
+        let mut dqn = Dqn::new(&cfg, &spec, 1, Device::Cpu);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+        assert!(close(dqn.learning_rate(0), 1e-3));
+        assert!(close(dqn.learning_rate(500), 5.5e-4));
+        assert!(close(dqn.learning_rate(1_000), 1e-4));
+        assert!(close(dqn.learning_rate(50_000), 1e-4));
+        for i in 0..8u32 {
+            let o = [i as f32 * 0.01, 0.0, 0.0, 0.0];
+            dqn.observe(&Transition {
+                episode: 0,
+                obs: &o,
+                action: &[(i % 2) as f32],
+                reward: 1.0,
+                next_obs: &o,
+                terminated: false,
+            });
+        }
+        assert_eq!(dqn.train(250), 1);
+        assert!(close(dqn.adam.lr, 7.75e-4), "lr {}", dqn.adam.lr);
+        let constant = Dqn::new(&DqnConfig::default(), &spec, 1, Device::Cpu);
+        assert!(close(constant.learning_rate(1_000_000), 1e-3));
     }
 }
 

@@ -20,9 +20,16 @@ pub struct DqnConfig {
     /// Hidden layer widths of the Q-network MLP (ReLU).
     #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
-    /// Adam learning rate.
+    /// Adam learning rate (at the start, when annealed).
     #[schema(exclusive_minimum = 0.0)]
     pub lr: f64,
+    /// Anneal the learning rate linearly from `lr` to `lr_end` over this
+    /// many env steps, then hold it there (0: constant `lr`). A small rate
+    /// late in a run keeps a solved policy from being trained away.
+    pub lr_anneal_steps: u64,
+    /// Where the annealed learning rate ends (at most `lr`).
+    #[schema(minimum = 0.0)]
+    pub lr_end: f64,
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     #[schema(minimum = 1, maximum = 65536)]
@@ -85,6 +92,8 @@ impl Default for DqnConfig {
         DqnConfig {
             hidden: vec![64, 64],
             lr: 1e-3,
+            lr_anneal_steps: 0,
+            lr_end: 0.0,
             gamma: 0.99,
             batch_size: 64,
             buffer_size: 50_000,

@@ -105,6 +105,13 @@ fn wrong_workflow_pairings_are_rejected() {
         e.starts_with("`distributed.error_buffer` = 31.5 is out of range: a number >= 32"),
         "{e}"
     );
+    let e = err(&(MINIMAL.to_string() + "[dqn]\nlr = 0.001\nlr_end = 0.01\n"));
+    assert!(
+        e.starts_with(
+            "`dqn.lr_end` = 0.01 is out of range: a number in 0..=0.001 (at most dqn.lr)"
+        ),
+        "{e}"
+    );
     let e = err(&orchestrated("min_size_to_sample = 10"));
     assert!(e.contains("an integer >= 64 (dqn.batch_size"), "{e}");
     RunConfig::from_toml(&orchestrated("error_buffer = 32.0"), "t").unwrap();

@@ -348,6 +348,12 @@ impl RunConfig {
             d.gamma,
         )?;
         require(
+            "dqn.lr_end",
+            d.lr_end,
+            d.lr_end.is_finite() && d.lr_end >= 0.0 && d.lr_end <= d.lr,
+            &format!("a number in 0..={} (at most dqn.lr)", d.lr),
+        )?;
+        require(
             "dqn.batch_size",
             d.batch_size,
             (1..=65_536).contains(&d.batch_size),
