@@ -40,6 +40,7 @@ mod mpi;
 mod pyenv;
 mod seed;
 mod soak;
+mod torch_python;
 mod workflows;
 
 use clap::{Parser, Subcommand};
@@ -254,6 +255,10 @@ struct DqnRow {
     baseline_steps_per_sec: f64,
     ratio: f64,
     rlfleet_us_per_step: f64,
+    /// The same update in PyTorch from Python, when a Python with torch is
+    /// found (`scripts/torch-venv.sh`), and rlfleet's rate over it.
+    pytorch_python_steps_per_sec: Option<f64>,
+    vs_pytorch_python: Option<f64>,
 }
 
 fn filled_dqn(batch: u32) -> Dqn {
@@ -317,12 +322,18 @@ fn write_json<T: Serialize>(out: &std::path::Path, name: &str, value: &T) -> any
 fn bench_dqn(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
     tch::set_num_threads(1);
     let mut rows = vec![];
-    for batch in [64u32, 256] {
+    let batches = [64u32, 256];
+    let python = torch_python::rates(secs, &batches);
+    if let Err(why) = &python {
+        println!("PyTorch-Python: not measured: {why}");
+    }
+    for batch in batches {
         let mut dqn = filled_dqn(batch);
         let ours = rate(secs, || {
             dqn.train(0);
         });
         let base = baseline_step(batch as i64, secs);
+        let py = python.as_ref().ok().and_then(|r| r.get(&batch).copied());
         let row = DqnRow {
             batch,
             hidden: vec![64, 64],
@@ -330,11 +341,17 @@ fn bench_dqn(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
             baseline_steps_per_sec: base,
             ratio: ours / base,
             rlfleet_us_per_step: 1e6 / ours,
+            pytorch_python_steps_per_sec: py,
+            vs_pytorch_python: py.map(|p| ours / p),
         };
         println!(
-            "dqn batch {batch:>3}: {ours:>8.0} steps/s ({:.0} us/step); plain tch {base:>8.0} steps/s; ratio {:.2}",
+            "dqn batch {batch:>3}: {ours:>8.0} steps/s ({:.0} us/step); plain tch {base:>8.0} steps/s; ratio {:.2}{}",
             1e6 / ours,
-            ours / base
+            ours / base,
+            py.map_or(String::new(), |p| format!(
+                "; PyTorch-Python {p:>8.0} steps/s; ratio {:.2}",
+                ours / p
+            ))
         );
         rows.push(row);
     }

@@ -6,6 +6,8 @@ use tch::{Device, Kind, Tensor};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlatMlp {
     sizes: Vec<i64>,
+    /// Lengths of each layer's weight and bias in the flat vector, in order.
+    parts: Vec<i64>,
 }
 
 impl FlatMlp {
@@ -13,7 +15,8 @@ impl FlatMlp {
         let mut sizes = vec![input as i64];
         sizes.extend(hidden.iter().map(|&h| h as i64));
         sizes.push(output as i64);
-        FlatMlp { sizes }
+        let parts = sizes.windows(2).flat_map(|w| [w[0] * w[1], w[1]]).collect();
+        FlatMlp { sizes, parts }
     }
 
     pub fn sizes(&self) -> &[i64] {
@@ -45,19 +48,18 @@ impl FlatMlp {
 
     /// Applies the network with parameters `params` to `x` of shape
     /// `[batch, input]`, giving `[batch, output]`.
+    ///
+    /// The parameters are cut into layers with one `split_with_sizes`, not a
+    /// `narrow` per weight and bias: the backward of a split is one
+    /// concatenation into the flat gradient, where each `narrow`'s backward
+    /// fills a zero tensor of the whole parameter vector and adds it in.
     pub fn forward(&self, params: &Tensor, x: &Tensor) -> Tensor {
         let n_layers = self.sizes.len() - 1;
-        let mut offset = 0;
+        let parts = params.split_with_sizes(&self.parts, 0);
         let mut h = x.shallow_clone();
-        for (i, w) in self.sizes.windows(2).enumerate() {
-            let (fan_in, fan_out) = (w[0], w[1]);
-            let weight = params
-                .narrow(0, offset, fan_in * fan_out)
-                .view([fan_out, fan_in]);
-            offset += fan_in * fan_out;
-            let bias = params.narrow(0, offset, fan_out);
-            offset += fan_out;
-            h = h.linear(&weight, Some(&bias));
+        for (i, (w, wb)) in self.sizes.windows(2).zip(parts.chunks_exact(2)).enumerate() {
+            let weight = wb[0].view([w[1], w[0]]);
+            h = h.linear(&weight, Some(&wb[1]));
             if i + 1 < n_layers {
                 h = h.relu();
             }

@@ -1,0 +1,61 @@
+//! PyTorch from Python as a benchmark baseline: finds a Python that imports
+//! torch and runs `bench/python/dqn_step.py` in it as a subprocess.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// The DQN update in PyTorch-Python (embedded, so the bench runs from any
+/// directory).
+const DQN_STEP: &str = include_str!("../python/dqn_step.py");
+
+/// The Python to use: `RLFLEET_TORCH_PYTHON`, else the venv
+/// `scripts/torch-venv.sh` makes, else none.
+fn python() -> Result<PathBuf, String> {
+    if let Some(p) = std::env::var_os("RLFLEET_TORCH_PYTHON") {
+        return Ok(PathBuf::from(p));
+    }
+    let cache = std::env::var_os("RLFLEET_CACHE")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/rlfleet")))
+        .ok_or("neither RLFLEET_CACHE nor HOME is set")?;
+    let venv = cache.join("venv-torch-2.11.0/bin/python");
+    if venv.exists() {
+        Ok(venv)
+    } else {
+        Err(format!(
+            "no Python with torch: run scripts/torch-venv.sh (makes {}) or set RLFLEET_TORCH_PYTHON",
+            venv.display()
+        ))
+    }
+}
+
+/// Steps per second of the PyTorch-Python DQN update at each batch size.
+pub fn rates(secs: f64, batches: &[u32]) -> Result<BTreeMap<u32, f64>, String> {
+    let python = python()?;
+    let out = Command::new(&python)
+        .arg("-c")
+        .arg(DQN_STEP)
+        .arg(secs.to_string())
+        .args(batches.iter().map(|b| b.to_string()))
+        .output()
+        .map_err(|e| format!("{}: {e}", python.display()))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().last().unwrap_or("no output");
+        return Err(format!("{} failed: {last}", python.display()));
+    }
+    #[derive(serde::Deserialize)]
+    struct Line {
+        batch: u32,
+        steps_per_sec: f64,
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Line>(l)
+                .map(|r| (r.batch, r.steps_per_sec))
+                .map_err(|e| format!("unexpected line from dqn_step.py: {l:?}: {e}"))
+        })
+        .collect()
+}

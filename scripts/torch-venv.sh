@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# scripts/torch-venv.sh — a venv with PyTorch 2.11.0 for the benchmarks that
+# compare against PyTorch from Python (`rlfleet-bench dqn`), idempotently,
+# under $RLFLEET_CACHE (default ~/.cache/rlfleet). Not needed to build or
+# test rlfleet. PyPI's torch 2.11.0 wheel for Linux is the CUDA 13 build and
+# imports only with its NVIDIA dependency wheels, so this installs torch with
+# its dependencies (about 4.7 GB and a minute here), not the wheel alone.
+# Prints the venv's python; `rlfleet-bench dqn` finds it there by itself
+# (or set RLFLEET_TORCH_PYTHON to another Python that imports torch).
+set -euo pipefail
+cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
+venv="$cache/venv-torch-2.11.0"
+if [ ! -f "$venv/.complete" ]; then
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q torch==2.11.0 numpy==2.2.6
+    touch "$venv/.complete"
+fi
+echo "$venv/bin/python"
