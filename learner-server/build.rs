@@ -3,9 +3,10 @@
 //! integration tests, the benchmarks): neither tch's nor pyo3's rpath reaches
 //! our binaries, so point them at the libtorch and the libpython they were
 //! built against. With the `cuda` feature, also force-link libtorch_cuda (see
-//! SETUP.md) so that CUDA is found at run time.
+//! SETUP.md) so that CUDA is found at run time. (learner-server's own
+//! script, `build_learner.rs`, runs this and compiles its C++ shim.)
 
-fn main() {
+pub fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");
     if let Ok(dir) = std::env::var("DEP_TCH_LIBTORCH_LIB") {
         println!("cargo:rustc-link-arg=-Wl,-rpath,{dir}");

@@ -1,8 +1,26 @@
 //! [`Adam`] over one flat parameter tensor, with its state in the open so
 //! that checkpoints can save and restore it (tch's built-in optimizers keep
-//! their moments inside libtorch, out of reach).
+//! their moments inside libtorch, out of reach). The step itself is ATen's
+//! fused kernel, reached through a small C++ shim (`fused_adam.cpp`).
 
+use std::ffi::{c_char, c_void};
 use tch::{Kind, Tensor};
+
+#[allow(unsafe_code)]
+unsafe extern "C" {
+    /// `src/agents/fused_adam.cpp`: `at::_fused_adam_` on one tensor each.
+    fn rlfleet_fused_adam(
+        param: *mut c_void,
+        grad: *const c_void,
+        exp_avg: *mut c_void,
+        exp_avg_sq: *mut c_void,
+        step: f64,
+        lr: f64,
+        beta1: f64,
+        beta2: f64,
+        eps: f64,
+    ) -> *const c_char;
+}
 
 /// Adam (Kingma & Ba) with PyTorch's defaults and bias correction.
 #[derive(Debug)]
@@ -31,23 +49,35 @@ impl Adam {
         }
     }
 
-    /// One update of `params` from `grad`, in place.
+    /// One update of `params` from `grad`, in place: ATen's fused Adam
+    /// kernel (one call over the flat vector instead of eight tensor ops),
+    /// with the moments in `m` and `v`.
+    #[allow(unsafe_code)]
     pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
         self.steps += 1;
-        let t = self.steps as i32;
-        let bias1 = 1.0 - self.beta1.powi(t);
-        let bias2 = 1.0 - self.beta2.powi(t);
-        let step_size = self.lr / bias1;
-        tch::no_grad(|| {
-            let _ = self.m.lerp_(grad, 1.0 - self.beta1);
-            let _ = self.v.lerp_(&grad.square(), 1.0 - self.beta2);
-            // params -= step_size * m / (sqrt(v) / sqrt(bias2) + eps)
-            let mut denom = self.v.sqrt();
-            let _ = denom.g_div_scalar_(bias2.sqrt());
-            let _ = denom.g_add_scalar_(self.eps);
-            let _ = denom.g_mul_scalar_(-1.0 / step_size);
-            let _ = params.addcdiv_(&self.m, &denom);
-        });
+        // SAFETY: the pointers are tch's live tensors (`torch::Tensor*`),
+        // borrowed for the call only; `params`, `m` and `v` are distinct
+        // tensors the shim updates in place, `grad` is read. The shim catches
+        // every C++ exception and returns its message (a NUL-terminated
+        // string owned by its thread, read before the next call).
+        let err = unsafe {
+            rlfleet_fused_adam(
+                params.as_mut_ptr().cast(),
+                grad.as_ptr().cast(),
+                self.m.as_mut_ptr().cast(),
+                self.v.as_mut_ptr().cast(),
+                self.steps as f64,
+                self.lr,
+                self.beta1,
+                self.beta2,
+                self.eps,
+            )
+        };
+        if !err.is_null() {
+            // SAFETY: non-null means a NUL-terminated message, as above.
+            let msg = unsafe { std::ffi::CStr::from_ptr(err) }.to_string_lossy();
+            panic!("fused Adam step failed: {msg}");
+        }
     }
 
     /// Scales `grad` in place so that its L2 norm is at most `max_norm`
