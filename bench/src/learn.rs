@@ -56,13 +56,12 @@ pub struct LearnRow {
     rolling20_min_after: Option<f64>,
 }
 
-/// Where the rolling mean of `window` training returns first reaches
-/// `threshold` (env steps, wall seconds), and its minimum from then on.
-fn rolling(
-    eps: &[EpisodeRecord],
-    window: usize,
-    threshold: f64,
-) -> (Option<(u64, f64)>, Option<f64>) {
+/// Where a rolling mean first reached a threshold (env steps, wall
+/// seconds), and its minimum from then on.
+pub(crate) type Rolling = (Option<(u64, f64)>, Option<f64>);
+
+/// [`Rolling`] for the mean of `window` training returns and `threshold`.
+pub(crate) fn rolling(eps: &[EpisodeRecord], window: usize, threshold: f64) -> Rolling {
     if eps.len() < window {
         return (None, None);
     }
@@ -103,7 +102,7 @@ pub struct SeedsRow {
 }
 
 /// Median (the lower of the middle two), min and max.
-fn spread<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
+pub(crate) fn spread<T: Copy + PartialOrd>(mut v: Vec<T>) -> Option<[T; 3]> {
     if v.is_empty() {
         return None;
     }

@@ -40,6 +40,7 @@ mod mpi;
 mod pyenv;
 mod seed;
 mod soak;
+mod solve;
 mod torch_python;
 mod workflows;
 
@@ -135,6 +136,23 @@ enum What {
         /// solved, in the rolling-20 columns.
         #[arg(long, default_value_t = 1.0)]
         steps_factor: f64,
+    },
+    /// Time to a confirmed CartPole solve, shipped configs over QUIC with 4
+    /// local actors, per seed, against the same seeds under `single`.
+    Solve {
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "cartpole-dqn-async,cartpole-ppo-sync"
+        )]
+        configs: Vec<String>,
+        #[arg(long, default_value_t = 5)]
+        seeds: u64,
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
+        /// Seconds of the run without a target, per seed.
+        #[arg(long, default_value_t = 45.0)]
+        free_secs: f64,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -432,6 +450,12 @@ fn main() -> anyhow::Result<()> {
             seeds,
             steps_factor,
         } => learn::bench(&only, eval_episodes, seeds, steps_factor, &cli.out),
+        What::Solve {
+            configs,
+            seeds,
+            actors,
+            free_secs,
+        } => solve::bench(&configs, seeds, actors, free_secs, &cli.out),
         What::Seed {
             secs,
             actors,

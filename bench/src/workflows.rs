@@ -29,7 +29,7 @@ pub struct Row {
     pub ratio_vs_single: f64,
 }
 
-fn learner_server() -> anyhow::Result<PathBuf> {
+pub(crate) fn learner_server() -> anyhow::Result<PathBuf> {
     let exe = std::env::current_exe()?;
     let b = exe.with_file_name("learner-server");
     anyhow::ensure!(
