@@ -140,6 +140,7 @@ enum What {
     /// Time to a confirmed CartPole solve, shipped configs over QUIC with 4
     /// local actors, per seed, against the same seeds under `single`.
     Solve {
+        /// Shipped config names, or paths of config files (`*.toml`).
         #[arg(
             long,
             value_delimiter = ',',

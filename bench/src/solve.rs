@@ -133,7 +133,9 @@ fn free_run(
     free.name = format!("{}-free", cfg.name);
     free.output_dir = dir.join(format!("{}-{}", free.name, cfg.seed));
     free.stop.target_eval_return = None;
-    free.stop.max_episodes = None;
+    if free.workflow.ends_on_episodes() {
+        free.stop.max_episodes = Some(1_000_000);
+    }
     free.stop.max_wall_secs = Some(secs);
     free.eval.period_steps = u64::MAX / 2;
     let (_, eps) = one(&free, dir, actors)?;
@@ -174,7 +176,13 @@ pub fn bench(
         })
     };
     for name in configs {
-        let shipped = RunConfig::load(&root.join(format!("config/{name}.toml")))?;
+        // A shipped config's name, or the path of a config file to try.
+        let shipped = if name.ends_with(".toml") {
+            RunConfig::load(Path::new(name))?
+        } else {
+            RunConfig::load(&root.join(format!("config/{name}.toml")))?
+        };
+        let name = &shipped.name;
         let Some(target) = shipped.stop.target_eval_return else {
             anyhow::bail!("{name} has no evaluation target to solve");
         };

@@ -17,6 +17,10 @@ fn config(dir: &std::path::Path, max_env_steps: u64) -> RunConfig {
     cfg.stop.max_env_steps = Some(max_env_steps);
     cfg.eval.period_steps = 1_000;
     cfg.eval.episodes = 2;
+    // The counts below are for one gradient step per env step (the shipped
+    // config trains in rounds of 128 every 256 steps).
+    cfg.dqn.train_freq = 1;
+    cfg.dqn.gradient_steps = 1;
     cfg
 }
 
@@ -192,6 +196,9 @@ fn a_checkpointed_replay_comes_back_exactly_and_training_resumes_at_once() {
         cfg.eval.episodes = 1;
         cfg.checkpoint.replay = true;
         cfg.dqn.prioritized = prioritized;
+        // One gradient step per env step, as the counts say.
+        cfg.dqn.train_freq = 1;
+        cfg.dqn.gradient_steps = 1;
         let summary = SingleRun::new(&cfg, &RunOptions::default())
             .unwrap()
             .run(&CancellationToken::new())

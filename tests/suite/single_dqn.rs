@@ -2,8 +2,8 @@
 //! with the `single` workflow to an evaluation mean >= 475, and leaves every
 //! promised file in its output directory.
 //!
-//! Budget (2-core CI machine, seed 1): the target is reached at 48,000 env
-//! steps in about 45 s; the config caps the run at 150,000 steps and 600 s.
+//! Budget (2-core CI machine, seed 1): see the run's figures in the test
+//! output; the config caps the run at 150,000 steps and 600 s.
 
 use learner_server::checkpoint::Checkpoint;
 use learner_server::output::{EPISODES_HEADER, read_episodes, read_evals};
@@ -51,9 +51,10 @@ fn dqn_single_reaches_475_and_writes_its_outputs() {
     assert!(ck.counters.env_steps >= steps && ck.counters.env_steps <= 150_000);
     let best_ck = ck.best.expect("best evaluation saved");
     assert!(best_ck.mean_return >= 475.0);
+    let [h1, h2] = [cfg.dqn.hidden[0] as usize, cfg.dqn.hidden[1] as usize];
     assert_eq!(
         best_ck.weights.data.len(),
-        4 * 64 + 64 + 64 * 64 + 64 + 64 * 2 + 2
+        4 * h1 + h1 + h1 * h2 + h2 + h2 * 2 + 2
     );
     // A real PNG of a plausible size.
     let png = std::fs::read(o.join("learning_curve.png")).unwrap();

@@ -177,11 +177,22 @@ fn run_to_a_confirmed_target(
 fn dqn_async_over_quic_writes_tensorboard_scalars_that_match_its_csvs() {
     let (cfg, board, steps) = run_to_a_confirmed_target("cartpole-dqn-async.toml", 6000, true);
     assert!(steps.len() >= 6, "{steps:?}");
+    // The config's rate, annealed linearly towards `lr_end` when
+    // `lr_anneal_steps` is set: never above the start or below the end,
+    // never rising.
     let lr = series(&board, "train/learning_rate");
+    let (start, end) = (f64::from(cfg.dqn.lr as f32), cfg.dqn.lr_end);
+    assert!(!lr.is_empty());
     assert!(
-        lr.iter().all(|p| p.1 == f64::from(cfg.dqn.lr as f32)),
+        lr.iter().all(|p| p.1 <= start && p.1 >= end * (1.0 - 1e-6))
+            && lr.windows(2).all(|w| w[1].1 <= w[0].1),
         "{lr:?}"
     );
+    if cfg.dqn.lr_anneal_steps == 0 {
+        assert!(lr.iter().all(|p| p.1 == start), "{lr:?}");
+    } else {
+        assert!(lr.last().unwrap().1 < start, "{lr:?}");
+    }
     let eps = series(&board, "train/epsilon");
     assert!(
         eps.windows(2).all(|w| w[1].1 <= w[0].1),
