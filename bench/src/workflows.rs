@@ -1,5 +1,6 @@
 //! `workflows`: the same DQN CartPole-v1 run — the shipped config of each
-//! workflow, 4 local actors × 1 env, a fixed number of env steps, no
+//! workflow with the main job's `[dqn]` table (orchestrated keeps its
+//! prioritized replay), 4 local actors × 1 env, a fixed number of env steps, no
 //! evaluation target — under every workflow, side by side: env steps/s,
 //! gradient steps/s, and the share of the learner loop's wall time spent
 //! training and waiting for data (from the run's `summary.toml`). The
@@ -49,6 +50,20 @@ fn config(
 ) -> anyhow::Result<RunConfig> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut cfg = RunConfig::load(&root.join(format!("config/cartpole-dqn-{workflow}.toml")))?;
+    // The main job's [dqn] table for every workflow (orchestrated keeps its
+    // prioritized replay), so that the rows differ by workflow only.
+    let main = RunConfig::load(&root.join("config/cartpole-dqn-async.toml"))?;
+    let (prioritized, per_alpha, per_beta, per_eps) = (
+        cfg.dqn.prioritized,
+        cfg.dqn.per_alpha,
+        cfg.dqn.per_beta,
+        cfg.dqn.per_eps,
+    );
+    cfg.dqn = main.dqn;
+    cfg.dqn.prioritized = prioritized;
+    cfg.dqn.per_alpha = per_alpha;
+    cfg.dqn.per_beta = per_beta;
+    cfg.dqn.per_eps = per_eps;
     cfg.output_dir = dir.join(workflow);
     cfg.stop = Default::default();
     cfg.stop.max_env_steps = Some(steps);
