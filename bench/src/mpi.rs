@@ -224,16 +224,11 @@ fn transport_run(cfg: &RunConfig, dir: &Path, actors: usize) -> anyhow::Result<T
             .env("RUST_LOG", "warn")
             .output()?
     };
-    anyhow::ensure!(
-        out.status.success(),
-        "{} over {} failed: {}",
-        cfg.workflow,
-        cfg.transport,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: toml::Value = toml::from_str(&std::fs::read_to_string(
-        cfg.output_dir.join("summary.toml"),
-    )?)?;
+    let s = crate::workflows::finished_summary(
+        &out,
+        &format!("{} over {}", cfg.workflow, cfg.transport),
+        &cfg.output_dir,
+    )?;
     let wall = s["wall_secs"].as_float().unwrap_or(0.0);
     let env_steps = s["env_steps"].as_integer().unwrap_or(0) as u64;
     let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom"))?;

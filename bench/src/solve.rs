@@ -15,7 +15,7 @@
 //! the rolling-20 figure for orientation (not measured here).
 
 use crate::learn::{Rolling, rolling, spread};
-use learner_server::output::{EpisodeRecord, read_episodes};
+use learner_server::output::read_episodes;
 use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
 use serde::Serialize;
 use std::path::Path;
@@ -71,11 +71,9 @@ pub struct SolveSummary {
     cleanrl_rolling20_secs: Option<f64>,
 }
 
-fn one(
-    cfg: &RunConfig,
-    dir: &Path,
-    actors: usize,
-) -> anyhow::Result<(SolveRow, Vec<EpisodeRecord>)> {
+/// Runs `cfg` through `learner-server run` (with `actors` local actors
+/// unless it is `single`) and reads its summary.
+fn one(cfg: &RunConfig, dir: &Path, actors: usize) -> anyhow::Result<SolveRow> {
     let path = dir.join(format!("{}-{}.toml", cfg.name, cfg.seed));
     std::fs::write(&path, cfg.to_resolved_toml())?;
     let mut cmd = Command::new(crate::workflows::learner_server()?);
@@ -89,20 +87,14 @@ fn one(
     let t0 = Instant::now();
     let out = cmd.output()?;
     let process_secs = t0.elapsed().as_secs_f64();
-    anyhow::ensure!(
-        out.status.success(),
-        "{} seed {} failed: {}",
-        cfg.name,
-        cfg.seed,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: toml::Value = toml::from_str(&std::fs::read_to_string(
-        cfg.output_dir.join("summary.toml"),
-    )?)?;
+    let s = crate::workflows::finished_summary(
+        &out,
+        &format!("{} seed {}", cfg.name, cfg.seed),
+        &cfg.output_dir,
+    )?;
     let float = |k: &str| s.get(k).and_then(toml::Value::as_float);
     let confirm = float("confirm_eval_return").filter(|v| !v.is_nan());
-    let eps = read_episodes(&cfg.output_dir.join("episodes.csv"))?;
-    let row = SolveRow {
+    Ok(SolveRow {
         config: cfg.name.clone(),
         workflow: cfg.workflow.to_string(),
         seed: cfg.seed,
@@ -116,8 +108,7 @@ fn one(
         run_secs: float("wall_secs").unwrap_or(f64::NAN),
         rolling20_first: None,
         rolling20_min_after: None,
-    };
-    Ok((row, eps))
+    })
 }
 
 /// The run of `cfg` without evaluations or target, for `secs` at most:
@@ -138,7 +129,8 @@ fn free_run(
     }
     free.stop.max_wall_secs = Some(secs);
     free.eval.period_steps = u64::MAX / 2;
-    let (_, eps) = one(&free, dir, actors)?;
+    one(&free, dir, actors)?;
+    let eps = read_episodes(&free.output_dir.join("episodes.csv"))?;
     Ok(rolling(&eps, 20, target))
 }
 
@@ -186,11 +178,13 @@ pub fn bench(
         let Some(target) = shipped.stop.target_eval_return else {
             anyhow::bail!("{name} has no evaluation target to solve");
         };
+        // The shipped workflow, then `single` as its baseline (a `single`
+        // config is its own).
+        let single_too = shipped.workflow != WorkflowKind::Single;
+        let workflows = [shipped.workflow, WorkflowKind::Single];
         let mut mine = Vec::new();
         let mut base = Vec::new();
         for seed in 1..=seeds {
-            let single_too = shipped.workflow != WorkflowKind::Single;
-            let workflows = [shipped.workflow, WorkflowKind::Single];
             for &workflow in &workflows[..1 + usize::from(single_too)] {
                 let mut cfg = shipped.clone();
                 cfg.seed = seed;
@@ -201,7 +195,7 @@ pub fn bench(
                 }
                 cfg.name = format!("{name}-{workflow}");
                 cfg.output_dir = dir.path().join(format!("{}-{seed}", cfg.name));
-                let (mut row, _) = one(&cfg, dir.path(), actors)?;
+                let mut row = one(&cfg, dir.path(), actors)?;
                 if workflow == shipped.workflow {
                     (row.rolling20_first, row.rolling20_min_after) =
                         free_run(&cfg, dir.path(), actors, target, free_secs)?;
@@ -234,8 +228,7 @@ pub fn bench(
             }
         }
         let (run_secs, rolling20_secs) = medians(&mine);
-        // A `single` config is its own baseline.
-        let (single_run_secs, _) = medians(if base.is_empty() { &mine } else { &base });
+        let (single_run_secs, _) = medians(if single_too { &base } else { &mine });
         let rolling20_held = mine
             .iter()
             .filter(|r| r.rolling20_min_after.is_some_and(|m| m >= 0.9 * target))

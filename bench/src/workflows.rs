@@ -7,7 +7,7 @@
 //! baseline, measured in the same invocation, is `single` (the same agent
 //! stepping one env inline, no transport).
 
-use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
+use rlfleet_shared::config::{DqnConfig, RunConfig, TransportKind, WorkflowKind};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -41,6 +41,24 @@ pub(crate) fn learner_server() -> anyhow::Result<PathBuf> {
     Ok(b)
 }
 
+/// The `summary.toml` a `learner-server` process (`out`) left in
+/// `output_dir`, once it has exited successfully; `what` names the run in
+/// the error otherwise.
+pub(crate) fn finished_summary(
+    out: &std::process::Output,
+    what: &str,
+    output_dir: &Path,
+) -> anyhow::Result<toml::Value> {
+    anyhow::ensure!(
+        out.status.success(),
+        "{what} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(toml::from_str(&std::fs::read_to_string(
+        output_dir.join("summary.toml"),
+    )?)?)
+}
+
 /// The shipped config of `workflow`, made to run exactly `steps` env steps.
 fn config(
     workflow: &str,
@@ -53,17 +71,13 @@ fn config(
     // The main job's [dqn] table for every workflow (orchestrated keeps its
     // prioritized replay), so that the rows differ by workflow only.
     let main = RunConfig::load(&root.join("config/cartpole-dqn-async.toml"))?;
-    let (prioritized, per_alpha, per_beta, per_eps) = (
-        cfg.dqn.prioritized,
-        cfg.dqn.per_alpha,
-        cfg.dqn.per_beta,
-        cfg.dqn.per_eps,
-    );
-    cfg.dqn = main.dqn;
-    cfg.dqn.prioritized = prioritized;
-    cfg.dqn.per_alpha = per_alpha;
-    cfg.dqn.per_beta = per_beta;
-    cfg.dqn.per_eps = per_eps;
+    cfg.dqn = DqnConfig {
+        prioritized: cfg.dqn.prioritized,
+        per_alpha: cfg.dqn.per_alpha,
+        per_beta: cfg.dqn.per_beta,
+        per_eps: cfg.dqn.per_eps,
+        ..main.dqn
+    };
     cfg.output_dir = dir.join(workflow);
     cfg.stop = Default::default();
     cfg.stop.max_env_steps = Some(steps);
@@ -86,15 +100,7 @@ fn measure(cfg: &RunConfig, dir: &Path) -> anyhow::Result<Row> {
         .arg(&path)
         .env("RUST_LOG", "warn")
         .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "{} failed: {}",
-        cfg.workflow,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: toml::Value = toml::from_str(&std::fs::read_to_string(
-        cfg.output_dir.join("summary.toml"),
-    )?)?;
+    let s = finished_summary(&out, &cfg.workflow.to_string(), &cfg.output_dir)?;
     let int = |v: Option<&toml::Value>| v.and_then(toml::Value::as_integer).unwrap_or(0) as u64;
     let float = |v: Option<&toml::Value>| v.and_then(toml::Value::as_float).unwrap_or(0.0);
     let wall = float(s.get("wall_secs"));
