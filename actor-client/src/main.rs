@@ -87,12 +87,13 @@ struct PlayArgs {
     #[arg(long, env = "RLFLEET_PYTHON_VENV")]
     python_venv: Option<PathBuf>,
     /// What runs the policy network: plain Rust, or ONNX Runtime (loaded
-    /// from ORT_DYLIB_PATH) on the model the learner ships.
+    /// from ORT_DYLIB_PATH) on the model the learner ships; `auto` takes
+    /// ONNX Runtime for a convolutional network, plain Rust for an MLP.
     #[arg(
         long,
         value_enum,
         env = "RLFLEET_ACTOR_INFERENCE",
-        default_value = "rust"
+        default_value = "auto"
     )]
     inference: actor_client::remote::Inference,
 }

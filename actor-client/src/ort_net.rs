@@ -7,7 +7,7 @@
 use anyhow::Context;
 use ort::session::Session;
 use ort::value::TensorRef;
-use rlfleet_shared::nets::{CpuMlp, Forward};
+use rlfleet_shared::nets::{Forward, NetShape};
 use std::sync::OnceLock;
 
 /// The process's ONNX Runtime environment (loaded once).
@@ -31,7 +31,7 @@ fn environment() -> anyhow::Result<&'static ort::environment::Environment> {
 
 /// A session over a policy model whose weights are the `params` input.
 pub struct OrtForward {
-    net: CpuMlp,
+    net: NetShape,
     session: Session,
     params: Vec<f32>,
     out: Vec<f32>,
@@ -48,7 +48,7 @@ impl std::fmt::Debug for OrtForward {
 impl OrtForward {
     /// A session over `model` (as `rlfleet_shared::onnx` writes it, with
     /// `params` an input) for the network `net`; one intra-op thread.
-    pub fn new(model: &[u8], net: CpuMlp) -> anyhow::Result<OrtForward> {
+    pub fn new(model: &[u8], net: NetShape) -> anyhow::Result<OrtForward> {
         let env = environment()?;
         let session = Session::builder(env)
             .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))
@@ -69,7 +69,7 @@ impl OrtForward {
 }
 
 impl Forward for OrtForward {
-    fn net(&self) -> &CpuMlp {
+    fn net(&self) -> &NetShape {
         &self.net
     }
 
@@ -88,7 +88,7 @@ impl Forward for OrtForward {
     /// declares (it does not, short of a broken runtime).
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
         assert!(self.loaded(), "forward before any weights were loaded");
-        let obs_dim = self.net.sizes()[0];
+        let obs_dim = self.net.obs_dim();
         assert_eq!(x.len(), batch * obs_dim, "input size");
         let obs = TensorRef::from_array_view(([batch, obs_dim], x)).expect("obs tensor");
         let params = TensorRef::from_array_view(([self.params.len()], &self.params[..]))
@@ -109,7 +109,7 @@ impl Forward for OrtForward {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlfleet_shared::nets::MlpCopy;
+    use rlfleet_shared::nets::NetCopy;
     use rlfleet_shared::onnx::{Head, PolicyGraph};
 
     /// The ort backend computes what the plain-Rust one does, takes new
@@ -117,13 +117,13 @@ mod tests {
     /// wrong weight count by name.
     #[test]
     fn agrees_with_the_plain_rust_network_and_refuses_bad_input() {
-        let net = CpuMlp::new(4, &[16, 16], 3);
+        let net = NetShape::new(4, &[16, 16], 3);
         let graph = PolicyGraph {
             net: net.clone(),
             head: Head::Q,
         };
         let mut ort = OrtForward::new(&graph.model(None), net.clone()).unwrap();
-        let mut rust = MlpCopy::new(net.clone());
+        let mut rust = NetCopy::new(net.clone());
         let x: Vec<f32> = (0..8 * 4).map(|i| (i % 7) as f32 * 0.3 - 1.0).collect();
         for k in 0..2 {
             let w: Vec<f32> = (0..net.numel())

@@ -100,7 +100,7 @@ fn stall_case(
     let mut cfg = config(transitions.max(50_000), dir.path())?;
     cfg.checkpoint.replay = replay;
     let spec = env::spec("CartPole-v1")?;
-    let mut agent = Dqn::new(&cfg.dqn, &spec, 0, Device::Cpu);
+    let mut agent = Dqn::new(&cfg.dqn, &spec, None, 0, Device::Cpu);
     fill(&mut agent, transitions);
     let mut book = RunBook::open(&cfg, &RunOptions::default(), &mut agent)?;
     let batch: Vec<(Vec<f32>, f32)> = (0..64).map(|i| (vec![0.01 * i as f32; 4], 1.0)).collect();
@@ -195,7 +195,7 @@ fn restart_case(replay: bool, transitions: usize) -> anyhow::Result<RestartRow> 
     cfg.stop.max_wall_secs = Some(3600.0);
     cfg.stop.target_eval_return = None;
     let spec = env::spec("CartPole-v1")?;
-    let mut agent = Dqn::new(&cfg.dqn, &spec, 0, Device::Cpu);
+    let mut agent = Dqn::new(&cfg.dqn, &spec, None, 0, Device::Cpu);
     fill(&mut agent, transitions);
     let train_steps = 1_000;
     let mut state = agent.state();

@@ -6,8 +6,8 @@
 
 use crate::{rate, write_json};
 use actor_client::ort_net::OrtForward;
-use learner_server::nets::FlatMlp;
-use rlfleet_shared::nets::{CpuMlp, Forward, MlpCopy};
+use learner_server::nets::FlatNet;
+use rlfleet_shared::nets::{Forward, NetCopy, NetShape};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
 use serde::Serialize;
 use std::path::Path;
@@ -26,8 +26,8 @@ pub struct InferenceRow {
 
 pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
     tch::set_num_threads(1);
-    let net = CpuMlp::new(4, &[64, 64], 2);
-    let flat = FlatMlp::new(4, &[64, 64], 2);
+    let net = NetShape::new(4, &[64, 64], 2);
+    let flat = FlatNet::new(4, &[64, 64], 2);
     tch::manual_seed(0);
     let params_t = flat.init(Device::Cpu);
     let params: Vec<f32> = Vec::try_from(&params_t)?;
@@ -37,7 +37,7 @@ pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
     };
     let mut ort = OrtForward::new(&graph.model(None), net.clone())?;
     Forward::load(&mut ort, &params).map_err(anyhow::Error::msg)?;
-    let mut rust = MlpCopy::new(net);
+    let mut rust = NetCopy::new(net);
     rust.load(&params).map_err(anyhow::Error::msg)?;
     let mut rows = Vec::new();
     for batch in [1usize, 8, 64] {

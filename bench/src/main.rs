@@ -287,7 +287,7 @@ fn filled_dqn(batch: u32) -> Dqn {
         learning_starts: 0,
         ..DqnConfig::default()
     };
-    let mut dqn = Dqn::new(&cfg, &spec, 0, Device::Cpu);
+    let mut dqn = Dqn::new(&cfg, &spec, None, 0, Device::Cpu);
     durability::fill(&mut dqn, 10_000);
     dqn
 }

@@ -7,11 +7,7 @@ use tch::Device;
 /// on a small machine extra threads cost more than they give.
 pub fn select(intra_op_threads: i32) -> Device {
     tch::set_num_threads(intra_op_threads);
-    let device = if tch::Cuda::is_available() {
-        Device::Cuda(0)
-    } else {
-        Device::Cpu
-    };
+    let device = current();
     match device {
         Device::Cuda(i) => tracing::info!(
             device = i,
@@ -24,4 +20,14 @@ pub fn select(intra_op_threads: i32) -> Device {
         ),
     }
     device
+}
+
+/// The device [`select`] picks, without logging or touching thread
+/// settings (for parts that follow the learner's choice).
+pub fn current() -> Device {
+    if tch::Cuda::is_available() {
+        Device::Cuda(0)
+    } else {
+        Device::Cpu
+    }
 }

@@ -156,3 +156,70 @@ class ActionsInBox(gym.Wrapper):
         if not np.all((action >= space.low) & (action <= space.high)):
             raise AssertionError(f"action {action} is outside [{space.low}, {space.high}]")
         return self.env.step(action)
+
+
+class Catch(gym.Env):
+    """bsuite's Catch as a uint8 image: a ball falls from a random column
+    of the top row of a `rows` x `columns` board, one row a step; the
+    paddle on the bottom row moves left, stays or moves right (actions 0,
+    1, 2). When the ball reaches the bottom row the episode ends with
+    reward 1 if the paddle is under it, else -1. Observations are the board
+    shaped (1, rows, columns), ball and paddle 255, the rest 0. The optimal
+    return is 1.0; uniformly random play averages about -0.6 on 10 x 5.
+    """
+
+    def __init__(self, rows=10, columns=5):
+        self.rows, self.columns = rows, columns
+        self.observation_space = gym.spaces.Box(0, 255, (1, rows, columns), np.uint8)
+        self.action_space = gym.spaces.Discrete(3)
+        self.ball = (0, 0)
+        self.paddle = columns // 2
+
+    def _obs(self):
+        img = np.zeros((1, self.rows, self.columns), dtype=np.uint8)
+        img[0, self.ball[0], self.ball[1]] = 255
+        img[0, self.rows - 1, self.paddle] = 255
+        return img
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.ball = (0, int(self.np_random.integers(self.columns)))
+        self.paddle = self.columns // 2
+        return self._obs(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.paddle = int(np.clip(self.paddle + int(action) - 1, 0, self.columns - 1))
+        self.ball = (self.ball[0] + 1, self.ball[1])
+        if self.ball[0] == self.rows - 1:
+            reward = 1.0 if self.paddle == self.ball[1] else -1.0
+            return self._obs(), reward, True, False, {}
+        return self._obs(), 0.0, False, False, {}
+
+
+class Frames(gym.Env):
+    """Random uint8 frames of any `shape` (Atari's (84, 84, 4) stack by
+    default) and `n_actions` actions, `length` steps an episode, reward 1
+    for action 0: a stand-in of Atari's sizes for throughput and wiring,
+    with no game to learn beyond the reward rule."""
+
+    def __init__(self, shape=(84, 84, 4), n_actions=6, length=50):
+        self.shape = tuple(shape)
+        self.length = length
+        self.observation_space = gym.spaces.Box(0, 255, self.shape, np.uint8)
+        self.action_space = gym.spaces.Discrete(n_actions)
+        self.t = 0
+
+    def _obs(self):
+        return self.np_random.integers(0, 256, self.shape, dtype=np.uint8)
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action):
+        assert self.action_space.contains(action), action
+        self.t += 1
+        reward = 1.0 if int(action) == 0 else 0.0
+        return self._obs(), reward, False, self.t >= self.length, {}

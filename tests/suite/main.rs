@@ -5,6 +5,7 @@ mod actor_faults;
 mod agents_learn;
 mod bad_config;
 mod bad_input;
+mod cnn_models;
 mod conformance;
 mod control_api;
 mod daemon_accounting;

@@ -7,7 +7,7 @@
 //! `onnxruntime` and gives the same numbers.
 
 use learner_server::agents::{Agent, Dqn, build_agent};
-use learner_server::nets::FlatMlp;
+use learner_server::nets::FlatNet;
 use ort::session::Session;
 use ort::value::TensorRef;
 use rand::{Rng, SeedableRng};
@@ -18,8 +18,8 @@ use rlfleet_tests::{binary, reference_python, workspace_root};
 use std::process::Command;
 use tch::{Device, Kind, Tensor};
 
-const ROWS: usize = 64;
-const TOLERANCE: f32 = 1e-5;
+pub(crate) const ROWS: usize = 64;
+pub(crate) const TOLERANCE: f32 = 1e-5;
 
 fn environment() -> &'static ort::environment::Environment {
     static ENV: std::sync::OnceLock<ort::environment::Environment> = std::sync::OnceLock::new();
@@ -30,7 +30,7 @@ fn environment() -> &'static ort::environment::Environment {
     })
 }
 
-fn session(model: &[u8]) -> Session {
+pub(crate) fn session(model: &[u8]) -> Session {
     Session::builder(environment())
         .unwrap()
         .commit_from_memory(model)
@@ -38,7 +38,7 @@ fn session(model: &[u8]) -> Session {
 }
 
 /// `(out, head)` from an ONNX session; `params` when it is an input.
-fn run_ort(
+pub(crate) fn run_ort(
     s: &mut Session,
     head: &str,
     obs: &[f32],
@@ -65,31 +65,31 @@ fn run_ort(
 
 /// What tch computes for the published weights: the raw output and the
 /// head's output.
-fn run_tch(
+pub(crate) fn run_tch(
     cfg: &RunConfig,
     spec: &EnvSpec,
     graph: &PolicyGraph,
     w: &[f32],
     obs: &[f32],
 ) -> (Vec<f32>, Vec<f32>) {
-    let sizes = graph.net.sizes();
-    let net = FlatMlp::new(sizes[0], cfg.policy_hidden(), *sizes.last().unwrap());
-    let n_mlp = net.numel();
-    let params = Tensor::from_slice(w).narrow(0, 0, n_mlp);
-    let x = Tensor::from_slice(obs).view([-1, sizes[0] as i64]);
+    let net = FlatNet::from_shape(graph.net.clone());
+    let od = graph.net.obs_dim();
+    // The network's part of the weights (a Gaussian head's log stds follow).
+    let params = Tensor::from_slice(w).narrow(0, 0, net.numel());
+    let x = Tensor::from_slice(obs).view([-1, od as i64]);
     let out = tch::no_grad(|| net.forward(&params, &x));
     let bounds = |low: &[f32], high: &[f32]| (Tensor::from_slice(low), Tensor::from_slice(high));
     let head = match &graph.head {
         Head::Q | Head::Logits => out.shallow_clone(),
         Head::DuelingQ => {
             // The agent's own Q-values, through its dueling head.
-            let mut dqn = Dqn::new(&cfg.dqn, spec, 0, Device::Cpu);
+            let mut dqn = Dqn::new(&cfg.dqn, spec, cfg.torso(spec), 0, Device::Cpu);
             dqn.load_weights(&learner_server::agents::Weights {
                 version: 0,
                 data: w.to_vec(),
             })
             .unwrap();
-            dqn.q_values(obs, obs.len() / sizes[0])
+            dqn.q_values(obs, obs.len() / od)
         }
         Head::Tanh { low, high } | Head::SquashedGaussian { low, high } => {
             let d = low.len() as i64;
@@ -107,7 +107,7 @@ fn run_tch(
     (flat(&out), flat(&head))
 }
 
-fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+pub(crate) fn max_diff(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len());
     a.iter()
         .zip(b)
@@ -184,19 +184,7 @@ fn exported_file_loads_in_python_onnxruntime_with_the_same_numbers() {
         let run = rlfleet_tests::run_single(&cfg, dir.path());
         assert!(run.success, "{}\n{}", run.stdout, run.stderr);
         let onnx = dir.path().join(format!("{name}.onnx"));
-        let export = Command::new(binary("learner-server"))
-            .arg("export")
-            .arg(&cfg.output_dir)
-            .arg("--onnx")
-            .arg(&onnx)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&export.stdout);
-        assert!(
-            export.status.success(),
-            "{stdout}{}",
-            String::from_utf8_lossy(&export.stderr)
-        );
+        let stdout = export(&cfg.output_dir, &onnx);
         assert!(
             stdout.starts_with(&format!("wrote {}", onnx.display())),
             "{stdout}"
@@ -214,38 +202,7 @@ fn exported_file_loads_in_python_onnxruntime_with_the_same_numbers() {
             .map(|i| ((i * 37 % 101) as f32) * 0.04 - 2.0)
             .collect();
         let (_, want) = run_tch(&cfg, &spec, &graph, &w, &obs);
-        let obs_path = dir.path().join("obs.f32");
-        std::fs::write(
-            &obs_path,
-            obs.iter()
-                .flat_map(|v| v.to_le_bytes())
-                .collect::<Vec<u8>>(),
-        )
-        .unwrap();
-        let script = format!(
-            "import sys, numpy as np, onnxruntime as ort\n\
-             s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n\
-             obs = np.fromfile(sys.argv[2], dtype='<f4').reshape(-1, {od})\n\
-             (y,) = s.run(['{}'], {{'obs': obs}})\n\
-             sys.stdout.write(' '.join(repr(float(v)) for v in y.ravel()))\n",
-            graph.head.output()
-        );
-        let py = Command::new(reference_python())
-            .arg("-c")
-            .arg(&script)
-            .arg(&onnx)
-            .arg(&obs_path)
-            .output()
-            .unwrap();
-        assert!(
-            py.status.success(),
-            "{}",
-            String::from_utf8_lossy(&py.stderr)
-        );
-        let got: Vec<f32> = String::from_utf8_lossy(&py.stdout)
-            .split_whitespace()
-            .map(|v| v.parse().unwrap())
-            .collect();
+        let got = python_onnxruntime(&onnx, graph.head.output(), &obs, od);
         let d = max_diff(&got, &want);
         eprintln!(
             "{name}: python onnxruntime vs tch, max |diff| {d:.2e} over {} values",
@@ -253,4 +210,63 @@ fn exported_file_loads_in_python_onnxruntime_with_the_same_numbers() {
         );
         assert!(d <= TOLERANCE, "{name}: {d}");
     }
+}
+
+/// What Python's onnxruntime computes for output `output` of the model file
+/// `onnx` on `obs` (rows of `od` values).
+pub(crate) fn python_onnxruntime(
+    onnx: &std::path::Path,
+    output: &str,
+    obs: &[f32],
+    od: usize,
+) -> Vec<f32> {
+    let obs_path = onnx.with_extension("obs.f32");
+    std::fs::write(
+        &obs_path,
+        obs.iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect::<Vec<u8>>(),
+    )
+    .unwrap();
+    let script = format!(
+        "import sys, numpy as np, onnxruntime as ort\n\
+         s = ort.InferenceSession(sys.argv[1], providers=['CPUExecutionProvider'])\n\
+         obs = np.fromfile(sys.argv[2], dtype='<f4').reshape(-1, {od})\n\
+         (y,) = s.run(['{output}'], {{'obs': obs}})\n\
+         sys.stdout.write(' '.join(repr(float(v)) for v in y.ravel()))\n"
+    );
+    let py = Command::new(reference_python())
+        .arg("-c")
+        .arg(&script)
+        .arg(onnx)
+        .arg(&obs_path)
+        .output()
+        .unwrap();
+    assert!(
+        py.status.success(),
+        "{}",
+        String::from_utf8_lossy(&py.stderr)
+    );
+    String::from_utf8_lossy(&py.stdout)
+        .split_whitespace()
+        .map(|v| v.parse().unwrap())
+        .collect()
+}
+
+/// Runs `learner-server export RUN_DIR --onnx ONNX`; its stdout.
+pub(crate) fn export(run_dir: &std::path::Path, onnx: &std::path::Path) -> String {
+    let export = Command::new(binary("learner-server"))
+        .arg("export")
+        .arg(run_dir)
+        .arg("--onnx")
+        .arg(onnx)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&export.stdout).into_owned();
+    assert!(
+        export.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&export.stderr)
+    );
+    stdout
 }

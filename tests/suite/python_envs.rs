@@ -18,7 +18,7 @@ use std::process::Command;
 use std::time::Duration;
 
 /// The folder of the test envs, as a config's `python_path` entry.
-fn test_envs() -> String {
+pub(crate) fn test_envs() -> String {
     workspace_root().join("tests/envs").display().to_string()
 }
 

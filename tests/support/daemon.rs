@@ -332,7 +332,6 @@ impl Daemon {
         env: &[(&str, &str)],
     ) -> Child {
         Command::new(binary("actor-client"))
-            .envs(env.iter().copied())
             .args(["--server", &self.actors, "--pin", &self.fingerprint])
             .args(["--envs", &envs.to_string(), "--actor-id", id])
             .args(["--keep-alive-ms", "200", "--idle-timeout-ms", "1500"])
@@ -341,6 +340,8 @@ impl Daemon {
                 "RUST_LOG",
                 std::env::var("RLFLEET_TEST_ACTOR_LOG").unwrap_or_else(|_| "warn".into()),
             )
+            // After the default log level, so a caller may set its own.
+            .envs(env.iter().copied())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()

@@ -8,7 +8,7 @@
 //! learner's pool refused (full) is sent again, in order, after a pause.
 
 use super::flight::{Acked, Flight};
-use super::{Carry, Inference, Link, Player, SessionEnd, answer};
+use super::{Carry, Link, Player, SessionEnd, answer};
 use crate::envs::EnvSlots;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::policy::ActorPolicy;
@@ -47,8 +47,14 @@ pub(super) async fn play_experience<L: Link>(
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
     let mut envs = EnvSlots::new(w, player.env_factory.as_ref())?;
-    let mut policy = ActorPolicy::for_welcome(w, envs.spec());
-    if player.inference == Inference::Ort {
+    let mut policy = ActorPolicy::for_welcome(w, envs.spec()).map_err(anyhow::Error::msg)?;
+    let ort = player.inference.uses_ort(w);
+    tracing::info!(
+        net = %policy.net().describe(),
+        backend = if ort { "onnx-runtime" } else { "plain-rust" },
+        "policy network"
+    );
+    if ort {
         let net = policy.net().clone();
         let forward = crate::ort_net::OrtForward::new(&w.onnx, net)?;
         policy = policy

@@ -59,11 +59,25 @@ pub struct Player {
 /// The backend that runs an actor's policy network.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Inference {
-    /// Plain Rust (`rlfleet_shared::nets::MlpCopy`).
+    /// ONNX Runtime for networks with a convolutional torso, plain Rust
+    /// for MLPs.
     #[default]
+    Auto,
+    /// Plain Rust (`rlfleet_shared::nets::NetCopy`).
     Rust,
     /// ONNX Runtime, from the model in `Welcome.onnx`.
     Ort,
+}
+
+impl Inference {
+    /// Whether the policy `w` describes runs in ONNX Runtime.
+    pub fn uses_ort(self, w: &wire::Welcome) -> bool {
+        match self {
+            Inference::Auto => w.torso.is_some(),
+            Inference::Rust => false,
+            Inference::Ort => true,
+        }
+    }
 }
 
 /// How an actor reaches its learner over QUIC.

@@ -9,10 +9,11 @@
 
 use super::policy_value::PolicyValue;
 use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use crate::replay::Transition;
 use rlfleet_shared::config::A2cConfig;
 use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::{ConvTorso, NetShape};
 use rlfleet_shared::policy::QPolicy;
 use std::collections::{HashMap, VecDeque};
 use tch::{Device, Kind, Tensor};
@@ -49,17 +50,26 @@ pub struct A2c {
 }
 
 impl A2c {
-    pub fn new(cfg: &A2cConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+    /// `torso`: convolutional layers in front of both networks' `hidden`
+    /// layers (each network has its own).
+    pub fn new(
+        cfg: &A2cConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let n_actions = spec
             .action_space
             .n()
             .expect("A2C here needs a discrete action space (validated)");
-        let policy_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, n_actions);
-        let value_net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, 1);
+        let shape = NetShape::with_torso(torso, spec.obs_dim(), &cfg.hidden, n_actions);
+        let policy_net = FlatNet::from_shape(shape.clone());
+        let value_net = FlatNet::from_shape(shape.with_output(1));
         tch::manual_seed(seed as i64);
         let policy = policy_net.init(device);
         let value = value_net.init(device);
-        let mut actor = QPolicy::new(spec.obs_dim(), &cfg.hidden, n_actions, seed ^ 0xa2c0);
+        let mut actor = QPolicy::from_shape(shape, seed ^ 0xa2c0);
         actor.sample = true;
         A2c {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
@@ -239,7 +249,7 @@ mod tests {
     #[test]
     fn trains_once_per_finished_episode() {
         let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
-        let mut a2c = A2c::new(&A2cConfig::default(), &spec, 3, Device::Cpu);
+        let mut a2c = A2c::new(&A2cConfig::default(), &spec, None, 3, Device::Cpu);
         let before = a2c.weights();
         for t in 0..10 {
             step(&mut a2c, 7, t, false);
@@ -260,7 +270,7 @@ mod tests {
         assert!(a2c.last_loss().unwrap().is_finite());
 
         let saved = a2c.state();
-        let mut other = A2c::new(&A2cConfig::default(), &spec, 4, Device::Cpu);
+        let mut other = A2c::new(&A2cConfig::default(), &spec, None, 4, Device::Cpu);
         other.load_state(&saved).unwrap();
         assert_eq!(other.state(), saved);
         let mut action = [0.0];

@@ -2,7 +2,7 @@
 //! networks over one flat tensor ([`Critics`]: one, or twin), the Polyak
 //! update of target networks, and an Adam step on a tensor's gradient.
 
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use tch::{Device, Tensor};
 
 /// `count` Q-networks of the same shape whose parameters lie one after the
@@ -10,14 +10,14 @@ use tch::{Device, Tensor};
 /// them all).
 #[derive(Debug, Clone)]
 pub struct Critics {
-    net: FlatMlp,
+    net: FlatNet,
     count: i64,
 }
 
 impl Critics {
     pub fn new(obs_dim: usize, act_dim: usize, hidden: &[u32], count: usize) -> Critics {
         Critics {
-            net: FlatMlp::new(obs_dim + act_dim, hidden, 1),
+            net: FlatNet::new(obs_dim + act_dim, hidden, 1),
             count: count as i64,
         }
     }

@@ -5,20 +5,20 @@
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use crate::replay::{NStep, Prioritized, SampledBatch, Transition, UniformReplay};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
 use rlfleet_shared::env::{EnvSpec, ObsDtype};
-use rlfleet_shared::nets::{CpuMlp, MlpCopy, argmax};
+use rlfleet_shared::nets::{ConvTorso, NetCopy, NetShape, argmax};
 use tch::{Device, Kind, Reduction, Tensor};
 
 /// The DQN learner: online and target Q-networks over flat parameters.
 #[derive(Debug)]
 pub struct Dqn {
     cfg: DqnConfig,
-    net: FlatMlp,
+    net: FlatNet,
     n_actions: usize,
     device: Device,
     /// Online parameters (leaf tensor with gradients).
@@ -42,7 +42,7 @@ pub struct Dqn {
     /// On CPU, actions come from a plain-Rust copy of the online network
     /// (a libtorch call costs more than the whole forward pass of a small
     /// MLP); `None` on an accelerator.
-    cpu_copy: Option<MlpCopy>,
+    cpu_copy: Option<NetCopy>,
     /// The copy holds the current online parameters.
     copy_fresh: bool,
     /// Data-parallel learners: averages each gradient over the group.
@@ -50,14 +50,23 @@ pub struct Dqn {
 }
 
 impl Dqn {
-    pub fn new(cfg: &DqnConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+    /// `torso`: the convolutional layers in front of `cfg.hidden` (image
+    /// observations), if any.
+    pub fn new(
+        cfg: &DqnConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let n_actions = spec
             .action_space
             .n()
             .expect("DQN needs a discrete action space (validated)");
         // A dueling head has one more output: the state value, first.
         let outputs = n_actions + usize::from(cfg.dueling);
-        let net = FlatMlp::new(spec.obs_dim(), &cfg.hidden, outputs);
+        let shape = NetShape::with_torso(torso, spec.obs_dim(), &cfg.hidden, outputs);
+        let net = FlatNet::from_shape(shape.clone());
         tch::manual_seed(seed as i64);
         let params = net.init(device).set_requires_grad(true);
         let target = params.detach().copy();
@@ -86,8 +95,10 @@ impl Dqn {
             train_steps: 0,
             last_loss: None,
             last_grad_norm: None,
-            cpu_copy: (device == Device::Cpu)
-                .then(|| MlpCopy::new(CpuMlp::new(spec.obs_dim(), &cfg.hidden, outputs))),
+            // A convolutional network acts through libtorch (its batched
+            // convolutions beat the plain-Rust im2col at any size).
+            cpu_copy: (device == Device::Cpu && shape.torso().is_none())
+                .then(|| NetCopy::new(shape)),
             copy_fresh: false,
             reduce: None,
         }
@@ -441,7 +452,7 @@ mod tests {
             learning_starts: 0,
             ..DqnConfig::default()
         };
-        let mut dqn = Dqn::new(&cfg, &spec, 3, Device::Cpu);
+        let mut dqn = Dqn::new(&cfg, &spec, None, 3, Device::Cpu);
         let obs: Vec<f32> = (0..64 * 4)
             .map(|i| ((i * 37) % 19) as f32 * 0.1 - 0.9)
             .collect();
@@ -496,7 +507,7 @@ mod schedule_tests {
             learning_starts: 0,
             ..DqnConfig::default()
         };
-        let mut dqn = Dqn::new(&cfg, &spec, 1, Device::Cpu);
+        let mut dqn = Dqn::new(&cfg, &spec, None, 1, Device::Cpu);
         let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
         assert!(close(dqn.learning_rate(0), 1e-3));
         assert!(close(dqn.learning_rate(500), 5.5e-4));
@@ -515,7 +526,7 @@ mod schedule_tests {
         }
         assert_eq!(dqn.train(250), 1);
         assert!(close(dqn.adam.lr, 7.75e-4), "lr {}", dqn.adam.lr);
-        let constant = Dqn::new(&DqnConfig::default(), &spec, 1, Device::Cpu);
+        let constant = Dqn::new(&DqnConfig::default(), &spec, None, 1, Device::Cpu);
         assert!(close(constant.learning_rate(1_000_000), 1e-3));
     }
 }
@@ -537,7 +548,7 @@ mod dueling_tests {
             hidden: vec![16],
             ..DqnConfig::default()
         };
-        let mut dqn = Dqn::new(&cfg, &spec, 5, Device::Cpu);
+        let mut dqn = Dqn::new(&cfg, &spec, None, 5, Device::Cpu);
         let n = 200;
         let obs: Vec<f32> = (0..n * 6)
             .map(|i| ((i * 53) % 29) as f32 * 0.2 - 2.8)

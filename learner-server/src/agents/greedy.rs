@@ -1,7 +1,9 @@
 //! [`GreedyPolicy`]: an agent's evaluation policy, acting from published
-//! flat weights on the CPU in plain Rust: the actors' [`ActorPolicy`] made
-//! greedy (the best Q-value or logit for discrete actions, a dueling head's
-//! best advantage, the deterministic action of a continuous head).
+//! flat weights (on the CPU in plain Rust; a convolutional or large network
+//! in libtorch on the learner's device, as the `seed` front does): the
+//! actors' [`ActorPolicy`] made greedy (the best Q-value or logit for
+//! discrete actions, a dueling head's best advantage, the deterministic
+//! action of a continuous head).
 
 use super::{AgentError, Policy, Weights, check_weights};
 use rlfleet_shared::config::RunConfig;
@@ -21,10 +23,14 @@ impl GreedyPolicy {
         let policy = ActorPolicy::new(
             spec,
             cfg.agent,
+            cfg.torso(spec),
             cfg.policy_hidden(),
             cfg.dueling(),
             cfg.seed,
         );
+        // A convolutional or large network evaluates in libtorch, as the
+        // `seed` front answers with it.
+        let policy = crate::nets::place(policy, cfg.distributed.seed_inference, "evaluation");
         GreedyPolicy {
             policy: policy.greedy(),
             picked: Vec::with_capacity(spec.action_space.flat_dim()),

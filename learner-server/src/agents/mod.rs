@@ -194,11 +194,12 @@ pub trait Policy: Send {
 
 /// Builds the agent a run config asks for.
 pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn Agent> {
+    let torso = cfg.torso(spec);
     match cfg.agent {
-        AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, cfg.seed, device)),
+        AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, torso, cfg.seed, device)),
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
-        AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, cfg.seed, device)),
-        AgentKind::Ppo => Box::new(Ppo::new(&cfg.ppo, spec, cfg.seed, device)),
+        AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, torso, cfg.seed, device)),
+        AgentKind::Ppo => Box::new(Ppo::new(&cfg.ppo, spec, torso, cfg.seed, device)),
         AgentKind::Td3 => Box::new(Td3::new(&cfg.td3, true, spec, cfg.seed, device)),
         AgentKind::Ddpg => Box::new(Td3::new(&cfg.ddpg.as_td3(), false, spec, cfg.seed, device)),
         AgentKind::Sac => Box::new(Sac::new(&cfg.sac, spec, cfg.seed, device)),

@@ -3,13 +3,13 @@
 //! own Adam — with their joint gradient step and their checkpoint tensors.
 
 use super::{AgentError, AgentState, named, restore};
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use tch::Tensor;
 
 #[derive(Debug)]
 pub struct PolicyValue {
-    pub policy_net: FlatMlp,
-    pub value_net: FlatMlp,
+    pub policy_net: FlatNet,
+    pub value_net: FlatNet,
     /// The policy's parameters (for PPO's Gaussian head, followed by the
     /// log stds): what is published.
     pub policy: Tensor,
@@ -32,8 +32,8 @@ fn clipped_step(params: &mut Tensor, adam: &mut super::Adam, max_norm: f64) -> T
 impl PolicyValue {
     /// Both networks from fresh parameters (which get gradients here).
     pub fn new(
-        policy_net: FlatMlp,
-        value_net: FlatMlp,
+        policy_net: FlatNet,
+        value_net: FlatNet,
         policy: Tensor,
         value: Tensor,
         lr: f64,

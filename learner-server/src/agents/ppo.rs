@@ -13,12 +13,13 @@
 
 use super::policy_value::PolicyValue;
 use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::PpoConfig;
 use rlfleet_shared::env::{EnvSpec, Space};
+use rlfleet_shared::nets::{ConvTorso, NetShape};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, QPolicy};
 use std::collections::HashMap;
 use tch::{Device, Kind, Tensor};
@@ -67,30 +68,42 @@ pub struct Ppo {
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
 
 impl Ppo {
-    pub fn new(cfg: &PpoConfig, spec: &EnvSpec, seed: u64, device: Device) -> Self {
+    /// `torso`: convolutional layers in front of both networks' `hidden`
+    /// layers (each network has its own).
+    pub fn new(
+        cfg: &PpoConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let obs_dim = spec.obs_dim();
+        let shape = |outputs| NetShape::with_torso(torso.clone(), obs_dim, &cfg.hidden, outputs);
         let (outputs, act_dim, actor) = match &spec.action_space {
             Space::Discrete { n } => {
-                let mut q = QPolicy::new(obs_dim, &cfg.hidden, *n, seed ^ 0x990);
+                let mut q = QPolicy::from_shape(shape(*n), seed ^ 0x990);
                 q.sample = true;
                 (*n, 1, Actor::Discrete(q))
             }
             Space::Box { low, high } => (
                 low.len(),
                 low.len(),
-                Actor::Continuous(ContinuousPolicy::new(
-                    obs_dim,
-                    &cfg.hidden,
-                    ContinuousHead::Gaussian,
-                    low,
-                    high,
-                    seed ^ 0x990,
-                )),
+                Actor::Continuous(
+                    ContinuousPolicy::new(
+                        obs_dim,
+                        &cfg.hidden,
+                        ContinuousHead::Gaussian,
+                        low,
+                        high,
+                        seed ^ 0x990,
+                    )
+                    .with_torso(torso.clone()),
+                ),
             ),
         };
         let discrete = spec.action_space.is_discrete();
-        let policy_net = FlatMlp::new(obs_dim, &cfg.hidden, outputs);
-        let value_net = FlatMlp::new(obs_dim, &cfg.hidden, 1);
+        let policy_net = FlatNet::from_shape(shape(outputs));
+        let value_net = FlatNet::from_shape(shape(1));
         tch::manual_seed(seed as i64);
         let mut policy = policy_net.init(device);
         if !discrete {
@@ -384,7 +397,7 @@ mod tests {
                 n_epochs: 2,
                 ..PpoConfig::default()
             };
-            let mut ppo = Ppo::new(&cfg, &spec, 1, Device::Cpu);
+            let mut ppo = Ppo::new(&cfg, &spec, None, 1, Device::Cpu);
             let n_mlp = ppo.nets.policy_net.numel() as usize;
             let extra = if spec.action_space.is_discrete() {
                 0
@@ -413,7 +426,7 @@ mod tests {
             assert_ne!(ppo.weights().data, before);
             assert!(ppo.last_loss().unwrap().is_finite());
             let saved = ppo.state();
-            let mut other = Ppo::new(&cfg, &spec, 2, Device::Cpu);
+            let mut other = Ppo::new(&cfg, &spec, None, 2, Device::Cpu);
             other.load_state(&saved).unwrap();
             assert_eq!(other.state(), saved);
             let mut a = vec![0.0; ppo.act_dim];

@@ -11,7 +11,7 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::nets::CpuMlp;
+use rlfleet_shared::nets::NetShape;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 
@@ -39,7 +39,7 @@ impl Probe {
     /// exists, so a resumed run keeps its record).
     pub fn new(cfg: &RunConfig, spec: &EnvSpec) -> Self {
         let n_actions = spec.action_space.n().expect("discrete (validated)");
-        let net = CpuMlp::new(spec.obs_dim(), &cfg.dqn.hidden, n_actions);
+        let net = NetShape::new(spec.obs_dim(), &cfg.dqn.hidden, n_actions);
         let path = cfg.output_dir.join("probe.csv");
         let log = crate::output::append_csv(&path, PROBE_HEADER)
             .map_err(|e| tracing::error!("cannot write {}: {e}", path.display()))

@@ -7,7 +7,7 @@
 use super::critic::{Critics, descend, polyak};
 use super::off_policy::{OffPolicy, Settings, off_policy_agent};
 use super::{Agent, AgentError, AgentState, named, restore};
-use crate::nets::FlatMlp;
+use crate::nets::FlatNet;
 use rlfleet_shared::config::SacConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::policy::{ContinuousHead, LOG_STD_MAX, LOG_STD_MIN};
@@ -16,7 +16,7 @@ use tch::{Device, Kind, Tensor};
 #[derive(Debug)]
 pub struct Sac {
     cfg: SacConfig,
-    actor_net: FlatMlp,
+    actor_net: FlatNet,
     critics: Critics,
     actor: Tensor,
     critic: Tensor,
@@ -49,7 +49,7 @@ impl Sac {
             device,
         );
         let (obs_dim, act_dim) = (spec.obs_dim(), core.act_dim());
-        let actor_net = FlatMlp::new(obs_dim, &cfg.hidden, 2 * act_dim);
+        let actor_net = FlatNet::new(obs_dim, &cfg.hidden, 2 * act_dim);
         let critics = Critics::new(obs_dim, act_dim, &cfg.hidden, 2);
         tch::manual_seed(seed as i64);
         let actor = actor_net.init(device).set_requires_grad(true);

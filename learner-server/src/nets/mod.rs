@@ -4,6 +4,8 @@
 //! operations: an optimizer step, gradient clipping, a target-network update,
 //! and weights going out as raw flat f32 (what the wire carries).
 
-mod mlp;
+mod device_forward;
+mod flat;
 
-pub use mlp::FlatMlp;
+pub use device_forward::{DeviceForward, place};
+pub use flat::FlatNet;

@@ -46,6 +46,37 @@ pub enum WindowSelector {
     Bin,
 }
 
+/// What runs the `seed` front's forward passes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum SeedInference {
+    /// `device` for a convolutional network or one of more than
+    /// [`SeedInference::DEVICE_ABOVE`] parameters, `cpu` otherwise.
+    #[default]
+    Auto,
+    /// A plain-Rust copy of the network on the CPU (no libtorch call: the
+    /// fastest for small MLPs).
+    Cpu,
+    /// libtorch on the learner's device (CUDA when there is one), one
+    /// forward pass per batch, over its own copy of the weights.
+    Device,
+}
+
+impl SeedInference {
+    /// Parameters above which `auto` infers on the device.
+    pub const DEVICE_ABOVE: usize = 1 << 18;
+
+    /// Whether a network with `params` parameters (and a convolutional
+    /// torso or not) infers on the device.
+    pub fn on_device(self, params: usize, conv: bool) -> bool {
+        match self {
+            SeedInference::Auto => conv || params > Self::DEVICE_ABOVE,
+            SeedInference::Cpu => false,
+            SeedInference::Device => true,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DistributedConfig {
@@ -65,6 +96,8 @@ pub struct DistributedConfig {
     /// waiting for a full batch.
     #[schema(maximum = 10000000)]
     pub inference_max_wait_us: u64,
+    /// What runs the inference front's forward passes.
+    pub seed_inference: SeedInference,
     /// Drop (and count) experience produced by weights more than this many
     /// versions old. Unset: no bound.
     pub max_policy_lag: Option<u64>,
@@ -122,6 +155,7 @@ impl Default for DistributedConfig {
             steps_per_round: 16,
             inference_max_batch: 64,
             inference_max_wait_us: 500,
+            seed_inference: SeedInference::Auto,
             max_policy_lag: None,
             max_envs_per_actor: 64,
             env_step_timeout_secs: 0.0,

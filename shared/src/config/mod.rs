@@ -12,6 +12,7 @@ mod dqn;
 mod error;
 mod keyed;
 mod kinds;
+mod model;
 mod ppo;
 mod sections;
 mod td3;
@@ -19,11 +20,12 @@ mod validate;
 mod validate_agents;
 
 pub use a2c::{A2cConfig, TrainOn};
-pub use distributed::{DataStructure, DistributedConfig, Overflow, WindowSelector};
+pub use distributed::{DataStructure, DistributedConfig, Overflow, SeedInference, WindowSelector};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
+pub use model::{ImageLayout, ModelConfig, Torso};
 pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};
@@ -50,7 +52,9 @@ pub struct RunConfig {
     #[schema(value_type = Object)]
     pub env_kwargs: BTreeMap<String, serde_json::Value>,
     /// `module:attr` wrappers applied to a Python env in order, each called
-    /// with the env.
+    /// with the env; `module:attr(key=value, ...)` passes keyword arguments
+    /// too (Python literals), e.g.
+    /// `gymnasium.wrappers:FrameStackObservation(stack_size=4)`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env_wrappers: Vec<String>,
     /// Folders put in front of Python's `sys.path` (relative ones are
@@ -101,6 +105,10 @@ pub struct RunConfig {
     /// Hyperparameters of the `sac` agent.
     #[serde(default)]
     pub sac: SacConfig,
+    /// The network's torso (a CNN for image observations), before the
+    /// agent's `hidden` layers.
+    #[serde(default)]
+    pub model: ModelConfig,
 }
 
 impl RunConfig {
@@ -152,6 +160,30 @@ impl RunConfig {
             AgentKind::Sac => &self.sac.hidden,
             AgentKind::Dqn | AgentKind::Probe => &self.dqn.hidden,
         }
+    }
+
+    /// The convolutional torso of the agent's networks for observations of
+    /// `spec` (`None`: an MLP reads the observation). Panics on a config
+    /// that [`RunConfig::validate`] refuses for that env.
+    pub fn torso(&self, spec: &crate::env::EnvSpec) -> Option<crate::nets::ConvTorso> {
+        self.model
+            .torso_for(spec)
+            .expect("the model table is validated against the env")
+    }
+
+    /// The network that picks actions (what actors, the inference front
+    /// and the evaluator run), with `outputs` outputs.
+    pub fn policy_shape(
+        &self,
+        spec: &crate::env::EnvSpec,
+        outputs: usize,
+    ) -> crate::nets::NetShape {
+        crate::nets::NetShape::with_torso(
+            self.torso(spec),
+            spec.obs_dim(),
+            self.policy_hidden(),
+            outputs,
+        )
     }
 
     /// The published Q-network has a dueling head.

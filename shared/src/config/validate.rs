@@ -136,6 +136,7 @@ impl RunConfig {
         }
         self.validate_distributed()?;
         self.validate_action_space(&spec.action_space)?;
+        self.validate_model(&spec)?;
         self.validate_dqn()?;
         self.validate_a2c()?;
         self.validate_ppo()?;

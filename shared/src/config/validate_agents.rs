@@ -34,6 +34,26 @@ impl RunConfig {
         Ok(())
     }
 
+    /// A convolutional torso fits the env's observations, and the agent
+    /// takes one.
+    pub(super) fn validate_model(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
+        if self.model.torso == super::Torso::Mlp {
+            return Ok(());
+        }
+        if !matches!(self.agent, AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo) {
+            return Err(ConfigError::Unsupported {
+                key: "model.torso",
+                value: "\"nature-cnn\"".into(),
+                allowed: format!(
+                    "agents dqn, a2c and ppo take a convolutional torso; `{}` takes \"mlp\"",
+                    self.agent
+                ),
+            });
+        }
+        self.model.torso_for(spec).map_err(ConfigError::Conflict)?;
+        Ok(())
+    }
+
     pub(super) fn validate_ppo(&self) -> Result<(), ConfigError> {
         let on_policy = [
             WorkflowKind::Single,

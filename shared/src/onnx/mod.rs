@@ -1,6 +1,7 @@
 //! ONNX export of rlfleet's policy networks, written directly as protobuf
-//! (no ONNX library): the flat-parameter ReLU MLP (`nets::CpuMlp`'s layout)
-//! and its heads. The flat parameters are either a graph input `params`
+//! (no ONNX library): the flat-parameter network (`nets::NetShape`'s
+//! layout: an optional convolutional torso as `Conv` nodes, then the ReLU
+//! MLP as `Gemm` nodes) and its heads. The flat parameters are either a graph input `params`
 //! (what actors use: a weight update is a new input, the graph is never
 //! rebuilt) or embedded as an initializer (a standalone file any ONNX
 //! runtime loads). Every model has the input `obs` `[batch, obs_dim]`, the
@@ -12,7 +13,7 @@ mod proto;
 
 use crate::config::{AgentKind, RunConfig};
 use crate::env::{EnvSpec, Space};
-use crate::nets::CpuMlp;
+use crate::nets::{ConvTorso, NetShape};
 use proto::Msg;
 
 /// ONNX IR version and default-domain opset the models use.
@@ -55,15 +56,13 @@ impl Head {
 /// A policy network and its head.
 #[derive(Debug, Clone)]
 pub struct PolicyGraph {
-    pub net: CpuMlp,
+    pub net: NetShape,
     pub head: Head,
 }
 
 impl PolicyGraph {
     /// The network and head a run's agent publishes.
     pub fn for_run(cfg: &RunConfig, spec: &EnvSpec) -> PolicyGraph {
-        let hidden = cfg.policy_hidden();
-        let obs = spec.obs_dim();
         match &spec.action_space {
             Space::Discrete { n } => {
                 let (width, head) = if cfg.dueling() {
@@ -74,7 +73,7 @@ impl PolicyGraph {
                     (*n, Head::Q)
                 };
                 PolicyGraph {
-                    net: CpuMlp::new(obs, hidden, width),
+                    net: cfg.policy_shape(spec, width),
                     head,
                 }
             }
@@ -87,7 +86,7 @@ impl PolicyGraph {
                     _ => (d, Head::Tanh { low, high }),
                 };
                 PolicyGraph {
-                    net: CpuMlp::new(obs, hidden, width),
+                    net: cfg.policy_shape(spec, width),
                     head,
                 }
             }
@@ -109,7 +108,8 @@ impl PolicyGraph {
     pub fn model(&self, params: Option<&[f32]>) -> Vec<u8> {
         let mut g = Graph::default();
         let sizes = self.net.sizes().to_vec();
-        let mut inputs = vec![value_info("obs", &[Dim::Batch, Dim::Fixed(sizes[0])])];
+        let obs_dim = self.net.obs_dim();
+        let mut inputs = vec![value_info("obs", &[Dim::Batch, Dim::Fixed(obs_dim)])];
         match params {
             Some(p) => {
                 assert_eq!(p.len(), self.numel(), "parameter count");
@@ -122,6 +122,9 @@ impl PolicyGraph {
         let n_layers = sizes.len() - 1;
         let mut h = "obs".to_string();
         let mut offset = 0i64;
+        if let Some(torso) = self.net.torso() {
+            h = g.torso(torso, &mut offset);
+        }
         for (i, w) in sizes.windows(2).enumerate() {
             let (fan_in, fan_out) = (w[0] as i64, w[1] as i64);
             let flat = g.slice("params", offset, offset + fan_in * fan_out, 0);
@@ -275,6 +278,45 @@ impl Graph {
         let raw = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
         self.init(&name, &[vals.len() as i64], INT64, raw);
         name
+    }
+
+    /// The convolutional torso over the input `obs`, reading its
+    /// parameters from `params` at `offset` (moved past them); returns the
+    /// flattened features.
+    fn torso(&mut self, torso: &ConvTorso, offset: &mut i64) -> String {
+        let [c, h, w] = torso.input.map(|d| d as i64);
+        let mut x = if torso.channels_last {
+            let shape = self.const_i64(&[-1, h, w, c]);
+            let img = self.node("Reshape", &["obs", &shape], vec![]);
+            self.node("Transpose", &[&img], vec![attr_ints("perm", &[0, 3, 1, 2])])
+        } else {
+            let shape = self.const_i64(&[-1, c, h, w]);
+            self.node("Reshape", &["obs", &shape], vec![])
+        };
+        if torso.bytes {
+            let scale = self.const_f32(&[1.0 / 255.0]);
+            x = self.node("Mul", &[&x, &scale], vec![]);
+        }
+        for (l, (cin, _, _)) in torso.layers.iter().zip(torso.geometry()) {
+            let (out, k, stride) = (l.out as i64, l.kernel as i64, l.stride as i64);
+            let n = out * cin as i64 * k * k;
+            let flat = self.slice("params", *offset, *offset + n, 0);
+            *offset += n;
+            let shape = self.const_i64(&[out, cin as i64, k, k]);
+            let weight = self.node("Reshape", &[&flat, &shape], vec![]);
+            let bias = self.slice("params", *offset, *offset + out, 0);
+            *offset += out;
+            let conv = self.node(
+                "Conv",
+                &[&x, &weight, &bias],
+                vec![
+                    attr_ints("kernel_shape", &[k, k]),
+                    attr_ints("strides", &[stride, stride]),
+                ],
+            );
+            x = self.node("Relu", &[&conv], vec![]);
+        }
+        self.node("Flatten", &[&x], vec![attr_int("axis", 1)])
     }
 
     /// `x[start..end]` along `axis`.

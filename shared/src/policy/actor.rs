@@ -6,7 +6,7 @@
 use super::{ContinuousPolicy, QPolicy, continuous_head};
 use crate::config::AgentKind;
 use crate::env::{EnvSpec, Space};
-use crate::nets::{CpuMlp, Forward};
+use crate::nets::{ConvTorso, Forward, NetShape};
 use crate::wire::Welcome;
 
 #[derive(Debug)]
@@ -18,14 +18,31 @@ pub enum ActorPolicy {
 impl ActorPolicy {
     /// The policy `w` describes for envs of `spec` (no weights loaded
     /// yet).
-    pub fn for_welcome(w: &Welcome, spec: &EnvSpec) -> ActorPolicy {
-        ActorPolicy::new(spec, w.agent, &w.hidden, w.dueling, w.seed)
+    /// Refuses a torso that does not fit its image.
+    pub fn for_welcome(w: &Welcome, spec: &EnvSpec) -> Result<ActorPolicy, String> {
+        let torso = w.torso.as_ref().map(|t| t.torso(w.obs_u8)).transpose()?;
+        if let Some(t) = &torso
+            && t.obs_dim() != spec.obs_dim()
+        {
+            return Err(format!(
+                "the learner's torso reads images of {:?} ({} values); `{}` observes {:?}",
+                t.input,
+                t.obs_dim(),
+                spec.id,
+                spec.obs_shape
+            ));
+        }
+        Ok(ActorPolicy::new(
+            spec, w.agent, torso, &w.hidden, w.dueling, w.seed,
+        ))
     }
 
-    /// The policy `agent` publishes for `spec` (no weights loaded yet).
+    /// The policy `agent` publishes for `spec` (no weights loaded yet),
+    /// with `torso` in front of its MLP.
     pub fn new(
         spec: &EnvSpec,
         agent: AgentKind,
+        torso: Option<ConvTorso>,
         hidden: &[u32],
         dueling: bool,
         seed: u64,
@@ -33,20 +50,17 @@ impl ActorPolicy {
         let obs_dim = spec.obs_dim();
         match &spec.action_space {
             Space::Discrete { n } => {
-                let mut q = QPolicy::new(obs_dim, hidden, *n, seed).dueling(dueling);
+                let shape = NetShape::with_torso(torso, obs_dim, hidden, *n);
+                let mut q = QPolicy::from_shape(shape, seed).dueling(dueling);
                 // A policy network's logits (A2C, PPO) are sampled; Q-values
                 // are epsilon-greedy.
                 q.sample = agent.samples_softmax();
                 ActorPolicy::Discrete(q)
             }
-            Space::Box { low, high } => ActorPolicy::Continuous(ContinuousPolicy::new(
-                obs_dim,
-                hidden,
-                continuous_head(agent),
-                low,
-                high,
-                seed,
-            )),
+            Space::Box { low, high } => ActorPolicy::Continuous(
+                ContinuousPolicy::new(obs_dim, hidden, continuous_head(agent), low, high, seed)
+                    .with_torso(torso),
+            ),
         }
     }
 
@@ -78,7 +92,7 @@ impl ActorPolicy {
         }
     }
 
-    pub fn net(&self) -> &CpuMlp {
+    pub fn net(&self) -> &NetShape {
         match self {
             ActorPolicy::Discrete(q) => q.net(),
             ActorPolicy::Continuous(c) => c.net(),

@@ -4,7 +4,7 @@
 //! with a learned state-independent log std for PPO).
 
 use crate::config::AgentKind;
-use crate::nets::{CpuMlp, Forward, MlpCopy};
+use crate::nets::{Forward, NetCopy, NetShape};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -75,7 +75,7 @@ impl ContinuousPolicy {
             ContinuousHead::Tanh | ContinuousHead::Gaussian => dim,
         };
         ContinuousPolicy {
-            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, hidden, outputs))),
+            net: Box::new(NetCopy::new(NetShape::new(obs_dim, hidden, outputs))),
             head,
             dim,
             low: low.to_vec(),
@@ -88,8 +88,22 @@ impl ContinuousPolicy {
         }
     }
 
+    /// The same policy with the convolutional `torso` in front of its MLP.
+    pub fn with_torso(self, torso: Option<crate::nets::ConvTorso>) -> ContinuousPolicy {
+        let net = self.net.net();
+        let hidden: Vec<u32> = net.sizes()[1..net.sizes().len() - 1]
+            .iter()
+            .map(|&h| h as u32)
+            .collect();
+        let shape = NetShape::with_torso(torso, net.obs_dim(), &hidden, net.output_dim());
+        ContinuousPolicy {
+            net: Box::new(NetCopy::new(shape)),
+            ..self
+        }
+    }
+
     /// The network this policy runs (to build another backend for it).
-    pub fn net(&self) -> &CpuMlp {
+    pub fn net(&self) -> &NetShape {
         self.net.net()
     }
 

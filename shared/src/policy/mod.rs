@@ -12,7 +12,7 @@ pub use continuous::{
     ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, continuous_head, standard_normal,
 };
 
-use crate::nets::{CpuMlp, Forward, MlpCopy, argmax};
+use crate::nets::{Forward, NetCopy, NetShape, argmax};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -32,9 +32,15 @@ pub struct QPolicy {
 }
 
 impl QPolicy {
+    /// An MLP policy over `obs_dim` values.
     pub fn new(obs_dim: usize, hidden: &[u32], n_actions: usize, seed: u64) -> QPolicy {
+        QPolicy::from_shape(NetShape::new(obs_dim, hidden, n_actions), seed)
+    }
+
+    /// A policy over the network `shape` (one output per action).
+    pub fn from_shape(shape: NetShape, seed: u64) -> QPolicy {
         QPolicy {
-            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, hidden, n_actions))),
+            net: Box::new(NetCopy::new(shape)),
             version: 0,
             epsilon: 1.0,
             sample: false,
@@ -50,21 +56,16 @@ impl QPolicy {
             return self;
         }
         let net = self.net.net();
-        let sizes = net.sizes();
-        let (obs_dim, k) = (sizes[0], net.output_dim());
-        let hidden: Vec<u32> = sizes[1..sizes.len() - 1]
-            .iter()
-            .map(|&h| h as u32)
-            .collect();
+        let shape = net.with_output(net.output_dim() + 1);
         QPolicy {
-            net: Box::new(MlpCopy::new(CpuMlp::new(obs_dim, &hidden, k + 1))),
+            net: Box::new(NetCopy::new(shape)),
             dueling: true,
             ..self
         }
     }
 
     /// The network this policy runs (to build another backend for it).
-    pub fn net(&self) -> &CpuMlp {
+    pub fn net(&self) -> &NetShape {
         self.net.net()
     }
 

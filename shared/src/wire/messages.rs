@@ -96,6 +96,8 @@ pub struct Welcome {
     /// The Q-network has a dueling head (one more output, the state value,
     /// first).
     pub dueling: bool,
+    /// The convolutional torso before `hidden` (`None`: an MLP).
+    pub torso: Option<TorsoMsg>,
     /// The policy network as an ONNX model whose weights are its `params`
     /// input (`rlfleet_shared::onnx`), for actors that infer with ONNX
     /// Runtime.
@@ -121,6 +123,52 @@ pub struct Welcome {
     /// Initial weights (none for `seed`: they never leave the learner).
     pub weights: Option<WeightsMsg>,
     pub starts: Vec<EpisodeStart>,
+}
+
+/// A convolutional torso (`rlfleet_shared::nets::ConvTorso`) on the wire;
+/// whether its input is bytes follows `Welcome.obs_u8`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Eq)]
+pub struct TorsoMsg {
+    /// `[channels, height, width]` as the network sees the image.
+    pub input: [u32; 3],
+    /// Observations arrive as `[height, width, channels]`.
+    pub channels_last: bool,
+    /// Per convolution: output channels, kernel, stride.
+    pub layers: Vec<[u32; 3]>,
+}
+
+impl TorsoMsg {
+    pub fn new(t: &crate::nets::ConvTorso) -> TorsoMsg {
+        TorsoMsg {
+            input: t.input.map(|d| d as u32),
+            channels_last: t.channels_last,
+            layers: t
+                .layers
+                .iter()
+                .map(|l| [l.out, l.kernel, l.stride].map(|d| d as u32))
+                .collect(),
+        }
+    }
+
+    /// The torso, refused by name when its layers do not fit its image.
+    pub fn torso(&self, bytes: bool) -> Result<crate::nets::ConvTorso, String> {
+        let t = crate::nets::ConvTorso {
+            input: self.input.map(|d| d as usize),
+            channels_last: self.channels_last,
+            bytes,
+            layers: self
+                .layers
+                .iter()
+                .map(|&[out, kernel, stride]| crate::nets::ConvLayer {
+                    out: out as usize,
+                    kernel: kernel as usize,
+                    stride: stride as usize,
+                })
+                .collect(),
+        };
+        t.check()?;
+        Ok(t)
+    }
 }
 
 /// SEED request: one observation per environment, with the outcome of the

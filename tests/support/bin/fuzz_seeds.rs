@@ -49,6 +49,11 @@ fn messages() -> Vec<Message> {
             agent: AgentKind::Dqn,
             hidden: vec![64, 64],
             dueling: true,
+            torso: Some(TorsoMsg {
+                input: [4, 84, 84],
+                channels_last: false,
+                layers: vec![[32, 8, 4], [64, 4, 2], [64, 3, 1]],
+            }),
             onnx: vec![8, 9, 18, 4],
             n_envs: 2,
             seed: 5,

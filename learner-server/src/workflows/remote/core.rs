@@ -328,6 +328,7 @@ impl Core {
             agent: cfg.agent,
             hidden: cfg.policy_hidden().to_vec(),
             dueling: cfg.dueling(),
+            torso: cfg.torso(&self.spec).as_ref().map(wire::TorsoMsg::new),
             onnx: self.onnx.clone(),
             n_envs,
             seed: cfg.seed ^ (u64::from(index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),

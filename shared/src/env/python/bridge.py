@@ -5,6 +5,7 @@ GIL held and nothing else: every conversion between Gymnasium's values and
 rlfleet's flat float32 buffers happens here, in one place.
 """
 
+import ast
 import importlib
 import json
 import sys
@@ -48,8 +49,27 @@ def make(source, kwargs_json, wrappers):
     else:
         raise ValueError(f"unknown env source `{kind}`")
     for w in wrappers:
-        env = _load(w)(env)
+        path, wrapper_kwargs = _call(w)
+        env = _load(path)(env, **wrapper_kwargs)
     return env
+
+
+def _call(spec):
+    """Splits `module:attr` or `module:attr(key=value, ...)` (keyword
+    arguments only, their values Python literals) into the path and the
+    keyword arguments."""
+    path, paren, rest = spec.partition("(")
+    if not paren:
+        return spec, {}
+    if not rest.endswith(")"):
+        raise ValueError(f"`{spec}` is not of the form `module:attr(key=value, ...)`")
+    call = ast.parse(f"f({rest}", mode="eval").body
+    if call.args:
+        raise ValueError(f"`{spec}`: give wrapper arguments by keyword")
+    try:
+        return path.strip(), {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+    except ValueError as e:
+        raise ValueError(f"`{spec}`: wrapper arguments must be Python literals ({e})") from None
 
 
 def _finite_or_none(bound):

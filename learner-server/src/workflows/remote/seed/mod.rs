@@ -233,10 +233,14 @@ impl Workflow for Seed {
         let policy = ActorPolicy::new(
             &core.spec,
             cfg.agent,
+            cfg.torso(&core.spec),
             cfg.policy_hidden(),
             cfg.dueling(),
             cfg.seed ^ 0x5eed_f407,
         );
+        // Large networks answer in one libtorch forward pass per batch on
+        // the learner's device; small MLPs from the plain-Rust copy.
+        let policy = crate::nets::place(policy, cfg.distributed.seed_inference, "seed inference");
         let front = front::Front::new(
             self.link.clone(),
             rx,

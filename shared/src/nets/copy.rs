@@ -1,115 +1,54 @@
-//! [`MlpCopy`]: the forward pass of the learner's flat-parameter ReLU MLP in
-//! plain Rust, with its own copy of the parameters, so actors act from
-//! published weights without libtorch, and the learner answers small CPU
-//! inference batches without libtorch's per-call overhead. [`CpuMlp`] gives
-//! the layer sizes; the flat layout matches `learner_server::nets::FlatMlp`
-//! (per layer a row-major `[fan_out, fan_in]` weight, then the bias).
+//! [`NetCopy`]: a [`NetShape`]'s forward pass in plain Rust over its own
+//! copy of the parameters: the torso's convolutions (im2col, `conv.rs`),
+//! then the MLP through one vectorised dense kernel.
 
-/// Layer sizes, input first.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuMlp {
-    sizes: Vec<usize>,
-}
+use super::conv::ConvCopy;
+use super::{Forward, NetShape};
 
-impl CpuMlp {
-    pub fn new(input: usize, hidden: &[u32], output: usize) -> CpuMlp {
-        let mut sizes = vec![input];
-        sizes.extend(hidden.iter().map(|&h| h as usize));
-        sizes.push(output);
-        CpuMlp { sizes }
-    }
-
-    pub fn numel(&self) -> usize {
-        self.sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
-    }
-
-    /// Layer sizes, input first, output last.
-    pub fn sizes(&self) -> &[usize] {
-        &self.sizes
-    }
-
-    /// Refuses flat parameters of the wrong count, naming both.
-    pub fn check_params(&self, got: usize) -> Result<(), String> {
-        if got != self.numel() {
-            return Err(format!(
-                "weights have {got} values, the network has {}",
-                self.numel()
-            ));
-        }
-        Ok(())
-    }
-
-    /// Refuses a backend built for other layers than `self`'s.
-    pub fn check_backend(&self, backend: &CpuMlp) -> Result<(), String> {
-        if backend != self {
-            return Err(format!(
-                "the backend runs layers {:?}, the policy has {:?}",
-                backend.sizes(),
-                self.sizes()
-            ));
-        }
-        Ok(())
-    }
-
-    pub fn output_dim(&self) -> usize {
-        *self.sizes.last().expect("at least two sizes")
-    }
-}
-
-/// Something that runs a [`CpuMlp`]'s forward pass from flat parameters in
-/// the learner's layout: [`MlpCopy`] in plain Rust, or an ONNX Runtime
-/// session on the actor (`actor-client`'s `ort` backend).
-pub trait Forward: Send + std::fmt::Debug {
-    /// The layer sizes it runs.
-    fn net(&self) -> &CpuMlp;
-    /// Takes new parameters; refuses a wrong count.
-    fn load(&mut self, params: &[f32]) -> Result<(), String>;
-    fn loaded(&self) -> bool;
-    /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
-    fn forward(&mut self, x: &[f32], batch: usize) -> &[f32];
-}
-
-impl Forward for MlpCopy {
-    fn net(&self) -> &CpuMlp {
-        MlpCopy::net(self)
+impl Forward for NetCopy {
+    fn net(&self) -> &NetShape {
+        NetCopy::net(self)
     }
     fn load(&mut self, params: &[f32]) -> Result<(), String> {
-        MlpCopy::load(self, params)
+        NetCopy::load(self, params)
     }
     fn loaded(&self) -> bool {
-        MlpCopy::loaded(self)
+        NetCopy::loaded(self)
     }
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
-        MlpCopy::forward(self, x, batch)
+        NetCopy::forward(self, x, batch)
     }
 }
 
-/// A [`CpuMlp`] with its own copy of the parameters and reusable buffers.
+/// A [`NetShape`] with its own copy of the parameters and reusable buffers.
 ///
 /// The copy keeps each weight transposed (`[fan_in, fan_out]`), so a layer
 /// is a sum of input-scaled weight rows: contiguous, no horizontal sums,
 /// and vectorised (AVX2 + FMA when the CPU has them).
 #[derive(Debug, Clone)]
-pub struct MlpCopy {
-    net: CpuMlp,
-    /// Per layer: transposed weight, then bias (empty until loaded).
+pub struct NetCopy {
+    net: NetShape,
+    /// The torso's copy of its parameters, and its buffers.
+    conv: ConvCopy,
+    /// Per MLP layer: transposed weight, then bias (empty until loaded).
     params: Vec<f32>,
     out: Vec<f32>,
     scratch: Vec<f32>,
 }
 
-impl MlpCopy {
-    /// A network with no parameters yet ([`MlpCopy::loaded`] is false).
-    pub fn new(net: CpuMlp) -> MlpCopy {
-        MlpCopy {
+impl NetCopy {
+    /// A network with no parameters yet ([`NetCopy::loaded`] is false).
+    pub fn new(net: NetShape) -> NetCopy {
+        NetCopy {
             net,
+            conv: ConvCopy::default(),
             params: Vec::new(),
             out: Vec::new(),
             scratch: Vec::new(),
         }
     }
 
-    pub fn net(&self) -> &CpuMlp {
+    pub fn net(&self) -> &NetShape {
         &self.net
     }
 
@@ -121,9 +60,13 @@ impl MlpCopy {
     /// count, naming both.
     pub fn load(&mut self, params: &[f32]) -> Result<(), String> {
         self.net.check_params(params.len())?;
-        self.params.clear();
         let mut offset = 0;
-        for w in self.net.sizes.windows(2) {
+        if let Some(torso) = self.net.torso() {
+            self.conv.load(torso, params);
+            offset = torso.numel();
+        }
+        self.params.clear();
+        for w in self.net.sizes().windows(2) {
             let (fan_in, fan_out) = (w[0], w[1]);
             let weight = &params[offset..offset + fan_in * fan_out];
             for k in 0..fan_in {
@@ -142,11 +85,17 @@ impl MlpCopy {
     /// Panics when nothing is loaded or `x` has the wrong size.
     pub fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
         assert!(self.loaded(), "forward before any weights were loaded");
-        let sizes = &self.net.sizes;
-        assert_eq!(x.len(), batch * sizes[0], "input size");
+        assert_eq!(x.len(), batch * self.net.obs_dim(), "input size");
+        let sizes = self.net.sizes();
         let n_layers = sizes.len() - 1;
         self.out.clear();
-        self.out.extend_from_slice(x);
+        match self.net.torso() {
+            Some(torso) => {
+                let features = self.conv.forward(torso, x, batch);
+                self.out.extend_from_slice(features);
+            }
+            None => self.out.extend_from_slice(x),
+        }
         let mut offset = 0;
         for (layer, w) in sizes.windows(2).enumerate() {
             let (fan_in, fan_out) = (w[0], w[1]);
@@ -166,7 +115,14 @@ impl MlpCopy {
 
 /// `y[b] = act(bias + Σ_k x[b][k] · w_t[k])` for every row `b`, with the
 /// fastest kernel this CPU runs.
-fn dense(x: &[f32], w_t: &[f32], bias: &[f32], relu: bool, fan_in: usize, y: &mut [f32]) {
+pub(crate) fn dense(
+    x: &[f32],
+    w_t: &[f32],
+    bias: &[f32],
+    relu: bool,
+    fan_in: usize,
+    y: &mut [f32],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         // SAFETY: the CPU was just checked to have AVX2 and FMA, the only
@@ -234,17 +190,6 @@ fn dense_kernel<const FUSED: bool>(
     }
 }
 
-/// Index of the largest value (the first one on ties, like `argmax`).
-pub fn argmax(v: &[f32]) -> usize {
-    let mut best = 0;
-    for (i, &x) in v.iter().enumerate() {
-        if x > v[best] {
-            best = i;
-        }
-    }
-    best
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,7 +197,7 @@ mod tests {
     #[test]
     fn forward_matches_a_hand_computation() {
         // 3 -> 2 (ReLU) -> 1, weights chosen so one hidden unit is cut.
-        let net = CpuMlp::new(3, &[2], 1);
+        let net = NetShape::new(3, &[2], 1);
         assert_eq!(net.numel(), 3 * 2 + 2 + 2 + 1);
         let params = [
             1.0, 2.0, 3.0, // hidden 0
@@ -261,7 +206,7 @@ mod tests {
             2.0, 10.0, // output weights
             -1.0, // output bias
         ];
-        let mut m = MlpCopy::new(net);
+        let mut m = NetCopy::new(net);
         assert!(!m.loaded());
         m.load(&params).unwrap();
         let y = m.forward(&[1.0, 1.0, 1.0, 0.0, 0.0, -1.0], 2).to_vec();
@@ -278,7 +223,7 @@ mod tests {
     /// not multiples of the vector width.
     #[test]
     fn kernels_agree_with_a_naive_forward() {
-        let net = CpuMlp::new(5, &[13, 9], 3);
+        let net = NetShape::new(5, &[13, 9], 3);
         let params: Vec<f32> = (0..net.numel())
             .map(|i| ((i * 7919) % 23) as f32 * 0.05 - 0.5)
             .collect();
@@ -301,7 +246,7 @@ mod tests {
             offset += fi * fo + fo;
             h = next;
         }
-        let mut m = MlpCopy::new(net);
+        let mut m = NetCopy::new(net);
         m.load(&params).unwrap();
         let got = m.forward(&x, 4).to_vec();
         for (i, (a, b)) in got.iter().zip(&h).enumerate() {
@@ -315,6 +260,6 @@ mod tests {
         for (a, b) in y.iter().zip(&z) {
             assert!((a - b).abs() < 1e-6, "{a} vs {b}");
         }
-        assert_eq!(argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
+        assert_eq!(crate::nets::argmax(&[1.0, 3.0, 3.0, 2.0]), 1);
     }
 }

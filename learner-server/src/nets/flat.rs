@@ -1,0 +1,215 @@
+//! [`FlatNet`]: a ReLU network over a flat parameter vector: an optional
+//! convolutional torso (image observations, bytes scaled on the device),
+//! then an MLP. The layout is `rlfleet_shared::nets::NetShape`'s.
+
+use rlfleet_shared::nets::{ConvTorso, NetShape};
+use tch::{Device, Kind, Tensor};
+
+/// A network's layers and where each sits in the flat parameter vector.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlatNet {
+    shape: NetShape,
+    /// MLP layer sizes, input first.
+    sizes: Vec<i64>,
+    /// Lengths of each layer's weight and bias in the flat vector, in
+    /// order: the torso's convolutions, then the MLP's layers.
+    parts: Vec<i64>,
+    /// Per convolution: its `[out, in, k, k]` weight shape and stride.
+    convs: Vec<([i64; 4], i64)>,
+}
+
+impl FlatNet {
+    /// An MLP over `input` values.
+    pub fn new(input: usize, hidden: &[u32], output: usize) -> Self {
+        FlatNet::from_shape(NetShape::new(input, hidden, output))
+    }
+
+    pub fn from_shape(shape: NetShape) -> Self {
+        let sizes: Vec<i64> = shape.sizes().iter().map(|&s| s as i64).collect();
+        let convs: Vec<([i64; 4], i64)> = shape
+            .torso()
+            .map(|t| {
+                t.layers
+                    .iter()
+                    .zip(t.geometry())
+                    .map(|(l, (cin, _, _))| {
+                        let k = l.kernel as i64;
+                        ([l.out as i64, cin as i64, k, k], l.stride as i64)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let parts = convs
+            .iter()
+            .flat_map(|(w, _)| [w.iter().product(), w[0]])
+            .chain(sizes.windows(2).flat_map(|w| [w[0] * w[1], w[1]]))
+            .collect();
+        FlatNet {
+            shape,
+            sizes,
+            parts,
+            convs,
+        }
+    }
+
+    /// The network's layers, as actors and the ONNX writer see them.
+    pub fn shape(&self) -> &NetShape {
+        &self.shape
+    }
+
+    /// MLP layer sizes (after the torso).
+    pub fn sizes(&self) -> &[i64] {
+        &self.sizes
+    }
+
+    /// Total number of parameters (weights and biases).
+    pub fn numel(&self) -> i64 {
+        self.parts.iter().sum()
+    }
+
+    /// Fresh parameters with PyTorch's default initialisation of `Conv2d`
+    /// and `nn.Linear` (uniform in ±1/sqrt(fan_in) for weights and
+    /// biases), drawn from libtorch's generator (seed it with
+    /// `tch::manual_seed`).
+    pub fn init(&self, device: Device) -> Tensor {
+        let fan_ins = self
+            .convs
+            .iter()
+            .map(|(w, _)| w[1] * w[2] * w[3])
+            .chain(self.sizes.windows(2).map(|w| w[0]));
+        let parts: Vec<Tensor> = fan_ins
+            .zip(self.parts.chunks_exact(2))
+            .flat_map(|(fan_in, lens)| {
+                let bound = 1.0 / (fan_in as f64).sqrt();
+                lens.iter()
+                    .map(|&n| Tensor::empty([n], (Kind::Float, device)).uniform_(-bound, bound))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        Tensor::cat(&parts, 0)
+    }
+
+    /// Applies the network with parameters `params` to `x` of shape
+    /// `[batch, obs_dim]` (f32; bytes as their values 0..=255), giving
+    /// `[batch, output]`.
+    ///
+    /// The parameters are cut into layers with one `split_with_sizes`, not a
+    /// `narrow` per weight and bias: the backward of a split is one
+    /// concatenation into the flat gradient, where each `narrow`'s backward
+    /// fills a zero tensor of the whole parameter vector and adds it in.
+    pub fn forward(&self, params: &Tensor, x: &Tensor) -> Tensor {
+        let parts = params.split_with_sizes(&self.parts, 0);
+        let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
+        let mut h = match self.shape.torso() {
+            Some(torso) => self.torso(torso, conv_parts, x),
+            None => x.shallow_clone(),
+        };
+        let n_layers = self.sizes.len() - 1;
+        for (i, (w, wb)) in self
+            .sizes
+            .windows(2)
+            .zip(mlp_parts.chunks_exact(2))
+            .enumerate()
+        {
+            let weight = wb[0].view([w[1], w[0]]);
+            h = h.linear(&weight, Some(&wb[1]));
+            if i + 1 < n_layers {
+                h = h.relu();
+            }
+        }
+        h
+    }
+
+    /// The torso's features `[batch, features]` for flat images `x`.
+    fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
+        let [c, h, w] = torso.input.map(|d| d as i64);
+        let mut img = if torso.channels_last {
+            x.view([-1, h, w, c]).permute([0, 3, 1, 2])
+        } else {
+            x.view([-1, c, h, w])
+        };
+        if torso.bytes {
+            // Not in place: the image may be a view of the caller's batch.
+            img = img.g_mul_scalar(1.0 / 255.0);
+        }
+        for ((shape, stride), wb) in self.convs.iter().zip(parts.chunks_exact(2)) {
+            img = img
+                .conv2d(
+                    &wb[0].view(*shape),
+                    Some(&wb[1]),
+                    [*stride, *stride],
+                    [0, 0],
+                    [1, 1],
+                    1,
+                )
+                .relu();
+        }
+        img.flatten(1, -1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_matches_linear_layers() {
+        let net = FlatNet::new(4, &[8, 8], 2);
+        assert_eq!(net.numel(), 4 * 8 + 8 + 8 * 8 + 8 + 8 * 2 + 2);
+        tch::manual_seed(0);
+        let p = net.init(Device::Cpu);
+        assert_eq!(p.size(), [net.numel()]);
+        let y = net.forward(&p, &Tensor::ones([3, 4], (Kind::Float, Device::Cpu)));
+        assert_eq!(y.size(), [3, 2]);
+        // Same as doing the first layer by hand.
+        let w1 = p.narrow(0, 0, 32).view([8, 4]);
+        let b1 = p.narrow(0, 32, 8);
+        let x = Tensor::ones([1, 4], (Kind::Float, Device::Cpu));
+        let h = (x.matmul(&w1.tr()) + &b1).relu();
+        let w2 = p.narrow(0, 40, 64).view([8, 8]);
+        let b2 = p.narrow(0, 104, 8);
+        let h = (h.matmul(&w2.tr()) + &b2).relu();
+        let w3 = p.narrow(0, 112, 16).view([2, 8]);
+        let b3 = p.narrow(0, 128, 2);
+        let by_hand = h.matmul(&w3.tr()) + &b3;
+        let diff = (by_hand - y.narrow(0, 0, 1)).abs().max().double_value(&[]);
+        assert!(diff < 1e-6, "{diff}");
+    }
+
+    /// With a convolutional torso (bytes, channels last), the tensor
+    /// network computes what the plain-Rust copy actors use does.
+    #[test]
+    fn a_cnn_agrees_with_the_plain_rust_copy() {
+        use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy};
+        let layer = |out, kernel, stride| ConvLayer {
+            out,
+            kernel,
+            stride,
+        };
+        for channels_last in [false, true] {
+            let torso = ConvTorso {
+                input: [2, 12, 10],
+                channels_last,
+                bytes: true,
+                layers: vec![layer(6, 4, 2), layer(8, 3, 1)],
+            };
+            let shape = NetShape::with_torso(Some(torso.clone()), 240, &[16], 3);
+            let net = FlatNet::from_shape(shape.clone());
+            assert_eq!(net.numel() as usize, shape.numel());
+            assert_eq!(shape.sizes()[0], 8 * 3 * 2);
+            tch::manual_seed(7);
+            let p = net.init(Device::Cpu);
+            let batch = 5;
+            let x: Vec<f32> = (0..batch * 240).map(|i| ((i * 97) % 256) as f32).collect();
+            let y = net.forward(&p, &Tensor::from_slice(&x).view([batch as i64, 240]));
+            assert_eq!(y.size(), [batch as i64, 3]);
+            let y: Vec<f32> = Vec::try_from(y.view([-1])).unwrap();
+            let mut copy = NetCopy::new(shape);
+            copy.load(&Vec::<f32>::try_from(&p).unwrap()).unwrap();
+            let got = copy.forward(&x, batch);
+            for (i, (a, b)) in y.iter().zip(got).enumerate() {
+                assert!((a - b).abs() < 1e-5, "out[{i}]: tensor {a}, copy {b}");
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Networks on the CPU without libtorch: [`NetShape`] (an optional
+//! convolutional torso, then a ReLU MLP) and its flat parameter layout, which
+//! matches `learner_server::nets::FlatNet` (torso layers first, each a
+//! `[out, in, k, k]` weight then the bias; then per MLP layer a row-major
+//! `[fan_out, fan_in]` weight, then the bias); [`NetCopy`], the forward pass
+//! in plain Rust over its own copy of the parameters, so actors act from
+//! published weights without libtorch and the learner answers small CPU
+//! inference batches without libtorch's per-call overhead; and [`Forward`],
+//! what any backend of that forward pass offers.
+
+mod conv;
+mod copy;
+
+pub use conv::{ConvLayer, ConvTorso};
+pub use copy::NetCopy;
+pub(crate) use copy::dense;
+
+/// A network: an optional convolutional torso, then MLP layer sizes (input
+/// first: the torso's features, or the observation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetShape {
+    torso: Option<ConvTorso>,
+    sizes: Vec<usize>,
+}
+
+impl NetShape {
+    /// An MLP over `input` values.
+    pub fn new(input: usize, hidden: &[u32], output: usize) -> NetShape {
+        let mut sizes = vec![input];
+        sizes.extend(hidden.iter().map(|&h| h as usize));
+        sizes.push(output);
+        NetShape { torso: None, sizes }
+    }
+
+    /// `torso`, when given, then an MLP over its features; without one an
+    /// MLP over `obs_dim` values.
+    pub fn with_torso(
+        torso: Option<ConvTorso>,
+        obs_dim: usize,
+        hidden: &[u32],
+        output: usize,
+    ) -> NetShape {
+        let input = torso.as_ref().map_or(obs_dim, ConvTorso::output_dim);
+        NetShape {
+            torso,
+            ..NetShape::new(input, hidden, output)
+        }
+    }
+
+    /// The same network with `output` outputs.
+    pub fn with_output(&self, output: usize) -> NetShape {
+        let mut shape = self.clone();
+        *shape.sizes.last_mut().expect("at least two sizes") = output;
+        shape
+    }
+
+    pub fn torso(&self) -> Option<&ConvTorso> {
+        self.torso.as_ref()
+    }
+
+    /// Values of one observation.
+    pub fn obs_dim(&self) -> usize {
+        self.torso
+            .as_ref()
+            .map_or(self.sizes[0], ConvTorso::obs_dim)
+    }
+
+    /// Total number of parameters.
+    pub fn numel(&self) -> usize {
+        self.torso.as_ref().map_or(0, ConvTorso::numel) + self.mlp_numel()
+    }
+
+    /// Parameters of the MLP part.
+    pub fn mlp_numel(&self) -> usize {
+        self.sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+    }
+
+    /// MLP layer sizes, input first, output last.
+    pub fn sizes(&self) -> &[usize] {
+        &self.sizes
+    }
+
+    /// Refuses flat parameters of the wrong count, naming both.
+    pub fn check_params(&self, got: usize) -> Result<(), String> {
+        if got != self.numel() {
+            return Err(format!(
+                "weights have {got} values, the network has {}",
+                self.numel()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Refuses a backend built for another network than `self`.
+    pub fn check_backend(&self, backend: &NetShape) -> Result<(), String> {
+        if backend != self {
+            return Err(format!(
+                "the backend runs {}, the policy has {}",
+                backend.describe(),
+                self.describe()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The layers in a line, for errors and logs.
+    pub fn describe(&self) -> String {
+        let mlp = format!("MLP {:?}", self.sizes);
+        match &self.torso {
+            None => mlp,
+            Some(t) => {
+                let convs: Vec<String> = t
+                    .layers
+                    .iter()
+                    .map(|l| format!("{}@{}/{}", l.out, l.kernel, l.stride))
+                    .collect();
+                format!("conv {:?} [{}] then {mlp}", t.input, convs.join(", "))
+            }
+        }
+    }
+
+    pub fn output_dim(&self) -> usize {
+        *self.sizes.last().expect("at least two sizes")
+    }
+}
+
+/// Something that runs a [`NetShape`]'s forward pass from flat parameters in
+/// the learner's layout: [`NetCopy`] in plain Rust, or an ONNX Runtime
+/// session on the actor (`actor-client`'s `ort` backend).
+pub trait Forward: Send + std::fmt::Debug {
+    /// The layer sizes it runs.
+    fn net(&self) -> &NetShape;
+    /// Takes new parameters; refuses a wrong count.
+    fn load(&mut self, params: &[f32]) -> Result<(), String>;
+    fn loaded(&self) -> bool;
+    /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
+    fn forward(&mut self, x: &[f32], batch: usize) -> &[f32];
+}
+
+/// Index of the largest value (the first one on ties, like `argmax`).
+pub fn argmax(v: &[f32]) -> usize {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best
+}
