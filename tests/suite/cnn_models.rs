@@ -70,6 +70,16 @@ fn cnn_policies_agree_in_onnx_runtime_and_tch_before_and_after_a_weight_update()
             "[model]\ntorso = \"nature-cnn\"\n[ppo]\nhidden = [512]\n",
             dir.path(),
         ),
+        // IMPALA's residual stacks (16, 32, 32) on the channels-last stack,
+        // a dueling Q head.
+        config(
+            "frames-impala",
+            "Frames",
+            "dqn",
+            single,
+            "[model]\ntorso = \"impala-cnn\"\n[dqn]\nhidden = [256]\ndueling = true\n",
+            dir.path(),
+        ),
         // The same frames channels first, Q-values.
         config(
             "frames-dqn",
@@ -408,6 +418,12 @@ fn a_torso_that_does_not_fit_the_env_or_agent_is_refused_by_name() {
         "[model]\ntorso = \"nature-cnn\"\nchannels = [8]\nkernels = [3, 3]\nstrides = [1]\n",
     );
     assert!(e.contains("one entry per convolution"), "{e}");
+    let e = refused(
+        "python:rlfleet_test_envs:Catch",
+        "dqn",
+        "[model]\ntorso = \"impala-cnn\"\nkernels = [3]\n",
+    );
+    assert!(e.contains("takes model.channels only"), "{e}");
     let e = refused("Pendulum-v1", "td3", nature);
     assert!(
         e.contains("model.torso") && e.contains("`td3` takes"),

@@ -2,7 +2,7 @@
 //! convolutional torso (image observations, bytes scaled on the device),
 //! then an MLP. The layout is `rlfleet_shared::nets::NetShape`'s.
 
-use rlfleet_shared::nets::{ConvTorso, NetShape};
+use rlfleet_shared::nets::{ConvTorso, NetShape, Op};
 use tch::{Device, Kind, Tensor};
 
 /// A network's layers and where each sits in the flat parameter vector.
@@ -14,8 +14,9 @@ pub struct FlatNet {
     /// Lengths of each layer's weight and bias in the flat vector, in
     /// order: the torso's convolutions, then the MLP's layers.
     parts: Vec<i64>,
-    /// Per convolution: its `[out, in, k, k]` weight shape and stride.
-    convs: Vec<([i64; 4], i64)>,
+    /// Per convolution: its `[out, in, k, k]` weight shape, stride and
+    /// padding.
+    convs: Vec<([i64; 4], i64, i64)>,
 }
 
 impl FlatNet {
@@ -26,22 +27,18 @@ impl FlatNet {
 
     pub fn from_shape(shape: NetShape) -> Self {
         let sizes: Vec<i64> = shape.sizes().iter().map(|&s| s as i64).collect();
-        let convs: Vec<([i64; 4], i64)> = shape
+        let convs: Vec<([i64; 4], i64, i64)> = shape
             .torso()
             .map(|t| {
-                t.layers
-                    .iter()
-                    .zip(t.geometry())
-                    .map(|(l, (cin, _, _))| {
-                        let k = l.kernel as i64;
-                        ([l.out as i64, cin as i64, k, k], l.stride as i64)
-                    })
+                t.convs()
+                    .into_iter()
+                    .map(|(w, stride, pad)| (w.map(|d| d as i64), stride as i64, pad as i64))
                     .collect()
             })
             .unwrap_or_default();
         let parts = convs
             .iter()
-            .flat_map(|(w, _)| [w.iter().product(), w[0]])
+            .flat_map(|(w, _, _)| [w.iter().product(), w[0]])
             .chain(sizes.windows(2).flat_map(|w| [w[0] * w[1], w[1]]))
             .collect();
         FlatNet {
@@ -75,7 +72,7 @@ impl FlatNet {
         let fan_ins = self
             .convs
             .iter()
-            .map(|(w, _)| w[1] * w[2] * w[3])
+            .map(|(w, _, _)| w[1] * w[2] * w[3])
             .chain(self.sizes.windows(2).map(|w| w[0]));
         let parts: Vec<Tensor> = fan_ins
             .zip(self.parts.chunks_exact(2))
@@ -132,17 +129,36 @@ impl FlatNet {
             // Not in place: the image may be a view of the caller's batch.
             img = img.g_mul_scalar(1.0 / 255.0);
         }
-        for ((shape, stride), wb) in self.convs.iter().zip(parts.chunks_exact(2)) {
-            img = img
-                .conv2d(
-                    &wb[0].view(*shape),
-                    Some(&wb[1]),
-                    [*stride, *stride],
-                    [0, 0],
-                    [1, 1],
-                    1,
-                )
-                .relu();
+        let mut convs = self.convs.iter().zip(parts.chunks_exact(2));
+        let mut saved = Vec::new();
+        for op in torso.ops() {
+            img = match op {
+                Op::Conv { .. } => {
+                    let ((shape, stride, pad), wb) = convs.next().expect("one per Conv op");
+                    img.conv2d(
+                        &wb[0].view(*shape),
+                        Some(&wb[1]),
+                        [*stride, *stride],
+                        [*pad, *pad],
+                        [1, 1],
+                        1,
+                    )
+                }
+                Op::Relu => img.relu(),
+                Op::MaxPool {
+                    kernel,
+                    stride,
+                    pad,
+                } => {
+                    let (k, s, p) = (kernel as i64, stride as i64, pad as i64);
+                    img.max_pool2d([k, k], [s, s], [p, p], [1, 1], false)
+                }
+                Op::Save => {
+                    saved.push(img.shallow_clone());
+                    img
+                }
+                Op::AddSaved => img + saved.pop().expect("a Save before each AddSaved"),
+            };
         }
         img.flatten(1, -1)
     }
@@ -176,27 +192,39 @@ mod tests {
         assert!(diff < 1e-6, "{diff}");
     }
 
-    /// With a convolutional torso (bytes, channels last), the tensor
-    /// network computes what the plain-Rust copy actors use does.
+    /// With a convolutional torso (plain or IMPALA's; bytes, channels first
+    /// or last), the tensor network computes what the plain-Rust copy
+    /// actors use does.
     #[test]
     fn a_cnn_agrees_with_the_plain_rust_copy() {
-        use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy};
+        use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy, TorsoKind};
         let layer = |out, kernel, stride| ConvLayer {
             out,
             kernel,
             stride,
         };
-        for channels_last in [false, true] {
-            let torso = ConvTorso {
-                input: [2, 12, 10],
-                channels_last,
-                bytes: true,
-                layers: vec![layer(6, 4, 2), layer(8, 3, 1)],
-            };
+        let plain = |channels_last| ConvTorso {
+            input: [2, 12, 10],
+            channels_last,
+            bytes: true,
+            kind: TorsoKind::Plain,
+            layers: vec![layer(6, 4, 2), layer(8, 3, 1)],
+        };
+        let impala = |channels_last| ConvTorso {
+            kind: TorsoKind::Impala,
+            layers: vec![layer(4, 3, 1), layer(5, 3, 1)],
+            ..plain(channels_last)
+        };
+        for (torso, features) in [
+            (plain(false), 8 * 3 * 2),
+            (plain(true), 8 * 3 * 2),
+            (impala(false), 5 * 3 * 3),
+            (impala(true), 5 * 3 * 3),
+        ] {
             let shape = NetShape::with_torso(Some(torso.clone()), 240, &[16], 3);
             let net = FlatNet::from_shape(shape.clone());
             assert_eq!(net.numel() as usize, shape.numel());
-            assert_eq!(shape.sizes()[0], 8 * 3 * 2);
+            assert_eq!(shape.sizes()[0], features);
             tch::manual_seed(7);
             let p = net.init(Device::Cpu);
             let batch = 5;

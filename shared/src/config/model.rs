@@ -3,7 +3,7 @@
 //! (`hidden`) and its heads.
 
 use crate::env::{EnvSpec, ObsDtype};
-use crate::nets::{ConvLayer, ConvTorso};
+use crate::nets::{ConvLayer, ConvTorso, TorsoKind};
 use serde::{Deserialize, Serialize};
 
 /// What comes before the agent's MLP.
@@ -17,6 +17,9 @@ pub enum Torso {
     /// layers by default (32 8x8/4, 64 4x4/2, 64 3x3/1), or as
     /// `channels`, `kernels` and `strides` say.
     NatureCnn,
+    /// IMPALA's residual stacks (3x3 convolution, 3x3/2 max-pooling, two
+    /// residual blocks), `channels` per stack (16, 32, 32 by default).
+    ImpalaCnn,
 }
 
 /// How an image observation's axes are laid out.
@@ -38,12 +41,13 @@ pub enum ImageLayout {
 #[serde(deny_unknown_fields, default)]
 pub struct ModelConfig {
     pub torso: Torso,
-    /// Output channels of each convolution.
-    pub channels: Vec<u32>,
-    /// Square kernel size of each convolution.
-    pub kernels: Vec<u32>,
-    /// Stride of each convolution.
-    pub strides: Vec<u32>,
+    /// Output channels of each convolution (`nature-cnn`) or stack
+    /// (`impala-cnn`); unset: the torso's own.
+    pub channels: Option<Vec<u32>>,
+    /// Square kernel size of each convolution (`nature-cnn` only).
+    pub kernels: Option<Vec<u32>>,
+    /// Stride of each convolution (`nature-cnn` only).
+    pub strides: Option<Vec<u32>>,
     /// Axis order of image observations (a 2-D observation is one
     /// channel).
     pub layout: ImageLayout,
@@ -53,9 +57,9 @@ impl Default for ModelConfig {
     fn default() -> Self {
         ModelConfig {
             torso: Torso::Mlp,
-            channels: vec![32, 64, 64],
-            kernels: vec![8, 4, 3],
-            strides: vec![4, 2, 1],
+            channels: None,
+            kernels: None,
+            strides: None,
             layout: ImageLayout::Auto,
         }
     }
@@ -65,24 +69,43 @@ impl ModelConfig {
     /// The torso for observations of `spec` (`None` for an MLP), or what
     /// is wrong with the table for them.
     pub fn torso_for(&self, spec: &EnvSpec) -> Result<Option<ConvTorso>, String> {
-        if self.torso == Torso::Mlp {
-            return Ok(None);
-        }
-        let n = self.channels.len();
-        if n == 0 || n > 8 || self.kernels.len() != n || self.strides.len() != n {
+        let name = match self.torso {
+            Torso::Mlp => return Ok(None),
+            Torso::NatureCnn => "nature-cnn",
+            Torso::ImpalaCnn => "impala-cnn",
+        };
+        let (kind, channels, kernels, strides) = match self.torso {
+            Torso::ImpalaCnn => {
+                if self.kernels.is_some() || self.strides.is_some() {
+                    return Err(
+                        "model.kernels and model.strides are for torso \"nature-cnn\"; \
+                                \"impala-cnn\" takes model.channels only (3x3 kernels)"
+                            .into(),
+                    );
+                }
+                let channels = self.channels.clone().unwrap_or_else(|| vec![16, 32, 32]);
+                let n = channels.len();
+                (TorsoKind::Impala, channels, vec![3; n], vec![1; n])
+            }
+            _ => (
+                TorsoKind::Plain,
+                self.channels.clone().unwrap_or_else(|| vec![32, 64, 64]),
+                self.kernels.clone().unwrap_or_else(|| vec![8, 4, 3]),
+                self.strides.clone().unwrap_or_else(|| vec![4, 2, 1]),
+            ),
+        };
+        let n = channels.len();
+        if n == 0 || n > 8 || kernels.len() != n || strides.len() != n {
             return Err(format!(
                 "model.channels, model.kernels and model.strides give one entry per \
                  convolution (1 to 8 of them): got {}, {} and {}",
                 n,
-                self.kernels.len(),
-                self.strides.len()
+                kernels.len(),
+                strides.len()
             ));
         }
         let in_range = |v: &[u32], max: u32| v.iter().all(|&x| (1..=max).contains(&x));
-        if !in_range(&self.channels, 4096)
-            || !in_range(&self.kernels, 64)
-            || !in_range(&self.strides, 64)
-        {
+        if !in_range(&channels, 4096) || !in_range(&kernels, 64) || !in_range(&strides, 64) {
             return Err(
                 "model.channels must be in 1..=4096, model.kernels and model.strides \
                         in 1..=64"
@@ -98,7 +121,7 @@ impl ModelConfig {
             (&[a, b, c], ImageLayout::Auto) => ([a, b, c], false),
             _ => {
                 return Err(format!(
-                    "model.torso = \"nature-cnn\" needs image observations (2 or 3 axes); \
+                    "model.torso = \"{name}\" needs image observations (2 or 3 axes); \
                      `{}` observes shape {shape:?}",
                     spec.id
                 ));
@@ -108,11 +131,12 @@ impl ModelConfig {
             input,
             channels_last,
             bytes: spec.obs_dtype == ObsDtype::U8,
+            kind,
             layers: (0..n)
                 .map(|i| ConvLayer {
-                    out: self.channels[i] as usize,
-                    kernel: self.kernels[i] as usize,
-                    stride: self.strides[i] as usize,
+                    out: channels[i] as usize,
+                    kernel: kernels[i] as usize,
+                    stride: strides[i] as usize,
                 })
                 .collect(),
         };

@@ -43,7 +43,7 @@ impl RunConfig {
         if !matches!(self.agent, AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo) {
             return Err(ConfigError::Unsupported {
                 key: "model.torso",
-                value: "\"nature-cnn\"".into(),
+                value: serde_json::to_string(&self.model.torso).expect("an enum serialises"),
                 allowed: format!(
                     "agents dqn, a2c and ppo take a convolutional torso; `{}` takes \"mlp\"",
                     self.agent

@@ -11,7 +11,7 @@
 mod conv;
 mod copy;
 
-pub use conv::{ConvLayer, ConvTorso};
+pub use conv::{ConvLayer, ConvTorso, Op, TorsoKind};
 pub use copy::NetCopy;
 pub(crate) use copy::dense;
 
@@ -108,14 +108,7 @@ impl NetShape {
         let mlp = format!("MLP {:?}", self.sizes);
         match &self.torso {
             None => mlp,
-            Some(t) => {
-                let convs: Vec<String> = t
-                    .layers
-                    .iter()
-                    .map(|l| format!("{}@{}/{}", l.out, l.kernel, l.stride))
-                    .collect();
-                format!("conv {:?} [{}] then {mlp}", t.input, convs.join(", "))
-            }
+            Some(t) => format!("{} then {mlp}", t.describe()),
         }
     }
 

@@ -13,7 +13,7 @@ mod proto;
 
 use crate::config::{AgentKind, RunConfig};
 use crate::env::{EnvSpec, Space};
-use crate::nets::{ConvTorso, NetShape};
+use crate::nets::{ConvTorso, NetShape, Op};
 use proto::Msg;
 
 /// ONNX IR version and default-domain opset the models use.
@@ -297,24 +297,57 @@ impl Graph {
             let scale = self.const_f32(&[1.0 / 255.0]);
             x = self.node("Mul", &[&x, &scale], vec![]);
         }
-        for (l, (cin, _, _)) in torso.layers.iter().zip(torso.geometry()) {
-            let (out, k, stride) = (l.out as i64, l.kernel as i64, l.stride as i64);
-            let n = out * cin as i64 * k * k;
-            let flat = self.slice("params", *offset, *offset + n, 0);
-            *offset += n;
-            let shape = self.const_i64(&[out, cin as i64, k, k]);
-            let weight = self.node("Reshape", &[&flat, &shape], vec![]);
-            let bias = self.slice("params", *offset, *offset + out, 0);
-            *offset += out;
-            let conv = self.node(
-                "Conv",
-                &[&x, &weight, &bias],
-                vec![
-                    attr_ints("kernel_shape", &[k, k]),
-                    attr_ints("strides", &[stride, stride]),
-                ],
-            );
-            x = self.node("Relu", &[&conv], vec![]);
+        let mut convs = torso.convs().into_iter();
+        let mut saved = Vec::new();
+        for op in torso.ops() {
+            x = match op {
+                Op::Conv { .. } => {
+                    let (w, stride, pad) = convs.next().expect("one per Conv op");
+                    let [out, cin, k, _] = w.map(|d| d as i64);
+                    let (stride, pad) = (stride as i64, pad as i64);
+                    let n = out * cin * k * k;
+                    let flat = self.slice("params", *offset, *offset + n, 0);
+                    *offset += n;
+                    let shape = self.const_i64(&[out, cin, k, k]);
+                    let weight = self.node("Reshape", &[&flat, &shape], vec![]);
+                    let bias = self.slice("params", *offset, *offset + out, 0);
+                    *offset += out;
+                    self.node(
+                        "Conv",
+                        &[&x, &weight, &bias],
+                        vec![
+                            attr_ints("kernel_shape", &[k, k]),
+                            attr_ints("strides", &[stride, stride]),
+                            attr_ints("pads", &[pad, pad, pad, pad]),
+                        ],
+                    )
+                }
+                Op::Relu => self.node("Relu", &[&x], vec![]),
+                Op::MaxPool {
+                    kernel,
+                    stride,
+                    pad,
+                } => {
+                    let (k, s, p) = (kernel as i64, stride as i64, pad as i64);
+                    self.node(
+                        "MaxPool",
+                        &[&x],
+                        vec![
+                            attr_ints("kernel_shape", &[k, k]),
+                            attr_ints("strides", &[s, s]),
+                            attr_ints("pads", &[p, p, p, p]),
+                        ],
+                    )
+                }
+                Op::Save => {
+                    saved.push(x.clone());
+                    x
+                }
+                Op::AddSaved => {
+                    let skip = saved.pop().expect("a Save before each AddSaved");
+                    self.node("Add", &[&x, &skip], vec![])
+                }
+            };
         }
         self.node("Flatten", &[&x], vec![attr_int("axis", 1)])
     }

@@ -133,7 +133,9 @@ pub struct TorsoMsg {
     pub input: [u32; 3],
     /// Observations arrive as `[height, width, channels]`.
     pub channels_last: bool,
-    /// Per convolution: output channels, kernel, stride.
+    /// IMPALA's residual stacks (else plain convolutions).
+    pub impala: bool,
+    /// Per layer: output channels, kernel, stride.
     pub layers: Vec<[u32; 3]>,
 }
 
@@ -142,6 +144,7 @@ impl TorsoMsg {
         TorsoMsg {
             input: t.input.map(|d| d as u32),
             channels_last: t.channels_last,
+            impala: t.kind == crate::nets::TorsoKind::Impala,
             layers: t
                 .layers
                 .iter()
@@ -156,6 +159,11 @@ impl TorsoMsg {
             input: self.input.map(|d| d as usize),
             channels_last: self.channels_last,
             bytes,
+            kind: if self.impala {
+                crate::nets::TorsoKind::Impala
+            } else {
+                crate::nets::TorsoKind::Plain
+            },
             layers: self
                 .layers
                 .iter()

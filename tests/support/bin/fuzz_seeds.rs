@@ -52,6 +52,7 @@ fn messages() -> Vec<Message> {
             torso: Some(TorsoMsg {
                 input: [4, 84, 84],
                 channels_last: false,
+                impala: false,
                 layers: vec![[32, 8, 4], [64, 4, 2], [64, 3, 1]],
             }),
             onnx: vec![8, 9, 18, 4],
