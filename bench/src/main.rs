@@ -14,6 +14,8 @@
 //!   `agents.rs`).
 //! - `inference`: actor-side inference latency, ONNX Runtime and plain
 //!   Rust vs tch (see `inference.rs`).
+//! - `cnn`: DQN-Nature's CNN update and inference vs PyTorch-Python, and
+//!   Atari frames/s end to end vs `random` (see `cnn.rs`).
 //! - `learn`: every agent for rl-baselines3-zoo's budget vs the zoo's
 //!   published returns (see `learn.rs`).
 //! - `pyenv`: a Gymnasium env through the bridge and through an actor vs
@@ -29,6 +31,7 @@
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
 mod agents;
+mod cnn;
 mod durability;
 mod inference;
 mod inference_stall;
@@ -154,6 +157,21 @@ enum What {
         /// Seconds of the run without a target, per seed.
         #[arg(long, default_value_t = 45.0)]
         free_secs: f64,
+    },
+    /// DQN-Nature's CNN: update steps/s and inference obs/s vs.
+    /// PyTorch-Python on the same threads; Atari frames/s end to end with 4
+    /// actors vs. the same actors under `random`.
+    Cnn {
+        #[arg(long, default_value_t = 5.0)]
+        secs: f64,
+        /// libtorch (and PyTorch) intra-op threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+        #[arg(long, value_delimiter = ',', default_value = "32,256")]
+        batches: Vec<u32>,
+        /// Env steps of the end-to-end Atari run (0: skip it).
+        #[arg(long, default_value_t = 10_000)]
+        atari_steps: u64,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -444,6 +462,12 @@ fn main() -> anyhow::Result<()> {
             envs,
             steps,
         } => pyenv::run(&env, secs, &envs, steps, &cli.out),
+        What::Cnn {
+            secs,
+            threads,
+            batches,
+            atari_steps,
+        } => cnn::bench(secs, threads, &batches, atari_steps, &cli.out),
         What::Inference { secs } => inference::bench(secs, &cli.out),
         What::Learn {
             only,

@@ -1,5 +1,6 @@
 //! PyTorch from Python as a benchmark baseline: finds a Python that imports
-//! torch and runs `bench/python/dqn_step.py` in it as a subprocess.
+//! torch and runs `bench/python/dqn_step.py` or `cnn_step.py` in it as a
+//! subprocess.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -30,14 +31,16 @@ fn python() -> Result<PathBuf, String> {
     }
 }
 
-/// Steps per second of the PyTorch-Python DQN update at each batch size.
-pub fn rates(secs: f64, batches: &[u32]) -> Result<BTreeMap<u32, f64>, String> {
+/// The Nature-CNN update and inference in PyTorch-Python (embedded too).
+const CNN_STEP: &str = include_str!("../python/cnn_step.py");
+
+/// Runs `script` with `args` in the torch Python; its stdout.
+fn run(script: &str, args: &[String]) -> Result<String, String> {
     let python = python()?;
     let out = Command::new(&python)
         .arg("-c")
-        .arg(DQN_STEP)
-        .arg(secs.to_string())
-        .args(batches.iter().map(|b| b.to_string()))
+        .arg(script)
+        .args(args)
         .output()
         .map_err(|e| format!("{}: {e}", python.display()))?;
     if !out.status.success() {
@@ -45,17 +48,49 @@ pub fn rates(secs: f64, batches: &[u32]) -> Result<BTreeMap<u32, f64>, String> {
         let last = err.lines().last().unwrap_or("no output");
         return Err(format!("{} failed: {last}", python.display()));
     }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Parses each line of `out` as JSON.
+fn lines<T: serde::de::DeserializeOwned>(out: &str) -> Result<Vec<T>, String> {
+    out.lines()
+        .map(|l| serde_json::from_str(l).map_err(|e| format!("unexpected line {l:?}: {e}")))
+        .collect()
+}
+
+/// Steps per second of the PyTorch-Python DQN update at each batch size.
+pub fn rates(secs: f64, batches: &[u32]) -> Result<BTreeMap<u32, f64>, String> {
+    let mut args = vec![secs.to_string()];
+    args.extend(batches.iter().map(|b| b.to_string()));
     #[derive(serde::Deserialize)]
     struct Line {
         batch: u32,
         steps_per_sec: f64,
     }
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| {
-            serde_json::from_str::<Line>(l)
-                .map(|r| (r.batch, r.steps_per_sec))
-                .map_err(|e| format!("unexpected line from dqn_step.py: {l:?}: {e}"))
-        })
-        .collect()
+    Ok(lines::<Line>(&run(DQN_STEP, &args)?)?
+        .into_iter()
+        .map(|r| (r.batch, r.steps_per_sec))
+        .collect())
+}
+
+/// The Nature-CNN rates in PyTorch-Python on `threads` threads: per
+/// `("update" | "infer", batch)`, DQN updates per second or observations
+/// answered per second.
+pub fn cnn_rates(
+    secs: f64,
+    threads: usize,
+    batches: &[u32],
+) -> Result<BTreeMap<(String, u32), f64>, String> {
+    let mut args = vec![secs.to_string(), threads.to_string()];
+    args.extend(batches.iter().map(|b| b.to_string()));
+    #[derive(serde::Deserialize)]
+    struct Line {
+        what: String,
+        batch: u32,
+        per_sec: f64,
+    }
+    Ok(lines::<Line>(&run(CNN_STEP, &args)?)?
+        .into_iter()
+        .map(|r| ((r.what, r.batch), r.per_sec))
+        .collect())
 }

@@ -1,0 +1,293 @@
+//! `rlfleet-bench cnn`: DQN-Nature's convolutional network (uint8 [4, 84,
+//! 84], 6 actions) on this machine's CPU (or GPU, where libtorch finds
+//! one), side by side in one run with PyTorch from Python doing the same
+//! work on the same thread count (`bench/python/cnn_step.py`):
+//! - DQN updates per second at batch 32 and 256 (the agent's own step:
+//!   replay sample, double-DQN target, Huber loss, clip, Adam);
+//! - inference observations per second at the same batches, through
+//!   [`DeviceForward`] (what the `seed` front runs for a CNN), and through
+//!   ONNX Runtime and the plain-Rust copy (what actors could run);
+//! - Atari frames per second end to end: `config/pong-dqn-async.toml`
+//!   with 4 local actors for a fixed number of env steps (training from
+//!   the 1,000th), against the same actors playing the same env under
+//!   `random` (no network anywhere). Episodes are cut at 4,000 frames so
+//!   that the closing evaluation of an untrained policy stays short.
+
+use crate::workflows::{finished_summary, learner_server};
+use crate::{torch_python, write_json};
+use actor_client::ort_net::OrtForward;
+use learner_server::agents::{Agent, Dqn};
+use learner_server::nets::DeviceForward;
+use learner_server::replay::Transition;
+use rand::{Rng, SeedableRng};
+use rlfleet_shared::config::{DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind};
+use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
+use rlfleet_shared::nets::{Forward, NetCopy, NetShape};
+use rlfleet_shared::onnx::{Head, PolicyGraph};
+use serde::Serialize;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+/// Atari's observation after Gymnasium's preprocessing and a 4-frame stack.
+fn atari_spec() -> EnvSpec {
+    let dim = 4 * 84 * 84;
+    EnvSpec {
+        id: "atari-frames".into(),
+        observation_space: Space::Box {
+            low: vec![0.0; dim],
+            high: vec![255.0; dim],
+        },
+        obs_shape: vec![4, 84, 84],
+        obs_dtype: ObsDtype::U8,
+        action_space: Space::Discrete { n: 6 },
+        max_episode_steps: None,
+        reward_threshold: None,
+    }
+}
+
+/// Calls per second of `f`, timed call by call for `secs` after a warm-up
+/// of a tenth of that (at least one call each).
+fn per_sec(secs: f64, mut f: impl FnMut()) -> f64 {
+    let warm = Instant::now();
+    f();
+    while warm.elapsed().as_secs_f64() < secs * 0.1 {
+        f();
+    }
+    let start = Instant::now();
+    let mut n = 0u64;
+    while n == 0 || start.elapsed().as_secs_f64() < secs {
+        f();
+        n += 1;
+    }
+    n as f64 / start.elapsed().as_secs_f64()
+}
+
+#[derive(Debug, Serialize)]
+pub struct NetRow {
+    batch: u32,
+    device: String,
+    threads: usize,
+    /// DQN updates per second: rlfleet's agent, PyTorch-Python, ratio.
+    update_per_sec: f64,
+    pytorch_update_per_sec: Option<f64>,
+    update_vs_pytorch: Option<f64>,
+    /// Observations answered per second: the `seed` front's libtorch
+    /// forward, PyTorch-Python, ratio; ONNX Runtime and plain Rust.
+    infer_obs_per_sec: f64,
+    pytorch_infer_obs_per_sec: Option<f64>,
+    infer_vs_pytorch: Option<f64>,
+    ort_obs_per_sec: f64,
+    plain_rust_obs_per_sec: f64,
+}
+
+/// Random frames as the replay would hold them (bytes as f32 values).
+fn frames(n: usize, rng: &mut rand_pcg::Pcg64) -> Vec<f32> {
+    (0..n).map(|_| rng.random_range(0..256u32) as f32).collect()
+}
+
+fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<NetRow>> {
+    tch::set_num_threads(threads as i32);
+    let device = learner_server::device::current();
+    let python = torch_python::cnn_rates(secs, threads, batches);
+    if let Err(why) = &python {
+        println!("PyTorch-Python: not measured: {why}");
+    }
+    let py = |what: &str, b: u32| {
+        python
+            .as_ref()
+            .ok()
+            .and_then(|r| r.get(&(what.to_string(), b)).copied())
+    };
+    let spec = atari_spec();
+    let model = ModelConfig {
+        torso: Torso::NatureCnn,
+        ..ModelConfig::default()
+    };
+    let torso = model.torso_for(&spec).map_err(anyhow::Error::msg)?;
+    let od = spec.obs_dim();
+    let mut rng = rand_pcg::Pcg64::seed_from_u64(5);
+    let mut rows = Vec::new();
+    for &batch in batches {
+        let cfg = DqnConfig {
+            hidden: vec![512],
+            lr: 1e-4,
+            batch_size: batch,
+            buffer_size: 2 * batch.max(256),
+            learning_starts: 0,
+            double: true,
+            ..DqnConfig::default()
+        };
+        let mut dqn = Dqn::new(&cfg, &spec, torso.clone(), 0, device);
+        for i in 0..cfg.buffer_size as usize {
+            let (obs, next) = (frames(od, &mut rng), frames(od, &mut rng));
+            dqn.observe(&Transition {
+                episode: 0,
+                obs: &obs,
+                action: &[(i % 6) as f32],
+                reward: 1.0,
+                next_obs: &next,
+                terminated: false,
+            });
+        }
+        let update = per_sec(secs, || {
+            dqn.train(0);
+        });
+        let weights = dqn.weights().data;
+        let shape = NetShape::with_torso(torso.clone(), od, &cfg.hidden, 6);
+        let x = frames(batch as usize * od, &mut rng);
+        let mut front = DeviceForward::new(shape.clone(), device);
+        front.load(&weights).map_err(anyhow::Error::msg)?;
+        let infer = per_sec(secs, || {
+            front.forward(&x, batch as usize);
+        }) * f64::from(batch);
+        let graph = PolicyGraph {
+            net: shape.clone(),
+            head: Head::Q,
+        };
+        let mut ort = OrtForward::new(&graph.model(None), shape.clone())?;
+        ort.load(&weights).map_err(anyhow::Error::msg)?;
+        let ort_rate = per_sec(secs, || {
+            ort.forward(&x, batch as usize);
+        }) * f64::from(batch);
+        let mut plain = NetCopy::new(shape);
+        plain.load(&weights).map_err(anyhow::Error::msg)?;
+        let plain_rate = per_sec(secs, || {
+            plain.forward(&x, batch as usize);
+        }) * f64::from(batch);
+        let (py_update, py_infer) = (py("update", batch), py("infer", batch));
+        let row = NetRow {
+            batch,
+            device: format!("{device:?}"),
+            threads,
+            update_per_sec: update,
+            pytorch_update_per_sec: py_update,
+            update_vs_pytorch: py_update.map(|p| update / p),
+            infer_obs_per_sec: infer,
+            pytorch_infer_obs_per_sec: py_infer,
+            infer_vs_pytorch: py_infer.map(|p| infer / p),
+            ort_obs_per_sec: ort_rate,
+            plain_rust_obs_per_sec: plain_rate,
+        };
+        let vs = |r: Option<f64>| r.map_or("-".to_string(), |r| format!("{r:.2}x"));
+        println!(
+            "nature-cnn batch {batch:>3} ({device:?}, {threads} threads): update {update:>7.1}/s \
+             ({} PyTorch-Python {:.1}/s); seed inference {infer:>7.0} obs/s ({} PyTorch-Python \
+             {:.0}); ONNX Runtime {ort_rate:.0} obs/s (1 thread), plain Rust {plain_rate:.0} obs/s",
+            vs(row.update_vs_pytorch),
+            py_update.unwrap_or(f64::NAN),
+            vs(row.infer_vs_pytorch),
+            py_infer.unwrap_or(f64::NAN),
+        );
+        rows.push(row);
+    }
+    Ok(rows)
+}
+
+#[derive(Debug, Serialize)]
+pub struct AtariRow {
+    config: String,
+    workflow: String,
+    actors: usize,
+    env_steps: u64,
+    frames: u64,
+    train_steps: u64,
+    wall_secs: f64,
+    frames_per_sec: f64,
+    /// The same actors and env under `random` (no network).
+    random_frames_per_sec: f64,
+    ratio: f64,
+}
+
+/// One embedded run of `cfg` with `actors` local actors; (env steps, train
+/// steps, wall seconds).
+fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, u64, f64)> {
+    let path = dir.join(format!("{}.toml", cfg.name));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let out = Command::new(learner_server()?)
+        .args([
+            "run",
+            "--no-progress",
+            "--local-actors",
+            &actors.to_string(),
+        ])
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    let s = finished_summary(&out, &cfg.name, &cfg.output_dir)?;
+    let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
+    let wall = s
+        .get("wall_secs")
+        .and_then(toml::Value::as_float)
+        .unwrap_or(0.0);
+    Ok((int("env_steps"), int("train_steps"), wall))
+}
+
+fn atari_row(steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let shipped = "config/pong-dqn-async.toml";
+    let mut cfg = RunConfig::load(&root.join(shipped))?;
+    cfg.output_dir = dir.join("pong-dqn");
+    cfg.env_kwargs
+        .insert("max_num_frames_per_episode".into(), 4_000.into());
+    cfg.eval.episodes = 1;
+    cfg.eval.confirm_episodes = 0;
+    cfg.stop = Default::default();
+    cfg.stop.max_env_steps = Some(steps);
+    cfg.stop.max_episodes = Some(1_000_000);
+    cfg.eval.period_steps = u64::MAX / 2;
+    cfg.checkpoint.period_steps = 0;
+    // Training from the first thousand steps on, in a replay that fits.
+    cfg.dqn.learning_starts = 1_000;
+    cfg.dqn.buffer_size = 10_000;
+    let (env_steps, train_steps, wall) = embedded(&cfg, actors, dir)?;
+    let mut random = cfg.clone();
+    random.name = "pong-random".into();
+    random.workflow = WorkflowKind::Random;
+    random.output_dir = dir.join("pong-random");
+    let (r_steps, _, r_wall) = embedded(&random, actors, dir)?;
+    let fps = 4.0 * env_steps as f64 / wall;
+    let random_fps = 4.0 * r_steps as f64 / r_wall;
+    println!(
+        "atari end to end ({shipped}, {actors} actors): {env_steps} env steps ({} frames) and \
+         {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s; the same actors under \
+         `random`: {random_fps:.0} frames/s; ratio {:.2}",
+        4 * env_steps,
+        fps / random_fps
+    );
+    Ok(AtariRow {
+        config: shipped.into(),
+        workflow: cfg.workflow.to_string(),
+        actors,
+        env_steps,
+        frames: 4 * env_steps,
+        train_steps,
+        wall_secs: wall,
+        frames_per_sec: fps,
+        random_frames_per_sec: random_fps,
+        ratio: fps / random_fps,
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct CnnResults {
+    nets: Vec<NetRow>,
+    atari: Option<AtariRow>,
+}
+
+pub fn bench(
+    secs: f64,
+    threads: usize,
+    batches: &[u32],
+    atari_steps: u64,
+    out: &Path,
+) -> anyhow::Result<()> {
+    let nets = net_rows(secs, threads, batches)?;
+    let atari = if atari_steps > 0 {
+        let dir = tempfile::tempdir()?;
+        Some(atari_row(atari_steps, 4, dir.path())?)
+    } else {
+        None
+    };
+    write_json(out, "cnn", &CnnResults { nets, atari })
+}
