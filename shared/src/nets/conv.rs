@@ -55,6 +55,42 @@ pub enum Op {
     AddSaved,
 }
 
+impl Op {
+    /// A window op's kernel, stride and padding.
+    fn window(self) -> Option<(usize, usize, usize)> {
+        match self {
+            Op::Conv {
+                kernel,
+                stride,
+                pad,
+                ..
+            }
+            | Op::MaxPool {
+                kernel,
+                stride,
+                pad,
+            } => Some((kernel, stride, pad)),
+            _ => None,
+        }
+    }
+
+    /// The `[channels, height, width]` this op makes of its input's.
+    pub fn output(self, [c, h, w]: [usize; 3]) -> [usize; 3] {
+        let Some((kernel, stride, pad)) = self.window() else {
+            return [c, h, w];
+        };
+        let channels = match self {
+            Op::Conv { out, .. } => out,
+            _ => c,
+        };
+        [
+            channels,
+            out_size(h, kernel, stride, pad),
+            out_size(w, kernel, stride, pad),
+        ]
+    }
+}
+
 /// Convolutions over an image observation, flattened into the MLP's input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConvTorso {
@@ -132,33 +168,19 @@ impl ConvTorso {
                 ));
             }
         }
-        let (mut h, mut w) = (h, w);
+        let mut shape = self.input;
         for op in self.ops() {
-            let (kernel, stride, pad) = match op {
-                Op::Conv {
-                    kernel,
-                    stride,
-                    pad,
-                    ..
-                }
-                | Op::MaxPool {
-                    kernel,
-                    stride,
-                    pad,
-                } => (kernel, stride, pad),
-                _ => continue,
-            };
-            if kernel > h + 2 * pad || kernel > w + 2 * pad {
+            let [_, h, w] = shape;
+            if let Some((kernel, _, pad)) = op.window()
+                && (kernel > h + 2 * pad || kernel > w + 2 * pad)
+            {
                 return Err(format!(
                     "a {kernel}x{kernel} kernel does not fit its {h}x{w} input \
                      (the image is {:?}; use smaller kernels or strides for it)",
                     self.input
                 ));
             }
-            (h, w) = (
-                out_size(h, kernel, stride, pad),
-                out_size(w, kernel, stride, pad),
-            );
+            shape = op.output(shape);
         }
         Ok(())
     }
@@ -170,29 +192,7 @@ impl ConvTorso {
             .into_iter()
             .map(|op| {
                 let at = shape;
-                let [c, h, w] = shape;
-                shape = match op {
-                    Op::Conv {
-                        out,
-                        kernel,
-                        stride,
-                        pad,
-                    } => [
-                        out,
-                        out_size(h, kernel, stride, pad),
-                        out_size(w, kernel, stride, pad),
-                    ],
-                    Op::MaxPool {
-                        kernel,
-                        stride,
-                        pad,
-                    } => [
-                        c,
-                        out_size(h, kernel, stride, pad),
-                        out_size(w, kernel, stride, pad),
-                    ],
-                    _ => shape,
-                };
+                shape = op.output(shape);
                 (op, at)
             })
             .collect()
@@ -230,29 +230,8 @@ impl ConvTorso {
 
     /// The features' `[channels, height, width]` before flattening.
     pub fn output_shape(&self) -> [usize; 3] {
-        let (op, [c, h, w]) = *self.geometry().last().expect("at least one op");
-        match op {
-            Op::Conv {
-                out,
-                kernel,
-                stride,
-                pad,
-            } => [
-                out,
-                out_size(h, kernel, stride, pad),
-                out_size(w, kernel, stride, pad),
-            ],
-            Op::MaxPool {
-                kernel,
-                stride,
-                pad,
-            } => [
-                c,
-                out_size(h, kernel, stride, pad),
-                out_size(w, kernel, stride, pad),
-            ],
-            _ => [c, h, w],
-        }
+        let (op, at) = *self.geometry().last().expect("at least one op");
+        op.output(at)
     }
 
     /// Features the torso gives the MLP.
@@ -335,7 +314,9 @@ impl ConvCopy {
         }
         self.saved.clear();
         let mut offset = 0;
-        for (op, [cin, hin, win]) in torso.geometry() {
+        for (op, at) in torso.geometry() {
+            let [cin, hin, win] = at;
+            let [_, ho, wo] = op.output(at);
             match op {
                 Op::Conv {
                     out,
@@ -343,10 +324,6 @@ impl ConvCopy {
                     stride,
                     pad,
                 } => {
-                    let (ho, wo) = (
-                        out_size(hin, kernel, stride, pad),
-                        out_size(win, kernel, stride, pad),
-                    );
                     let k = kernel;
                     let fan_in = cin * k * k;
                     // One row per output pixel: the patch in (channel, row,
@@ -401,10 +378,6 @@ impl ConvCopy {
                     stride,
                     pad,
                 } => {
-                    let (ho, wo) = (
-                        out_size(hin, kernel, stride, pad),
-                        out_size(win, kernel, stride, pad),
-                    );
                     self.next.clear();
                     self.next.resize(batch * ho * wo * cin, f32::NEG_INFINITY);
                     for (img, dst) in self
