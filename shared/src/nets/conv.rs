@@ -1,13 +1,13 @@
 //! [`ConvTorso`]: the convolutional layers in front of a network's MLP, for
 //! image observations — DQN-Nature's plain stack or IMPALA's residual
 //! stacks — as a list of primitive [`Op`]s every backend runs the same way,
-//! and their forward pass in plain Rust (im2col into the dense kernel).
+//! and their forward pass in plain Rust (im2col into a `Dense` layer).
 //! The flat layout matches the learner's `learner_server::nets::FlatNet`:
 //! per convolution, in op order, a `[out, in, k, k]` weight (PyTorch's
 //! `Conv2d` layout), then the bias; the output is flattened in channel,
 //! row, column order, as `torch.flatten` does.
 
-use super::dense;
+use super::dense::Dense;
 
 /// One entry of a torso's `layers`: for a plain torso a convolution of
 /// `out` channels, a square `kernel` and a `stride`; for an IMPALA torso a
@@ -262,8 +262,8 @@ impl ConvTorso {
 /// parameters, with reusable buffers.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ConvCopy {
-    /// Per convolution: the weight as `[in * k * k, out]`, then the bias.
-    params: Vec<f32>,
+    /// Per convolution: its weight as a dense layer over patches.
+    convs: Vec<Dense>,
     /// Activations, one row of channels per pixel (`[batch, h, w, c]`).
     act: Vec<f32>,
     patches: Vec<f32>,
@@ -276,16 +276,14 @@ impl ConvCopy {
     /// Takes the torso's part of the flat parameters (the learner's
     /// layout).
     pub(super) fn load(&mut self, torso: &ConvTorso, params: &[f32]) {
-        self.params.clear();
+        self.convs.clear();
         let mut offset = 0;
         for (w, _, _) in torso.convs() {
             let (out, fan_in) = (w[0], w[1] * w[2] * w[3]);
             let weight = &params[offset..offset + fan_in * out];
-            for k in 0..fan_in {
-                self.params.extend((0..out).map(|j| weight[j * fan_in + k]));
-            }
             offset += fan_in * out;
-            self.params.extend_from_slice(&params[offset..offset + out]);
+            self.convs
+                .push(Dense::new(weight, &params[offset..offset + out]));
             offset += out;
         }
     }
@@ -313,7 +311,7 @@ impl ConvCopy {
             }
         }
         self.saved.clear();
-        let mut offset = 0;
+        let mut convs = self.convs.iter();
         for (op, at) in torso.geometry() {
             let [cin, hin, win] = at;
             let [_, ho, wo] = op.output(at);
@@ -359,13 +357,13 @@ impl ConvCopy {
                             }
                         }
                     }
-                    let weight_t = &self.params[offset..offset + fan_in * out];
-                    offset += fan_in * out;
-                    let bias = &self.params[offset..offset + out];
-                    offset += out;
                     self.next.clear();
                     self.next.resize(batch * ho * wo * out, 0.0);
-                    dense(&self.patches, weight_t, bias, false, fan_in, &mut self.next);
+                    convs.next().expect("one layer per convolution").apply(
+                        &self.patches,
+                        false,
+                        &mut self.next,
+                    );
                     std::mem::swap(&mut self.act, &mut self.next);
                 }
                 Op::Relu => {

@@ -10,10 +10,10 @@
 
 mod conv;
 mod copy;
+mod dense;
 
 pub use conv::{ConvLayer, ConvTorso, Op, TorsoKind};
 pub use copy::NetCopy;
-pub(crate) use copy::dense;
 
 /// A network: an optional convolutional torso, then MLP layer sizes (input
 /// first: the torso's features, or the observation).
