@@ -5,7 +5,7 @@
 mod stream;
 mod tls;
 
-pub use stream::FramedStream;
+pub use stream::{FrameReader, FramedStream};
 pub use tls::{ServerIdentity, TlsError, Trust, fingerprint};
 
 use std::sync::Arc;

@@ -52,11 +52,39 @@ impl FramedStream {
         Ok(n)
     }
 
+    /// The sending half, and the receiving half as a [`FrameReader`] (for
+    /// a task that reads while the other half writes).
+    pub fn split(self) -> (quinn::SendStream, FrameReader) {
+        let reader = FrameReader {
+            recv: self.recv,
+            max_frame: self.max_frame,
+            rbuf: self.rbuf,
+        };
+        (self.send, reader)
+    }
+
     /// Sends raw bytes (tests and benchmarks use it for malformed frames).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.send
             .write_all(bytes)
             .await
             .map_err(std::io::Error::from)
+    }
+}
+
+/// The receiving half of a [`FramedStream`].
+#[derive(Debug)]
+pub struct FrameReader {
+    recv: quinn::RecvStream,
+    max_frame: u32,
+    rbuf: AlignedVec<16>,
+}
+
+impl FrameReader {
+    /// Reads the next message; `Ok(None)` when the peer finished the
+    /// stream.
+    pub async fn recv(&mut self) -> Result<Option<Message>, FrameError> {
+        let got = wire::read_frame(&mut self.recv, self.max_frame, &mut self.rbuf).await?;
+        Ok(got.map(|(m, _)| m))
     }
 }
