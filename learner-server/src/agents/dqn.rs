@@ -83,7 +83,8 @@ impl Dqn {
                 spec.obs_dim(),
                 1,
                 spec.obs_dtype == ObsDtype::U8,
-            ),
+            )
+            .stacked(stacked_frame(&shape, cfg.n_step)),
             n_step: NStep::new(cfg.n_step, cfg.gamma),
             per: cfg
                 .prioritized
@@ -586,4 +587,14 @@ mod dueling_tests {
             "the inputs should not all pick one action"
         );
     }
+}
+
+/// The values in one frame when observations are a channels-first stack of
+/// several uint8 frames and each transition's next observation is one step
+/// on (`n_step` 1): the replay then keeps one new frame per next
+/// observation instead of the whole stack.
+fn stacked_frame(shape: &NetShape, n_step: u32) -> Option<usize> {
+    let t = shape.torso()?;
+    let [c, h, w] = t.input;
+    (t.bytes && !t.channels_last && c > 1 && n_step == 1).then_some(h * w)
 }

@@ -4,6 +4,7 @@
 
 mod image;
 mod n_step;
+mod next_obs;
 mod obs_store;
 mod prioritized;
 mod rate_limiter;
@@ -11,6 +12,7 @@ mod uniform;
 
 pub use image::{Blob, BlobType, ImageError, ReplayImage};
 pub use n_step::NStep;
+pub use next_obs::NextObs;
 pub use obs_store::ObsStore;
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
