@@ -19,7 +19,8 @@ pub struct StopConfig {
     pub max_wall_secs: Option<f64>,
 }
 
-/// Greedy evaluation of the latest weights, off the training path.
+/// Greedy (or `epsilon`-greedy) evaluation of the latest weights, off the
+/// training path.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct EvalConfig {
@@ -37,6 +38,12 @@ pub struct EvalConfig {
     /// episodes. 0: stop on the screening evaluation alone.
     #[schema(maximum = 10000)]
     pub confirm_episodes: u32,
+    /// Discrete actions only: the chance of a uniformly random action at
+    /// each evaluation step (DQN-Nature evaluated Atari at 0.05, so that a
+    /// greedy policy cannot stall a game, as Breakout's does without FIRE).
+    /// 0: greedy.
+    #[schema(minimum = 0.0, exclusive_maximum = 1.0)]
+    pub epsilon: f64,
 }
 
 impl Default for EvalConfig {
@@ -45,6 +52,7 @@ impl Default for EvalConfig {
             period_steps: 2_000,
             episodes: 10,
             confirm_episodes: 100,
+            epsilon: 0.0,
         }
     }
 }

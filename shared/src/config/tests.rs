@@ -180,6 +180,18 @@ fn continuous_agents_and_ppo_rules() {
         err(&with_agent("sac", "CartPole-v1")),
         "agent `sac` needs a continuous action space, and `CartPole-v1` has a discrete one"
     );
+    // eval.epsilon: a probability, for discrete actions.
+    let eps = |agent: &str, env: &str, e: &str| {
+        with_agent(agent, env).replace("[stop]", &format!("[eval]\nepsilon = {e}\n[stop]"))
+    };
+    let ok = RunConfig::from_toml(&eps("dqn", "CartPole-v1", "0.05"), "t").unwrap();
+    assert_eq!(ok.eval.epsilon, 0.05);
+    let e = err(&eps("dqn", "CartPole-v1", "1.0"));
+    assert!(e.contains("eval.epsilon") && e.contains("[0, 1)"), "{e}");
+    assert_eq!(
+        err(&eps("sac", "Pendulum-v1", "0.05")),
+        "eval.epsilon = 0.05 takes random discrete actions, and `Pendulum-v1` has a continuous action space"
+    );
     let e = err(&with_agent("td3", "Pendulum-v1")
         .replace("\"single\"", "\"random\"\ntransport = \"quic\"")
         .replace("[stop]", "[stop]\nmax_episodes = 3"));

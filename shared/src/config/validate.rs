@@ -202,6 +202,12 @@ impl RunConfig {
             e.confirm_episodes <= 10_000,
             "an integer in 0..=10000 (0: no confirming evaluation)",
         )?;
+        require(
+            "eval.epsilon",
+            e.epsilon,
+            (0.0..1.0).contains(&e.epsilon),
+            "a probability in [0, 1) (0: greedy)",
+        )?;
         let k = self.checkpoint.keep;
         require(
             "checkpoint.keep",

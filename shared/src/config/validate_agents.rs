@@ -18,6 +18,12 @@ impl RunConfig {
         if space.is_discrete() {
             return Ok(());
         }
+        if self.eval.epsilon > 0.0 {
+            return Err(ConfigError::Conflict(format!(
+                "eval.epsilon = {} takes random discrete actions, and `{}` has a continuous action space",
+                self.eval.epsilon, self.env
+            )));
+        }
         if !self.agent.handles_continuous() {
             return Err(ConfigError::Conflict(format!(
                 "agent `{}` needs a discrete action space, and `{}` has a continuous one",
