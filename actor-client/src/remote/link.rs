@@ -1,9 +1,8 @@
 //! [`Link`]: one request to the learner and its reply, whatever carries
-//! them — a QUIC stream ([`FramedStream`]) or, in the learner's own
-//! process, channels ([`InprocLink`]). (An MPI rank's link is
-//! `crate::mpi_link`.)
+//! them — a QUIC stream (`connect.rs`'s link, which reads replies as they
+//! arrive) or, in the learner's own process, channels ([`InprocLink`]).
+//! (An MPI rank's link is `crate::mpi_link`.)
 
-use rlfleet_shared::quic::FramedStream;
 use rlfleet_shared::wire::Message;
 use std::future::Future;
 use tokio::sync::mpsc;
@@ -18,23 +17,6 @@ pub trait Link: Send {
         async move {
             self.send(msg).await?;
             self.recv().await
-        }
-    }
-}
-
-impl Link for FramedStream {
-    async fn send(&mut self, msg: &Message) -> Result<(), String> {
-        FramedStream::send(self, msg)
-            .await
-            .map(drop)
-            .map_err(|e| e.to_string())
-    }
-
-    async fn recv(&mut self) -> Result<Message, String> {
-        match FramedStream::recv(self).await {
-            Ok(Some(m)) => Ok(m),
-            Ok(None) => Err("the learner closed the stream".into()),
-            Err(e) => Err(e.to_string()),
         }
     }
 }

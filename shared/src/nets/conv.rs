@@ -258,6 +258,64 @@ impl ConvTorso {
     }
 }
 
+/// A kernel window slid over an image, as convolution and max-pooling
+/// both walk it: output pixels in row-major order and, for each, the
+/// kernel's taps that fall inside the image (padding contributes nothing).
+struct Window {
+    kernel: usize,
+    stride: usize,
+    pad: usize,
+    input: [usize; 2],
+    output: [usize; 2],
+}
+
+impl Window {
+    fn new(
+        (kernel, stride, pad): (usize, usize, usize),
+        input: [usize; 2],
+        output: [usize; 2],
+    ) -> Window {
+        Window {
+            kernel,
+            stride,
+            pad,
+            input,
+            output,
+        }
+    }
+
+    /// Output pixels `(row, column)`, row-major.
+    fn outputs(&self) -> impl Iterator<Item = (usize, usize)> + use<> {
+        let [ho, wo] = self.output;
+        (0..ho).flat_map(move |oy| (0..wo).map(move |ox| (oy, ox)))
+    }
+
+    /// Calls `f(tap, pixel)` for each tap `i * kernel + j` of output pixel
+    /// `(oy, ox)` inside the image; `pixel` is the input pixel's row-major
+    /// index.
+    #[inline(always)]
+    fn taps(&self, oy: usize, ox: usize, mut f: impl FnMut(usize, usize)) {
+        let (k, [hin, win]) = (self.kernel, self.input);
+        for i in 0..k {
+            let Some(y) = (oy * self.stride + i)
+                .checked_sub(self.pad)
+                .filter(|&y| y < hin)
+            else {
+                continue;
+            };
+            for j in 0..k {
+                let Some(x) = (ox * self.stride + j)
+                    .checked_sub(self.pad)
+                    .filter(|&x| x < win)
+                else {
+                    continue;
+                };
+                f(i * k + j, y * win + x);
+            }
+        }
+    }
+}
+
 /// The torso's forward pass over its own (transposed) copy of the
 /// parameters, with reusable buffers.
 #[derive(Debug, Clone, Default)]
@@ -330,31 +388,16 @@ impl ConvCopy {
                     self.patches.clear();
                     self.patches.resize(batch * ho * wo * fan_in, 0.0);
                     let mut rows = self.patches.chunks_exact_mut(fan_in);
+                    let window = Window::new((k, stride, pad), [hin, win], [ho, wo]);
                     for img in self.act.chunks_exact(hin * win * cin) {
-                        for oy in 0..ho {
-                            for ox in 0..wo {
-                                let row = rows.next().expect("sized for every pixel");
-                                for i in 0..k {
-                                    let Some(y) = (oy * stride + i).checked_sub(pad) else {
-                                        continue;
-                                    };
-                                    if y >= hin {
-                                        continue;
-                                    }
-                                    for j in 0..k {
-                                        let Some(x) = (ox * stride + j).checked_sub(pad) else {
-                                            continue;
-                                        };
-                                        if x >= win {
-                                            continue;
-                                        }
-                                        let pixel = (y * win + x) * cin;
-                                        for ch in 0..cin {
-                                            row[ch * k * k + i * k + j] = img[pixel + ch];
-                                        }
-                                    }
+                        for (oy, ox) in window.outputs() {
+                            let row = rows.next().expect("sized for every pixel");
+                            window.taps(oy, ox, |tap, pixel| {
+                                let src = &img[pixel * cin..][..cin];
+                                for (ch, &v) in src.iter().enumerate() {
+                                    row[ch * k * k + tap] = v;
                                 }
-                            }
+                            });
                         }
                     }
                     self.next.clear();
@@ -378,35 +421,19 @@ impl ConvCopy {
                 } => {
                     self.next.clear();
                     self.next.resize(batch * ho * wo * cin, f32::NEG_INFINITY);
+                    let window = Window::new((kernel, stride, pad), [hin, win], [ho, wo]);
                     for (img, dst) in self
                         .act
                         .chunks_exact(hin * win * cin)
                         .zip(self.next.chunks_exact_mut(ho * wo * cin))
                     {
-                        for oy in 0..ho {
-                            for ox in 0..wo {
-                                let cell = &mut dst[(oy * wo + ox) * cin..][..cin];
-                                for i in 0..kernel {
-                                    let Some(y) = (oy * stride + i).checked_sub(pad) else {
-                                        continue;
-                                    };
-                                    if y >= hin {
-                                        continue;
-                                    }
-                                    for j in 0..kernel {
-                                        let Some(x) = (ox * stride + j).checked_sub(pad) else {
-                                            continue;
-                                        };
-                                        if x >= win {
-                                            continue;
-                                        }
-                                        let src = &img[(y * win + x) * cin..][..cin];
-                                        for (m, &v) in cell.iter_mut().zip(src) {
-                                            *m = m.max(v);
-                                        }
-                                    }
+                        for (cell, (oy, ox)) in dst.chunks_exact_mut(cin).zip(window.outputs()) {
+                            window.taps(oy, ox, |_, pixel| {
+                                let src = &img[pixel * cin..][..cin];
+                                for (m, &v) in cell.iter_mut().zip(src) {
+                                    *m = m.max(v);
                                 }
-                            }
+                            });
                         }
                     }
                     std::mem::swap(&mut self.act, &mut self.next);
