@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # scripts/test.sh — the whole test suite, on a fresh machine or a warm one.
 # Installs what it needs (scripts/setup.sh, cached under ~/.cache/rlfleet),
-# checks formatting and lints, builds the binaries the integration tests
+# checks formatting, the tidy rules and lints, builds the binaries the integration tests
 # start, then runs every test of the workspace — with the `mpi` feature, so
 # the MPI tests run real `mpirun` (OpenMPI comes from setup.sh), and with
 # the Python package built by maturin and installed into the cached venv.
@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
 cargo fmt --all --check
+# The source tree's own rules first (they take seconds): every module
+# imports only layers below it (ARCHITECTURE.md's `layers` blocks), no
+# import cycle at any depth, files of one concept (tidy/).
+cargo test --release -p rlfleet-tidy
 features=(--features rlfleet-tests/mpi,rlfleet-bench/mpi)
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo clippy --release --workspace --all-targets "${features[@]}" -- -D warnings

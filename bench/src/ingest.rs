@@ -122,11 +122,11 @@ pub async fn bench(
         let (d, shutdown) = start_daemon(dir.path()).await?;
         let id = d.hub.start_run(cfg, Default::default())?;
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let before = d.hub.metrics.transitions_ingested.get();
+        let before = d.hub.metrics().transitions_ingested.get();
         let start = Instant::now();
         let acked = drive(d.actors_addr, &d.fingerprint, actors, per_batch, secs).await;
         let wall = start.elapsed().as_secs_f64();
-        let counted = d.hub.metrics.transitions_ingested.get() - before;
+        let counted = d.hub.metrics().transitions_ingested.get() - before;
         anyhow::ensure!(
             counted == acked,
             "the learner counted {counted} transitions, the actors had {acked} acknowledged"

@@ -70,7 +70,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
     });
     let quic_task = tokio::spawn(quic::serve(
         endpoint,
-        hub.clone(),
+        hub.registry.clone(),
         QuicOptions {
             token: a.token.clone(),
             max_frame_bytes: a.max_frame_bytes,
@@ -132,7 +132,7 @@ impl Daemon {
 
     /// Waits for the shutdown token, then drains everything.
     pub async fn wait(self) {
-        self.hub.shutdown.cancelled().await;
+        self.hub.shutdown().cancelled().await;
         crate::notify::stopping();
         tracing::info!("shutting down: stopping runs (they checkpoint first)");
         self.hub.wait_all().await;

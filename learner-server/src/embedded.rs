@@ -6,6 +6,7 @@
 
 use crate::daemon;
 use crate::server_config::ServerConfig;
+use crate::state::Start;
 use crate::workflows::{RunOptions, RunSummary};
 use anyhow::Context;
 use rlfleet_shared::config::{RunConfig, TransportKind};
@@ -13,35 +14,6 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
-
-/// Which run an embedded daemon runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Start {
-    /// A new run of the config, recorded in the state directory.
-    New,
-    /// The newest run of the config's name in the state directory that
-    /// did not finish, from its latest checkpoint, under its id.
-    ResumeLatest,
-    /// `ResumeLatest` if there is such a run, else `New`: for units and job
-    /// scripts that start the same command again after a crash.
-    Continue,
-}
-
-impl Start {
-    /// `Continue` made definite by what the state directory holds.
-    pub fn settle(self, state_dir: &std::path::Path, name: &str) -> anyhow::Result<Start> {
-        Ok(match self {
-            Start::Continue => {
-                let state = crate::state::StateDir::open(state_dir)?;
-                match state.latest_unfinished(name) {
-                    Some(_) => Start::ResumeLatest,
-                    None => Start::New,
-                }
-            }
-            s => s,
-        })
-    }
-}
 
 /// How embedded actors are started.
 #[derive(Debug, Clone)]
@@ -110,7 +82,7 @@ pub async fn run(
     let stop_tasks = CancellationToken::new();
     for i in 0..actors.count {
         if inproc {
-            let link = crate::transport::inproc::connect(&d.hub);
+            let link = crate::transport::inproc::connect(&d.hub.registry);
             let player = actor_client::remote::Player {
                 actor_id: format!("local-{i}"),
                 token: String::new(),
@@ -191,7 +163,7 @@ pub(crate) fn start_or_resume(
 
 /// Writes what `/metrics` serves now to `metrics.prom` in `output_dir`.
 pub(crate) fn write_metrics(hub: &crate::hub::Hub, output_dir: &std::path::Path) {
-    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics.render()) {
+    if let Err(e) = std::fs::write(output_dir.join("metrics.prom"), hub.metrics().render()) {
         tracing::warn!("cannot write metrics.prom: {e}");
     }
 }

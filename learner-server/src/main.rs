@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use learner_server::daemon;
 use learner_server::embedded::{self, LocalActors};
 use learner_server::server_config::ServerConfig;
+use learner_server::state::Start;
 use learner_server::workflows::{self, RunOptions, StopReason};
 use rlfleet_shared::config::RunConfig;
 use std::io::IsTerminal;
@@ -211,15 +212,12 @@ fn mpi_command(_: MpiArgs) -> ExitCode {
 /// What `--resume [CHECKPOINT]` or `--continue` asks for: a new run (from
 /// a checkpoint file, if one is named), the newest unfinished recorded run,
 /// or that if there is one and a new run if not.
-fn resume_choice(
-    resume: Option<Option<PathBuf>>,
-    continue_: bool,
-) -> (Option<PathBuf>, embedded::Start) {
+fn resume_choice(resume: Option<Option<PathBuf>>, continue_: bool) -> (Option<PathBuf>, Start) {
     match resume {
-        None if continue_ => (None, embedded::Start::Continue),
-        None => (None, embedded::Start::New),
-        Some(Some(path)) => (Some(path), embedded::Start::New),
-        Some(None) => (None, embedded::Start::ResumeLatest),
+        None if continue_ => (None, Start::Continue),
+        None => (None, Start::New),
+        Some(Some(path)) => (Some(path), Start::New),
+        Some(None) => (None, Start::ResumeLatest),
     }
 }
 
@@ -280,6 +278,7 @@ fn main() -> ExitCode {
                 match daemon::start(&cfg, shutdown).await {
                     Ok(d) => {
                         d.hub
+                            .registry
                             .comes_back
                             .store(true, std::sync::atomic::Ordering::Relaxed);
                         d.hub.resume_interrupted();
@@ -331,7 +330,7 @@ fn main() -> ExitCode {
                     Ok(embedded::run(cfg, opts, start, &state_dir, actors, t).await)
                 } else {
                     tokio::task::spawn_blocking(move || {
-                        learner_server::state::run_recorded(&cfg, opts, start, &state_dir, t)
+                        workflows::run_recorded(&cfg, opts, start, &state_dir, t)
                     })
                     .await
                 }

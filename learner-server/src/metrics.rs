@@ -275,7 +275,7 @@ impl Metrics {
         };
         // Every label value a dashboard may query exists from start-up,
         // at 0, so a healthy server shows 0, not "no data".
-        for reason in crate::workflows::remote::DropReason::ALL {
+        for reason in crate::vocab::DropReason::ALL {
             m.batches_dropped.with_label_values(&[reason.label()]);
         }
         for code in rlfleet_shared::wire::ErrorCode::ALL {

@@ -31,7 +31,7 @@ pub struct MpiRun {
     /// A new run, or the newest unfinished one of the config's name in the
     /// state directory (`--resume` without a checkpoint: a job started
     /// again after its learner rank died).
-    pub start: crate::embedded::Start,
+    pub start: crate::state::Start,
     /// The state directory (`--state-dir`; else the server config's).
     pub state_dir: Option<PathBuf>,
 }
@@ -198,10 +198,10 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
             geometry,
             max_frame_bytes: scfg.actors.max_frame_bytes,
         };
-        let (hub, rt) = (d.hub.clone(), tokio::runtime::Handle::current());
+        let (registry, rt) = (d.hub.registry.clone(), tokio::runtime::Handle::current());
         let transport = std::thread::Builder::new()
             .name("mpi-transport".into())
-            .spawn(move || serve(hub, opts, rt))?;
+            .spawn(move || serve(registry, opts, rt))?;
         let hub = d.hub.clone();
         let result = crate::embedded::wait_run(&hub, &id, &cancel, &output_dir).await;
         // Actor ranks waiting for a next run are told to stop.

@@ -21,6 +21,9 @@ pub struct ServerConfig {
 /// `state_dir` when the config says nothing.
 pub const DEFAULT_STATE_DIR: &str = "rlfleet-state";
 
+/// `actors.max_actors` when the server config says nothing.
+pub const DEFAULT_MAX_ACTORS: u32 = 4096;
+
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -79,7 +82,7 @@ impl Default for ActorsListener {
             token: None,
             token_file: None,
             max_frame_bytes: DEFAULT_MAX_FRAME_BYTES,
-            max_actors: crate::hub::DEFAULT_MAX_ACTORS,
+            max_actors: DEFAULT_MAX_ACTORS,
             max_unauthenticated: 64,
             hello_timeout_ms: 10_000,
             actor_timeout_secs: 600,

@@ -1,7 +1,7 @@
 //! [`Link`]: one request to the learner and its reply, whatever carries
 //! them — a QUIC stream (`connect.rs`'s link, which reads replies as they
 //! arrive) or, in the learner's own process, channels ([`InprocLink`]).
-//! (An MPI rank's link is `crate::mpi_link`.)
+//! (An MPI rank's link is in the `mpi_link` module, above this one.)
 
 use rlfleet_shared::wire::Message;
 use std::future::Future;

@@ -6,7 +6,7 @@
 //! `connect.rs`): connect with backoff, and after a lost connection
 //! reconnect with a new session id and resend the batches that were not
 //! acknowledged. In the learner's own process ([`run_inproc`]): messages
-//! as values over channels. As an MPI rank: `crate::mpi_link` (feature
+//! as values over channels. As an MPI rank: the `mpi_link` module (feature
 //! `mpi`), through [`run_link`].
 
 mod client;

@@ -3,7 +3,8 @@
 
 use super::error::ErrorBody;
 use super::{ApiError, ApiState};
-use crate::hub::{ActorView, EpisodeView, RunStatus, StartError};
+use crate::hub::StartError;
+use crate::vocab::{ActorView, EpisodeView, RunStatus};
 use crate::workflows::RunOptions;
 use axum::Json;
 use axum::body::Bytes;
@@ -167,7 +168,7 @@ pub async fn run_episodes(
 #[utoipa::path(get, path = "/v1/actors", tag = "actors",
     responses((status = 200, body = Vec<ActorView>), (status = 401, body = ErrorBody)))]
 pub async fn list_actors(State(state): State<Arc<ApiState>>) -> Json<Vec<ActorView>> {
-    Json(state.hub.list_actors())
+    Json(state.hub.registry.list_actors())
 }
 
 /// Prometheus metrics (text format 0.0.4).
@@ -177,7 +178,7 @@ pub async fn list_actors(State(state): State<Arc<ApiState>>) -> Json<Vec<ActorVi
 pub async fn metrics(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
     (
         [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        state.hub.metrics.render(),
+        state.hub.metrics().render(),
     )
 }
 
@@ -195,24 +196,11 @@ pub async fn healthz() -> &'static str {
               (status = 401, description = "A token is configured and `api.open_healthz` is false", body = ErrorBody),
               (status = 503, description = "Starting or shutting down", body = ErrorBody)))]
 pub async fn readyz(State(state): State<Arc<ApiState>>) -> Result<&'static str, ApiError> {
-    if state.hub.shutdown.is_cancelled() {
+    if state.hub.shutdown().is_cancelled() {
         Err(ApiError::unavailable("shutting down"))
     } else if !state.ready.load(Ordering::Acquire) {
         Err(ApiError::unavailable("starting"))
     } else {
         Ok("ready\n")
     }
-}
-
-/// This document.
-pub async fn openapi(State(state): State<Arc<ApiState>>) -> impl IntoResponse {
-    let access = super::openapi::Access {
-        token: state.token.is_some(),
-        open_metrics: state.open_metrics,
-        open_healthz: state.open_healthz,
-    };
-    (
-        [(header::CONTENT_TYPE, "application/json")],
-        super::openapi_json(access),
-    )
 }

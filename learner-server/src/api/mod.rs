@@ -46,7 +46,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/metrics", get(handlers::metrics))
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
-        .route("/openapi.json", get(handlers::openapi))
+        .route("/openapi.json", get(openapi::serve))
         .layer(axum::middleware::from_fn_with_state(state.clone(), auth))
         .with_state(state)
 }

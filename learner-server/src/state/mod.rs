@@ -6,10 +6,14 @@
 //! (`received`, see [`Journal`]) — so that a daemon started again finds the
 //! run that was active and resumes it under the same id.
 
+mod books;
 mod journal;
+mod start;
 pub mod writer;
 
+pub use books::{BookState, Books, file_len, truncate_to};
 pub use journal::Journal;
+pub use start::Start;
 pub use writer::{CheckpointWriter, Destination};
 
 use crate::checkpoint::write_atomically;
@@ -127,40 +131,6 @@ impl StateDir {
                 && r.info().is_ok_and(|i| i.state != RecordState::Finished)
         })
     }
-}
-
-/// Runs an in-process (`single`) config as `learner-server run` does:
-/// recorded in `state_dir` (resuming the newest unfinished run of its name
-/// with [`Start::ResumeLatest`]), its record's state set when it ends.
-pub fn run_recorded(
-    cfg: &RunConfig,
-    mut opts: crate::workflows::RunOptions,
-    start: crate::embedded::Start,
-    state_dir: &Path,
-    cancel: tokio_util::sync::CancellationToken,
-) -> anyhow::Result<crate::workflows::RunSummary> {
-    let state = StateDir::open(state_dir)?;
-    let record = match start.settle(state_dir, &cfg.name)? {
-        crate::embedded::Start::New | crate::embedded::Start::Continue => state.create_run(cfg)?,
-        crate::embedded::Start::ResumeLatest => {
-            let r = state.resumable(&cfg.name)?;
-            r.resumed()?;
-            opts.resume = r.latest_checkpoint();
-            r
-        }
-    };
-    let _lock = record.lock()?;
-    opts.record = Some(record.clone());
-    let result = crate::workflows::run(cfg, &opts, cancel);
-    let (state, reason) = match &result {
-        Ok(s) if s.reason == crate::workflows::StopReason::Cancelled => {
-            (RecordState::Stopped, Some(s.reason.to_string()))
-        }
-        Ok(s) => (RecordState::Finished, Some(s.reason.to_string())),
-        Err(e) => (RecordState::Failed, Some(format!("{e:#}"))),
-    };
-    record.set_state(state, reason);
-    result
 }
 
 /// One recorded run's directory.

@@ -6,7 +6,7 @@
 //! panics) is seen as a departed connection.
 
 use super::session::{End, Session, Wire};
-use crate::hub::Hub;
+use crate::registry::Registry;
 use actor_client::remote::InprocLink;
 use rlfleet_shared::wire::Message;
 use std::sync::Arc;
@@ -40,17 +40,17 @@ impl Wire for InprocWire {
 
 /// Connects one in-process actor: runs its session as a task on the
 /// current runtime and returns the actor's end of the link.
-pub fn connect(hub: &Arc<Hub>) -> InprocLink {
+pub fn connect(registry: &Arc<Registry>) -> InprocLink {
     let (to_learner, from_actor) = mpsc::channel(LINK_CAPACITY);
     let (to_actor, from_learner) = mpsc::channel(LINK_CAPACITY);
-    let id = hub.new_conn_id();
-    let hub = hub.clone();
+    let id = registry.new_conn_id();
+    let registry = registry.clone();
     tokio::spawn(async move {
         let wire = InprocWire {
             from_actor,
             to_actor,
         };
-        Session::new(wire, id, hub, None).serve("inproc").await;
+        Session::new(wire, id, registry, None).serve("inproc").await;
     });
     InprocLink {
         to_learner,

@@ -1,6 +1,7 @@
 //! Transports as the learner sees them: whatever carries actors' messages
 //! (QUIC, in-process channels, MPI) runs a [`session::Session`] per
-//! actor, which hands them to the active run through its [`Intake`] and
+//! actor, which hands them to the active run through its
+//! [`Intake`](crate::vocab::Intake) and
 //! delivers the run's answers. Transports know nothing of workflows: a run
 //! is an `Intake`, and what stands behind it (the run thread, `seed`'s
 //! inference front, the `rma` pools) is the workflow's business.
@@ -10,42 +11,3 @@ pub mod inproc;
 pub mod mpi;
 pub mod quic;
 pub mod session;
-
-use rlfleet_shared::wire::{Experience, Hello, Message};
-use std::sync::Arc;
-use tokio::sync::oneshot;
-
-/// Identifies one actor connection (a new one per reconnect).
-pub type ConnId = u64;
-
-/// Where the run's answer to one request goes. Dropping it unanswered
-/// tells the actor the run ended.
-pub type Reply = oneshot::Sender<Message>;
-
-/// Where a session waits for the run's answer to one request.
-pub type Answer = oneshot::Receiver<Message>;
-
-/// The run was gone before it took the message (given back).
-#[derive(Debug)]
-pub struct RunGone<T>(pub T);
-
-/// What a session calls to hand one actor's messages to a run. Each call
-/// returns at once; the answer comes through the returned [`Answer`].
-pub trait Intake: Send + Sync + std::fmt::Debug {
-    /// An authenticated actor asks to take part; the answer is `Welcome`
-    /// (or `Stop`).
-    fn join(&self, conn: ConnId, hello: Hello) -> Result<Answer, RunGone<Hello>>;
-    /// `Observations` or `Experience`; the answer is `Actions` or `Ack` (or
-    /// `Stop`, or `Error` after which the transport closes the
-    /// connection).
-    fn request(&self, conn: ConnId, msg: Message) -> Result<Answer, RunGone<Box<Message>>>;
-    /// The connection is gone (closed, timed out, or refused).
-    fn left(&self, conn: ConnId);
-    /// A batch that reached the session after this run ended (or went):
-    /// counted received and dropped `run_ended`, and logged where the run
-    /// still can.
-    fn late(&self, conn: ConnId, e: Experience);
-}
-
-/// The active run as transports hold it.
-pub type RunInbox = Arc<dyn Intake>;

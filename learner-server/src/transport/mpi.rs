@@ -8,8 +8,8 @@
 //! unfinished episodes. The thread returns once every actor rank has left.
 
 use super::session::{End, Session, Wire};
-use crate::hub::Hub;
 use crate::metrics::Metrics;
+use crate::registry::Registry;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, MatchedReceiveVec, Source};
 use rlfleet_shared::mpi::{
     self, BYE_DONE, Backoff, Epoch, Geometry, Layout, Outbox, SimpleCommunicator, TAG_BYE,
@@ -45,7 +45,7 @@ struct Peer {
 
 /// Serves every actor rank until all have left. Runs on its own thread;
 /// allocates (and at the end frees) the window with the actor ranks.
-pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
+pub fn serve(registry: Arc<Registry>, opts: MpiOptions, rt: tokio::runtime::Handle) {
     let world = SimpleCommunicator::world();
     let me = opts.layout.rank;
     let window = Window::allocate(&world, opts.geometry.total_bytes());
@@ -59,9 +59,9 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
             incoming: rx,
             outgoing: out_tx.clone(),
             left: left.clone(),
-            metrics: hub.metrics.clone(),
+            metrics: registry.metrics.clone(),
         };
-        let session = Session::new(wire, hub.new_conn_id(), hub.clone(), None);
+        let session = Session::new(wire, registry.new_conn_id(), registry.clone(), None);
         rt.spawn(async move { session.serve(&format!("mpi rank {rank}")).await });
         peers.insert(
             rank,
@@ -76,7 +76,7 @@ pub fn serve(hub: Arc<Hub>, opts: MpiOptions, rt: tokio::runtime::Handle) {
     let mut outbox = Outbox::default();
     let mut backoff = Backoff::new(0, MAX_PAUSE);
     let relay = Relay {
-        metrics: hub.metrics.clone(),
+        metrics: registry.metrics.clone(),
         max_frame_bytes: opts.max_frame_bytes,
     };
     loop {

@@ -6,8 +6,8 @@
 //! hello, and at most `max_unauthenticated` such connections at once.
 
 use super::session::{End, Session, Wire};
-use crate::hub::Hub;
 use crate::metrics::Metrics;
+use crate::registry::Registry;
 use rlfleet_shared::quic::FramedStream;
 use rlfleet_shared::wire::{ErrorCode, FrameError, Message};
 use std::sync::Arc;
@@ -45,8 +45,8 @@ impl Drop for Unauthenticated {
     }
 }
 
-/// Accepts actors until the hub shuts down, then drains and closes.
-pub async fn serve(endpoint: quinn::Endpoint, hub: Arc<Hub>, opts: QuicOptions) {
+/// Accepts actors until the daemon shuts down, then drains and closes.
+pub async fn serve(endpoint: quinn::Endpoint, registry: Arc<Registry>, opts: QuicOptions) {
     let tracker = TaskTracker::new();
     let unauthenticated = Arc::new(AtomicUsize::new(0));
     loop {
@@ -55,7 +55,7 @@ pub async fn serve(endpoint: quinn::Endpoint, hub: Arc<Hub>, opts: QuicOptions) 
                 let Some(incoming) = incoming else { break };
                 if unauthenticated.fetch_add(1, Ordering::AcqRel) >= opts.max_unauthenticated {
                     unauthenticated.fetch_sub(1, Ordering::AcqRel);
-                    hub.metrics.connections_refused.inc();
+                    registry.metrics.connections_refused.inc();
                     tracing::warn!(
                         remote = %incoming.remote_address(),
                         "refused a connection: {} are not past hello yet (actors.max_unauthenticated)",
@@ -65,9 +65,9 @@ pub async fn serve(endpoint: quinn::Endpoint, hub: Arc<Hub>, opts: QuicOptions) 
                     continue;
                 }
                 let guard = Unauthenticated(unauthenticated.clone());
-                tracker.spawn(connection(incoming, hub.clone(), opts.clone(), guard));
+                tracker.spawn(connection(incoming, registry.clone(), opts.clone(), guard));
             }
-            _ = hub.shutdown.cancelled() => break,
+            _ = registry.shutdown.cancelled() => break,
         }
     }
     tracker.close();
@@ -89,7 +89,7 @@ fn read_failure(e: FrameError) -> End {
 
 async fn connection(
     incoming: quinn::Incoming,
-    hub: Arc<Hub>,
+    registry: Arc<Registry>,
     opts: QuicOptions,
     unauthenticated: Unauthenticated,
 ) {
@@ -110,16 +110,16 @@ async fn connection(
             return;
         }
     };
-    let id = hub.new_conn_id();
+    let id = registry.new_conn_id();
     let wire = QuicWire {
         conn: conn.clone(),
         fs: stream,
-        metrics: hub.metrics.clone(),
+        metrics: registry.metrics.clone(),
         reported: (0, 0),
         max_frame: opts.max_frame_bytes,
         unauthenticated: Some(unauthenticated),
     };
-    let mut session = Session::new(wire, id, hub.clone(), opts.token.clone());
+    let mut session = Session::new(wire, id, registry.clone(), opts.token.clone());
     // The deadline covers opening the stream and reading the hello.
     session.hello_timeout = Some(opts.hello_timeout.saturating_sub(started.elapsed()));
     session.actor_timeout = opts.actor_timeout;
@@ -129,7 +129,8 @@ async fn connection(
         End::Clean => wire.close(0, "bye").await,
         End::Refused(code, text) => {
             tracing::warn!(%addr, code = code.label(), "refused actor input: {text}");
-            hub.metrics
+            registry
+                .metrics
                 .protocol_errors
                 .with_label_values(&[code.label()])
                 .inc();
@@ -144,7 +145,7 @@ async fn connection(
         End::Lost => tracing::info!(%addr, "actor connection lost"),
     }
     wire.report_bytes();
-    hub.actor_disconnected(id);
+    registry.actor_disconnected(id);
 }
 
 /// A framed QUIC stream as a session's wire; counts bytes into the metrics.

@@ -5,9 +5,9 @@
 //! for the next run. Transports supply the wire; refusals come back as
 //! [`End`] for the transport to answer and close.
 
-use super::{Answer, ConnId, RunGone, RunInbox};
-use crate::hub::{ActorView, Hub};
+use crate::registry::Registry;
 use crate::server_config::tokens_match;
+use crate::vocab::{ActorView, Answer, ConnId, RunGone, RunInbox};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
 use std::future::Future;
 use std::sync::Arc;
@@ -59,7 +59,7 @@ impl Drop for LeaveGuard {
 pub struct Session<W> {
     pub wire: W,
     pub id: ConnId,
-    pub hub: Arc<Hub>,
+    pub registry: Arc<Registry>,
     /// Actors must present this token, when set.
     pub token: Option<String>,
     registered: bool,
@@ -74,11 +74,11 @@ pub struct Session<W> {
 }
 
 impl<W: Wire> Session<W> {
-    pub fn new(wire: W, id: ConnId, hub: Arc<Hub>, token: Option<String>) -> Session<W> {
+    pub fn new(wire: W, id: ConnId, registry: Arc<Registry>, token: Option<String>) -> Session<W> {
         Session {
             wire,
             id,
-            hub,
+            registry,
             token,
             registered: false,
             hello_timeout: None,
@@ -145,8 +145,8 @@ impl<W: Wire> Session<W> {
         if let Some(run) = &self.last_run {
             run.late(self.id, e);
         } else if !e.transitions.is_empty() {
-            self.hub.metrics.batches_received.inc();
-            self.hub
+            self.registry.metrics.batches_received.inc();
+            self.registry
                 .metrics
                 .batches_dropped
                 .with_label_values(&["run_ended"])
@@ -162,13 +162,13 @@ impl<W: Wire> Session<W> {
             limit.as_secs_f64()
         );
         tracing::warn!(conn = self.id, "dropped a silent actor: {text}");
-        self.hub.metrics.actors_timed_out.inc();
+        self.registry.metrics.actors_timed_out.inc();
         End::Silent(text)
     }
 
     fn stop_message(&self) -> Message {
-        let going = self.hub.shutdown.is_cancelled();
-        let exit = going && self.hub.actors_exit_at_shutdown();
+        let going = self.registry.shutdown.is_cancelled();
+        let exit = going && self.registry.actors_exit_at_shutdown();
         Message::Stop(wire::Stop {
             reason: match (going, exit) {
                 (false, _) => "the run ended".into(),
@@ -184,12 +184,12 @@ impl<W: Wire> Session<W> {
 
     /// [`Session::run`] to its end, for a transport with no connection to
     /// close (in-process, MPI): a refusal is logged, counted and answered
-    /// with an `Error`; then the actor leaves the hub.
+    /// with an `Error`; then the actor leaves the registry.
     pub async fn serve(mut self, addr: &str) {
         match self.run(addr).await {
             End::Refused(code, text) => {
                 tracing::warn!(%addr, code = code.label(), "refused actor input: {text}");
-                self.hub
+                self.registry
                     .metrics
                     .protocol_errors
                     .with_label_values(&[code.label()])
@@ -202,7 +202,7 @@ impl<W: Wire> Session<W> {
             End::Lost => tracing::info!(%addr, "actor gone"),
             End::Clean | End::Answered(_) => {}
         }
-        self.hub.actor_disconnected(self.id);
+        self.registry.actor_disconnected(self.id);
     }
 
     /// Hello, then the actor's requests relayed to the active run (and to
@@ -215,7 +215,7 @@ impl<W: Wire> Session<W> {
                 Err(end) => return end,
             };
             if !self.registered {
-                let registered = self.hub.actor_connected(ActorView {
+                let registered = self.registry.actor_connected(ActorView {
                     connection: self.id,
                     actor_id: hello.actor_id.clone(),
                     session_id: hello.session_id,
@@ -233,7 +233,7 @@ impl<W: Wire> Session<W> {
             }
             let (active, rx) = loop {
                 let active = tokio::select! {
-                    a = self.hub.wait_active() => a,
+                    a = self.registry.wait_active() => a,
                     _ = self.wire.closed() => return End::Lost,
                 };
                 let Some(active) = active else {
@@ -247,7 +247,8 @@ impl<W: Wire> Session<W> {
                 // That run is ending; wait for the next one.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             };
-            self.hub.actor_assigned(self.id, Some(active.id.clone()));
+            self.registry
+                .actor_assigned(self.id, Some(active.id.clone()));
             let guard = LeaveGuard {
                 run: active.events.clone(),
                 conn: self.id,
@@ -255,10 +256,10 @@ impl<W: Wire> Session<W> {
             self.last_run = Some(active.events.clone());
             let outcome = self.exchange(rx, &active.events).await;
             drop(guard);
-            self.hub.actor_assigned(self.id, None);
+            self.registry.actor_assigned(self.id, None);
             match outcome {
                 // The run ended: the actor says hello again for the next.
-                Ok(false) if !self.hub.shutdown.is_cancelled() => continue,
+                Ok(false) if !self.registry.shutdown.is_cancelled() => continue,
                 Ok(_) => return End::Clean,
                 Err(end) => return end,
             }

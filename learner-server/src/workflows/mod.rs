@@ -8,13 +8,15 @@
 mod book;
 mod evaluator;
 mod progress;
+mod recorded;
 pub mod remote;
 mod single;
 mod stop;
 mod summary;
 
-pub use book::{Books, ResumedFrom, RunBook};
+pub use book::RunBook;
 pub use evaluator::{EvalResult, Evaluator};
+pub use recorded::{record_end, run_recorded};
 pub use single::{SingleRun, episode_seed};
 pub use stop::{StopReason, check_limits};
 pub use summary::{LearnerFigures, RunSummary};

@@ -18,6 +18,7 @@ mod sections;
 mod td3;
 mod validate;
 mod validate_agents;
+mod validate_distributed;
 
 pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow, SeedInference, WindowSelector};

@@ -1,5 +1,6 @@
-//! Validation of the `[ppo]`, `[ddpg]`, `[td3]` and `[sac]` tables, and of
-//! which agent fits which action space and workflow.
+//! Validation of the agent tables (`[a2c]`, `[dqn]`, `[ppo]`, `[ddpg]`,
+//! `[td3]`, `[sac]`), and of which agent fits which action space and
+//! workflow.
 
 use super::validate::{network, positive_finite, require, unit_interval};
 use super::{AgentKind, ConfigError, RunConfig, WorkflowKind};
@@ -165,6 +166,118 @@ impl RunConfig {
         if let Some(h) = s.target_entropy {
             require("sac.target_entropy", h, h.is_finite(), "a finite number")?;
         }
+        Ok(())
+    }
+
+    pub(super) fn validate_a2c(&self) -> Result<(), ConfigError> {
+        let on_policy = [
+            WorkflowKind::Single,
+            WorkflowKind::Sync,
+            WorkflowKind::Async,
+            WorkflowKind::SeedA2c,
+        ];
+        if self.agent == AgentKind::A2c && !on_policy.contains(&self.workflow) {
+            return Err(ConfigError::Conflict(format!(
+                "agent `a2c` trains on each finished episode's own trajectory: use workflow \
+                 `single`, `sync`, `async` or `seed-a2c`, not `{}`",
+                self.workflow
+            )));
+        }
+        // (The probe runs everywhere: it is the conformance suite's agent.)
+        if self.workflow == WorkflowKind::SeedA2c
+            && !self.agent.samples_softmax()
+            && self.agent != AgentKind::Probe
+        {
+            return Err(ConfigError::Conflict(format!(
+                "workflow `seed-a2c` trains an on-policy agent: use agent `a2c` or `ppo`, not `{}`",
+                self.agent
+            )));
+        }
+        let a = &self.a2c;
+        network(
+            ["a2c.hidden", "a2c.lr", "a2c.gamma"],
+            &a.hidden,
+            a.lr,
+            a.gamma,
+        )?;
+        for (key, v) in [("a2c.ent_coef", a.ent_coef), ("a2c.vf_coef", a.vf_coef)] {
+            require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
+        }
+        positive_finite("a2c.max_grad_norm", a.max_grad_norm)
+    }
+
+    pub(super) fn validate_dqn(&self) -> Result<(), ConfigError> {
+        let d = &self.dqn;
+        network(
+            ["dqn.hidden", "dqn.lr", "dqn.gamma"],
+            &d.hidden,
+            d.lr,
+            d.gamma,
+        )?;
+        require(
+            "dqn.lr_end",
+            d.lr_end,
+            d.lr_end.is_finite() && d.lr_end >= 0.0 && d.lr_end <= d.lr,
+            &format!("a number in 0..={} (at most dqn.lr)", d.lr),
+        )?;
+        require(
+            "dqn.batch_size",
+            d.batch_size,
+            (1..=65_536).contains(&d.batch_size),
+            "an integer in 1..=65536",
+        )?;
+        require(
+            "dqn.buffer_size",
+            d.buffer_size,
+            d.buffer_size >= d.batch_size && d.buffer_size <= 100_000_000,
+            &format!(
+                "an integer in {}..=100000000 (at least dqn.batch_size)",
+                d.batch_size
+            ),
+        )?;
+        require(
+            "dqn.train_freq",
+            d.train_freq,
+            d.train_freq >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.gradient_steps",
+            d.gradient_steps,
+            d.gradient_steps >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.target_update_interval",
+            d.target_update_interval,
+            d.target_update_interval >= 1,
+            "an integer >= 1",
+        )?;
+        require(
+            "dqn.tau",
+            d.tau,
+            d.tau > 0.0 && d.tau <= 1.0,
+            "a number in (0, 1]",
+        )?;
+        positive_finite("dqn.max_grad_norm", d.max_grad_norm)?;
+        positive_finite("dqn.huber_delta", d.huber_delta)?;
+        unit_interval("dqn.eps_start", d.eps_start)?;
+        unit_interval("dqn.eps_end", d.eps_end)?;
+        unit_interval("dqn.per_alpha", d.per_alpha)?;
+        unit_interval("dqn.per_beta", d.per_beta)?;
+        positive_finite("dqn.per_eps", d.per_eps)?;
+        require(
+            "dqn.n_step",
+            d.n_step,
+            (1..=100).contains(&d.n_step),
+            "an integer in 1..=100",
+        )?;
+        require(
+            "dqn.eps_decay_steps",
+            d.eps_decay_steps,
+            d.eps_decay_steps >= 1,
+            "an integer >= 1",
+        )?;
         Ok(())
     }
 }

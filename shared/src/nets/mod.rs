@@ -11,9 +11,10 @@
 mod conv;
 mod copy;
 mod dense;
+mod torso;
 
-pub use conv::{ConvLayer, ConvTorso, Op, TorsoKind};
 pub use copy::NetCopy;
+pub use torso::{ConvLayer, ConvTorso, Op, TorsoKind};
 
 /// A network: an optional convolutional torso, then MLP layer sizes (input
 /// first: the torso's features, or the observation).

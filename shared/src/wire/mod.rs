@@ -10,9 +10,14 @@
 
 mod frame;
 mod messages;
+mod names;
+mod submission;
+mod transitions;
+mod welcome;
 
 pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame};
 pub use messages::*;
+pub use submission::Submission;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].

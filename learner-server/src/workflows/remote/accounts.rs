@@ -5,6 +5,7 @@
 
 use crate::metrics::Metrics;
 use crate::state::Journal;
+use crate::vocab::DropReason;
 use rlfleet_shared::wire::Experience;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -13,46 +14,6 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-
-/// Why a batch was not trained on (the `reason` label of
-/// `rlfleet_batches_dropped_total`, the `outcome` of `batches.csv`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum DropReason {
-    /// Its `(actor, session, seq)` was trained before (a resend).
-    Duplicate,
-    /// Older than `max_policy_lag` allows.
-    Stale,
-    /// It failed its checks (shape, values, actor, turn).
-    Invalid,
-    /// It arrived after its run ended, or the run ended with it untrained.
-    RunEnded,
-    /// An `rma` queue or stack was full and pushed it out.
-    Overflow,
-    /// An `rma` buffer's newer value replaced it unread.
-    Overwritten,
-}
-
-impl DropReason {
-    pub const ALL: [DropReason; 6] = [
-        DropReason::Duplicate,
-        DropReason::Stale,
-        DropReason::Invalid,
-        DropReason::RunEnded,
-        DropReason::Overflow,
-        DropReason::Overwritten,
-    ];
-
-    pub fn label(self) -> &'static str {
-        match self {
-            DropReason::Duplicate => "duplicate",
-            DropReason::Stale => "stale",
-            DropReason::Invalid => "invalid",
-            DropReason::RunEnded => "run_ended",
-            DropReason::Overflow => "overflow",
-            DropReason::Overwritten => "overwritten",
-        }
-    }
-}
 
 /// Counts for the API (the same numbers go to the metrics).
 #[derive(Debug, Default)]

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 /// reconnected (its new connection does not hold the episode). They count
 /// toward the episode if a resent batch finishes it, and are abandoned when
 /// it is handed out again. (Real connections count from 1.)
-pub(super) const ORPHANED: crate::transport::ConnId = 0;
+pub(super) const ORPHANED: crate::vocab::ConnId = 0;
 
 /// The run's part of a checkpoint's books (`RunBook` keeps the rest).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -7,9 +7,9 @@
 use super::accounts::Accounts;
 use super::ledger::EpisodeLedger;
 use crate::agents::{Agent, Weights};
-use crate::hub::RunShared;
 use crate::metrics::Metrics;
-use crate::transport::{ConnId, Reply};
+use crate::vocab::RunShared;
+use crate::vocab::{ConnId, Reply};
 use crate::workflows::book::RunBook;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
@@ -138,6 +138,7 @@ impl Core {
         spec: EnvSpec,
         metrics: Arc<Metrics>,
         shared: Arc<RunShared>,
+        max_actors: usize,
     ) -> anyhow::Result<Core> {
         book.defer_checkpoints = true;
         let saved = book.restored_run.take();
@@ -168,7 +169,7 @@ impl Core {
             time: LearnerTime::default(),
             fixed_epsilon: None,
             in_flight: 1,
-            max_actors: crate::hub::DEFAULT_MAX_ACTORS as usize,
+            max_actors,
         };
         let restored = core.restore_books(saved)?;
         if let Some(mut from) = core.book.resumed_from.clone() {
@@ -185,7 +186,7 @@ impl Core {
                 .unwrap_or_default();
             *core.shared.episodes.lock().expect("episodes lock") = rows
                 .into_iter()
-                .map(|r| crate::hub::EpisodeView {
+                .map(|r| crate::vocab::EpisodeView {
                     episode: r.episode,
                     actor: r.actor,
                     ret: r.ret,
@@ -210,8 +211,8 @@ impl Core {
     }
 
     /// The shapes this run's batches must have.
-    pub(super) fn shapes(&self) -> super::ingest::Shapes {
-        super::ingest::Shapes {
+    pub(super) fn shapes(&self) -> super::checks::Shapes {
+        super::checks::Shapes {
             obs_dim: self.obs_dim(),
             obs_u8: self.spec.obs_dtype == rlfleet_shared::env::ObsDtype::U8,
             action_space: self.spec.action_space.clone(),

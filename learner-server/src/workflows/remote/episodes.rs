@@ -8,9 +8,9 @@
 use super::books::ORPHANED;
 use super::core::Core;
 use super::ledger::{EpisodeLedger, Finish, Standing};
-use crate::hub::EpisodeView;
 use crate::metrics::Metrics;
-use crate::transport::ConnId;
+use crate::vocab::ConnId;
+use crate::vocab::EpisodeView;
 use crate::workflows::episode_seed;
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart};
 

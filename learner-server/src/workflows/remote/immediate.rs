@@ -7,7 +7,7 @@
 use super::core::Core;
 use super::workflow::Workflow;
 use crate::agents::{Agent, Weights};
-use crate::transport::{ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::Submission;
 use std::time::Instant;

@@ -8,14 +8,17 @@
 //! workflow shares is the [`core::Core`] (agent, books, ledger, actors);
 //! what one family adds is a [`Workflow`], one file each (`immediate.rs`,
 //! `window.rs`, `sync.rs`, `orchestrated.rs`, `seed/`, `rma/`). Transports
-//! see a run only as its [`Intake`](crate::transport::Intake).
+//! see a run only as its [`Intake`](crate::vocab::Intake).
 
 mod accounts;
 mod books;
+mod checks;
 mod core;
 mod episodes;
+mod families;
 mod immediate;
 mod ingest;
+mod input;
 mod ledger;
 mod orchestrated;
 mod rma;
@@ -28,25 +31,24 @@ mod window;
 mod workflow;
 
 pub use self::core::LearnerTime;
-pub use accounts::{BATCH_LOG_HEADER, DropReason};
+pub use accounts::BATCH_LOG_HEADER;
 pub use ledger::{EpisodeLedger, Finish};
 
 use self::core::{Core, stop_message};
 use super::book::RunBook;
 use super::{RunOptions, RunSummary, StopReason};
 use crate::agents;
-use crate::hub::{RunShared, RunState};
 use crate::metrics::Metrics;
-use crate::transport::Reply;
-use crate::transport::RunInbox;
-use accounts::DropReason as Drop;
+use crate::vocab::DropReason as Drop;
+use crate::vocab::{Reply, RunInbox, RunShared, RunState};
+use input::{Inbox, Input};
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use rlfleet_shared::wire::{ErrorCode, Message, Submission};
 use std::sync::Arc;
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
-use workflow::{Inbox, Input, Workflow};
+use workflow::Workflow;
 
 /// Most inputs handled between two looks at the stop rules.
 const MAX_DRAIN: usize = 64;
@@ -103,7 +105,7 @@ impl RemoteRun {
             agent = l.take_agent(agent);
         }
         let book = RunBook::open(cfg, opts, agent.as_mut())?;
-        let mut core = Core::new(id, agent, book, spec, metrics, shared)?;
+        let mut core = Core::new(id, agent, book, spec, metrics, shared, max_actors)?;
         match cfg.workflow {
             WorkflowKind::NbAsync | WorkflowKind::AsyncWindow | WorkflowKind::Orchestrated => {
                 core.in_flight = cfg.distributed.in_flight;
@@ -113,8 +115,7 @@ impl RemoteRun {
             }
             _ => {}
         }
-        core.max_actors = max_actors;
-        let workflow = workflow::build(&mut core, learners, actor_ranks);
+        let workflow = families::build(&mut core, learners, actor_ranks);
         // Bounded by construction: a session has one input queued at most
         // besides its leave, and there are at most `max_actors` sessions,
         // so a send never blocks.

@@ -7,7 +7,7 @@
 use super::core::{Core, stop_message};
 use super::workflow::Workflow;
 use crate::replay::RateLimiter;
-use crate::transport::{ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::wire::Submission;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

@@ -2,7 +2,7 @@
 //! the API reads, the learner-loop metrics, and the final summary.
 
 use super::core::{Core, LearnerTime};
-use crate::hub::RunState;
+use crate::vocab::RunState;
 use crate::workflows::{LearnerFigures, RunSummary, StopReason};
 
 impl Core {
@@ -49,7 +49,7 @@ impl Core {
         s.batches_lost = self.batches_lost;
         s.env_errors = self.book.env_errors;
         s.recent_return = self.book.recent_mean();
-        s.last_eval_return = self.book.last_eval;
+        s.last_eval_return = self.book.last_eval();
         s.best_eval_return = self.book.best_eval();
         s.policy_version = self.agent.train_steps();
         s.train_steps = self.agent.train_steps();

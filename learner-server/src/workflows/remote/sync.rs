@@ -4,10 +4,10 @@
 //! with the new weights. Actors that join during a round wait for the next;
 //! the batch of an actor that left after sending is trained, not answered.
 
-use super::accounts::DropReason;
 use super::core::{Core, stop_message};
 use super::workflow::Workflow;
-use crate::transport::{ConnId, Reply};
+use crate::vocab::DropReason;
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::wire::{ErrorCode, Experience, Submission};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Instant;

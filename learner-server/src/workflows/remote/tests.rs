@@ -6,12 +6,12 @@
 //! batches, rounds with a dropped actor, window closing, rate-limited
 //! inserts, pool overflow and reject, seed's transition assembly.
 
-use super::accounts::DropReason;
-use super::workflow::{Bypass, Input, Internal};
+use super::input::{Bypass, Input, Internal};
 use super::{RemoteRun, handle};
-use crate::hub::{RunShared, RunStatus};
 use crate::metrics::Metrics;
-use crate::transport::{Answer, ConnId};
+use crate::vocab::DropReason;
+use crate::vocab::{Answer, ConnId};
+use crate::vocab::{RunShared, RunStatus};
 use crate::workflows::{RunOptions, StopReason};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::{
@@ -499,7 +499,7 @@ fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
         assert!(w.weights.is_none(), "seed actors hold no model");
     }
     let acted = |seq: u64, t: f32, reward: f32, flags: [u8; 2]| {
-        Internal::Acted(vec![super::seed::Acted {
+        Internal::Acted(vec![super::input::Acted {
             conn: 1,
             obs: Observations {
                 seq,

@@ -4,7 +4,7 @@
 
 use super::core::{Core, stop_message};
 use super::workflow::{IDLE_TICK, Workflow};
-use crate::transport::{ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::wire::Submission;
 use std::time::{Duration, Instant};
 

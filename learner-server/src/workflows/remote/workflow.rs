@@ -1,75 +1,17 @@
-//! The [`Workflow`] trait — what one workflow family adds to the shared
-//! [`Core`] — with the run thread's [`Input`]s, the [`Inbox`] transports
-//! deliver through, and [`build`], the one place a workflow name becomes
-//! its behaviour.
+//! The [`Workflow`] trait: what one workflow family adds to the shared
+//! [`Core`] — what happens on each input, between inputs and at the end.
 
 use super::core::Core;
-use super::rma::{Popped, Rma};
-use super::seed::{Acted, Seed};
-use super::{immediate::Immediate, orchestrated::Orchestrated, sync::Sync, window::Window};
-use crate::transport::{Answer, ConnId, Intake, Reply, RunGone};
+use super::input::{Bypass, Input, Internal};
+use crate::vocab::{ConnId, Reply};
 use crate::workflows::StopReason;
-use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::wire::{Experience, Hello, Message, Submission};
+use rlfleet_shared::wire::Submission;
 use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
-use tokio::sync::oneshot;
 
 /// How long the loop sleeps when nothing happens (it still polls stop rules
 /// and evaluations this often).
 pub(super) const IDLE_TICK: Duration = Duration::from_millis(20);
-
-/// What the run thread takes, in arrival order.
-#[derive(Debug)]
-// Requests (batches) are the common case: boxing the message would
-// allocate per batch to shrink the rare joins and departures.
-#[allow(clippy::large_enum_variant)]
-pub(super) enum Input {
-    /// An actor asks to take part; the reply is `Welcome` (or `Stop`).
-    Join {
-        conn: ConnId,
-        hello: Hello,
-        reply: Reply,
-    },
-    /// A request the run thread answers (`Experience`, or something the
-    /// workflow has no place for).
-    Request {
-        conn: ConnId,
-        msg: Message,
-        reply: Reply,
-    },
-    /// The connection is gone.
-    Left { conn: ConnId },
-    /// From the workflow's own helpers beside the run thread.
-    Internal(Internal),
-}
-
-/// What a workflow's helpers tell the run thread.
-#[derive(Debug)]
-pub(super) enum Internal {
-    /// `seed`: requests the inference front answered, with the actions it
-    /// chose (in the order they were answered).
-    Acted(Vec<Acted>),
-    /// `rma`: a deposit landed in a pool.
-    Wake,
-    /// `rma-queue-pop-all`: the fetcher took these pending batches of one
-    /// actor out of its pool.
-    Fetched(Popped),
-}
-
-/// A helper that serves some requests beside the run thread (`seed`'s
-/// inference front: observations; the `rma` pools: deposits).
-pub(super) trait Bypass: Send + std::marker::Sync + std::fmt::Debug {
-    /// This helper serves `msg`.
-    fn serves(&self, msg: &Message) -> bool;
-    /// Takes a message it serves.
-    fn take(&self, conn: ConnId, msg: Message) -> Answer;
-    /// A batch after the run ended, when this helper accounts for those
-    /// itself (the `rma` pools log them); gives it back otherwise.
-    fn late(&self, _conn: ConnId, e: Experience) -> Option<Experience> {
-        Some(e)
-    }
-}
 
 /// The behaviour of one workflow family. The driver ([`super::RemoteRun`])
 /// owns the loop, the clock and the stop; the [`Core`] owns the agent and
@@ -162,76 +104,5 @@ pub(super) trait Workflow: Send {
     /// A helper's message that came after the end.
     fn late(&mut self, _core: &mut Core, _ev: Internal) -> anyhow::Result<()> {
         Ok(())
-    }
-}
-
-/// The workflow named in the run's config.
-pub(super) fn build(core: &mut Core, learners: usize, actor_ranks: usize) -> Box<dyn Workflow> {
-    let w = core.cfg().workflow;
-    match w {
-        WorkflowKind::AsyncWindow => Box::new(Window::new(Duration::from_millis(
-            core.cfg().distributed.window_ms,
-        ))),
-        WorkflowKind::Sync => Box::new(Sync::default()),
-        WorkflowKind::Orchestrated => Box::new(Orchestrated::new(core)),
-        WorkflowKind::Seed | WorkflowKind::SeedA2c => Box::new(Seed::new(core)),
-        w if w.deposits() => Box::new(Rma::new(core, learners, actor_ranks)),
-        // `async`, `nb-async`, `random`, `ml-async`.
-        _ => Box::new(Immediate),
-    }
-}
-
-/// Where transports deliver one run's messages: the run thread, or the
-/// workflow's helper beside it.
-#[derive(Debug)]
-pub(super) struct Inbox {
-    pub run: mpsc::SyncSender<Input>,
-    pub bypass: Option<Arc<dyn Bypass>>,
-    pub accounts: Arc<super::accounts::Accounts>,
-}
-
-impl Intake for Inbox {
-    fn join(&self, conn: ConnId, hello: Hello) -> Result<Answer, RunGone<Hello>> {
-        let (reply, rx) = oneshot::channel();
-        self.run
-            .send(Input::Join { conn, hello, reply })
-            .map_err(|e| match e.0 {
-                Input::Join { hello, .. } => RunGone(hello),
-                _ => unreachable!("sent a join"),
-            })?;
-        Ok(rx)
-    }
-
-    fn request(&self, conn: ConnId, msg: Message) -> Result<Answer, RunGone<Box<Message>>> {
-        if let Some(b) = &self.bypass
-            && b.serves(&msg)
-        {
-            return Ok(b.take(conn, msg));
-        }
-        let (reply, rx) = oneshot::channel();
-        self.run
-            .send(Input::Request { conn, msg, reply })
-            .map_err(|e| match e.0 {
-                Input::Request { msg, .. } => RunGone(Box::new(msg)),
-                _ => unreachable!("sent a request"),
-            })?;
-        Ok(rx)
-    }
-
-    fn left(&self, conn: ConnId) {
-        let _ = self.run.send(Input::Left { conn });
-    }
-
-    fn late(&self, conn: ConnId, e: Experience) {
-        let e = match &self.bypass {
-            Some(b) => b.late(conn, e),
-            None => Some(e),
-        };
-        if let Some(e) = e
-            && !e.transitions.is_empty()
-        {
-            self.accounts.received(&e);
-            self.accounts.late(&e);
-        }
     }
 }

@@ -6,13 +6,13 @@
 //! the newest published weights, or parked when the actor has nothing left
 //! to play.
 
-use super::super::accounts::DropReason;
+use super::super::checks::check_submission;
 use super::super::core::{refusal, stop_message};
 use super::super::episodes::issue_starts;
-use super::super::ingest::check_submission;
 use super::super::ledger::Finish;
 use super::pools::{Finished, Pool, Pools};
-use crate::transport::{ConnId, Reply};
+use crate::vocab::DropReason;
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::wire::{self, ErrorCode, Experience, Message, Submission, WeightsMsg};
 use std::sync::Arc;

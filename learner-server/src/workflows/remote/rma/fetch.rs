@@ -3,8 +3,7 @@
 //! thread, then takes the next actor's while the run thread trains (one
 //! set waits at most).
 
-use super::super::workflow::{Input, Internal};
-use super::Popped;
+use super::super::input::{Input, Internal, Popped};
 use super::pools::{Inner, Pools};
 use std::sync::mpsc;
 use std::time::Duration;

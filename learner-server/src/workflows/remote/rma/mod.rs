@@ -15,10 +15,11 @@ mod select;
 
 pub use pools::Pools;
 
-use super::accounts::DropReason;
 use super::core::Core;
-use super::workflow::{Bypass, Input, Internal, Workflow};
-use crate::transport::{ConnId, Reply};
+use super::input::{Bypass, Input, Internal, Popped};
+use super::workflow::Workflow;
+use crate::vocab::DropReason;
+use crate::vocab::{ConnId, Reply};
 use crate::workflows::StopReason;
 use pools::PoolRules;
 use pools::{Finished, Inner};
@@ -28,10 +29,6 @@ use rlfleet_shared::wire::Experience;
 use select::Selector;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
-
-/// What the run thread took out of the pools: batches with their actor's
-/// connection.
-pub(super) type Popped = Vec<(ConnId, Arc<Experience>)>;
 
 /// An `rma`-family run's side of the pools.
 #[derive(Debug)]

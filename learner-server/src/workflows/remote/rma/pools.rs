@@ -9,13 +9,13 @@
 //! Every overwrite or overflow is counted with its reason.
 
 use super::super::accounts::Accounts;
+use super::super::checks::Shapes;
 use super::super::core::stop_message;
 use super::super::episodes::issue_starts;
-use super::super::ingest::Shapes;
+use super::super::input::{Bypass, Input, Internal};
 use super::super::ledger::EpisodeLedger;
-use super::super::workflow::{Bypass, Input, Internal};
 use crate::metrics::Metrics;
-use crate::transport::{Answer, ConnId, Reply};
+use crate::vocab::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::wire::{EnvFaultReport, Experience, Message, Submission, WeightsMsg};
 use std::collections::{BTreeMap, HashMap, VecDeque};

@@ -2,10 +2,10 @@
 //! round (`rma`), one per learner as the selector says (`ml-*`), what is
 //! left at the end; and the end conditions read from the pools.
 
-use super::Popped;
+use super::super::input::Popped;
 use super::pools::{Inner, Pool, Pools};
 use super::select::{Seen, Selector};
-use crate::transport::ConnId;
+use crate::vocab::ConnId;
 use rlfleet_shared::config::DataStructure;
 use rlfleet_shared::wire::Experience;
 use std::sync::Arc;

@@ -3,7 +3,7 @@
 //! oldest waited `inference_max_wait_us`, or every actor is waiting. No
 //! clock of its own: callers pass `Instant`s.
 
-use crate::transport::{ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::DistributedConfig;
 use rlfleet_shared::wire::Observations;
 use std::time::{Duration, Instant};

@@ -7,13 +7,13 @@
 //! assembles transitions and trains. So inference never waits behind a
 //! gradient step; the run bounds how far it may get ahead of training.
 
-use super::Acted;
+use super::super::input::Acted;
+use super::super::input::{Input, Internal};
 use super::batcher::{Batcher, Pending};
 use super::link::SeedLink;
 use crate::metrics::Metrics;
-use crate::transport::{ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
-use crate::workflows::remote::workflow::{Input, Internal};
 use rlfleet_shared::config::DistributedConfig;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};

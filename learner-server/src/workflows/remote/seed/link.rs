@@ -2,7 +2,7 @@
 //! the connections with their pending episode starts, the latest policy,
 //! how far training has got, and the stop signal.
 
-use crate::transport::ConnId;
+use crate::vocab::ConnId;
 use rlfleet_shared::wire::EpisodeStart;
 use std::collections::HashMap;
 use std::sync::Mutex;

@@ -9,25 +9,17 @@ pub mod front;
 pub mod link;
 
 use super::core::Core;
-use super::workflow::{Bypass, Input, Internal, Workflow};
+use super::input::{Acted, Bypass, Input, Internal};
+use super::workflow::Workflow;
 use crate::replay::Transition;
-use crate::transport::{Answer, ConnId, Reply};
+use crate::vocab::{Answer, ConnId, Reply};
 use link::{PolicySnapshot, SeedLink};
 use rlfleet_shared::policy::ActorPolicy;
-use rlfleet_shared::wire::{Message, Observations, flags};
+use rlfleet_shared::wire::{Message, flags};
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
 use std::time::Instant;
 use tokio::sync::oneshot;
-
-/// One `Observations` request answered by the inference front.
-#[derive(Debug)]
-pub(super) struct Acted {
-    pub conn: ConnId,
-    pub obs: Observations,
-    /// `n_envs * action_dim` values (zeros for envs that needed none).
-    pub actions: Vec<f32>,
-}
 
 /// Per-environment state of a `seed` actor (the learner assembles its
 /// transitions).

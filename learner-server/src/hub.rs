@@ -1,33 +1,19 @@
-//! [`Hub`]: the daemon's registry of runs and actors. It starts runs (one
-//! active at a time) on their own threads, routes transports to the active
-//! run, and keeps the snapshots the control API reads.
-
-mod status;
-
-pub use status::{ActorView, BatchTally, EpisodeView, RunShared, RunState, RunStatus};
+//! [`Hub`]: the daemon's runs. It starts runs (one active at a time) on
+//! their own threads, records them in the state directory, publishes the
+//! active run to the [`Registry`] transports route actors by, and keeps
+//! each run's [`RunShared`] snapshots for the control API.
 
 use crate::metrics::Metrics;
+use crate::registry::Registry;
 use crate::state::{RecordState, RunRecord, StateDir};
-use crate::transport::{ConnId, RunInbox};
+use crate::vocab::{ActiveRun, EpisodeView, RunShared, RunState, RunStatus};
 use crate::workflows::remote::RemoteRun;
 use crate::workflows::{self, RunOptions, RunSummary};
 use rlfleet_shared::config::RunConfig;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
-
-/// `actors.max_actors` when the server config says nothing.
-pub const DEFAULT_MAX_ACTORS: u32 = 4096;
-
-/// The run actors are routed to.
-#[derive(Debug, Clone)]
-pub struct ActiveRun {
-    pub id: String,
-    pub events: RunInbox,
-}
 
 #[derive(Debug)]
 struct RunEntry {
@@ -35,12 +21,6 @@ struct RunEntry {
     shared: Arc<RunShared>,
     cancel: CancellationToken,
     done: watch::Receiver<Option<Result<RunSummary, String>>>,
-}
-
-#[derive(Debug)]
-struct ActorEntry {
-    view: ActorView,
-    since: Instant,
 }
 
 /// Why a run could not be started.
@@ -64,24 +44,15 @@ pub enum StartError {
 /// The daemon's shared state.
 #[derive(Debug)]
 pub struct Hub {
-    pub metrics: Arc<Metrics>,
+    /// The actors and the active run, as transports see them.
+    pub registry: Arc<Registry>,
     /// Every run started, oldest first.
     runs: Mutex<Vec<RunEntry>>,
-    actors: Mutex<BTreeMap<ConnId, ActorEntry>>,
-    active: watch::Sender<Option<ActiveRun>>,
     next_run: AtomicU64,
-    next_conn: AtomicU64,
-    /// Most actors connected at once; bounds every run's inboxes.
-    pub max_actors: usize,
     /// systemd's watchdog: distributed runs ping it from their loop.
     pub watchdog: Arc<crate::notify::Watchdog>,
     /// Where runs are recorded (and found again after a restart).
     pub state: Option<StateDir>,
-    /// Cancelled when the daemon shuts down.
-    pub shutdown: CancellationToken,
-    /// This daemon resumes interrupted runs when it starts again (`serve`):
-    /// actors are told to reconnect when it shuts down, not to exit.
-    pub comes_back: std::sync::atomic::AtomicBool,
 }
 
 impl Hub {
@@ -92,17 +63,11 @@ impl Hub {
         state: Option<StateDir>,
     ) -> Arc<Hub> {
         Arc::new(Hub {
-            metrics,
+            registry: Arc::new(Registry::new(metrics, shutdown, max_actors)),
             runs: Mutex::default(),
-            actors: Mutex::default(),
-            active: watch::Sender::new(None),
             next_run: AtomicU64::new(1),
-            next_conn: AtomicU64::new(1),
-            max_actors: max_actors as usize,
             watchdog: Arc::new(crate::notify::Watchdog::from_env()),
             state,
-            shutdown,
-            comes_back: false.into(),
         })
     }
 
@@ -174,7 +139,7 @@ impl Hub {
             checkpoint = ?checkpoint,
             "resuming the run from its latest checkpoint"
         );
-        self.metrics.runs_resumed.inc();
+        self.registry.metrics.runs_resumed.inc();
         let opts = RunOptions {
             resume: checkpoint,
             progress: false,
@@ -184,12 +149,14 @@ impl Hub {
         Ok(self.spawn_run(runs, id.to_string(), cfg, opts, Some(lock)))
     }
 
-    /// Whether actors should exit when this daemon shuts down: not when it
-    /// is a `serve` daemon, which resumes the interrupted run when it
-    /// starts again (a restart by systemd or Slurm) — its actors reconnect
-    /// for `--give-up-secs`.
-    pub fn actors_exit_at_shutdown(&self) -> bool {
-        !self.comes_back.load(Ordering::Relaxed)
+    /// The daemon's metrics.
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.registry.metrics
+    }
+
+    /// Cancelled when the daemon shuts down.
+    pub fn shutdown(&self) -> &CancellationToken {
+        &self.registry.shutdown
     }
 
     /// Resumes the run the state directory says was active when the
@@ -227,7 +194,7 @@ impl Hub {
 
     /// Errors unless a run may start now.
     fn may_start(&self, runs: &[RunEntry]) -> Result<(), StartError> {
-        if self.shutdown.is_cancelled() {
+        if self.registry.shutdown.is_cancelled() {
             return Err(StartError::ShuttingDown);
         }
         if let Some(r) = runs.iter().find(|r| r.done.borrow().is_none()) {
@@ -253,7 +220,7 @@ impl Hub {
             episodes: Mutex::default(),
             watchdog: self.watchdog.clone(),
         });
-        let cancel = self.shutdown.child_token();
+        let cancel = self.registry.shutdown.child_token();
         let (done_tx, done) = watch::channel(None);
         runs.push(RunEntry {
             id: id.clone(),
@@ -261,8 +228,8 @@ impl Hub {
             cancel: cancel.clone(),
             done,
         });
-        self.metrics.runs_started.inc();
-        self.metrics.active_runs.inc();
+        self.registry.metrics.runs_started.inc();
+        self.registry.metrics.active_runs.inc();
         let hub = self.clone();
         let run_id = id.clone();
         let rt = tokio::runtime::Handle::current();
@@ -270,25 +237,17 @@ impl Hub {
             .name(format!("run {id}"))
             .spawn(move || {
                 let result = hub.run_thread(&run_id, &cfg, &opts, shared.clone(), &cancel, &rt);
-                hub.active.send_replace(None);
-                hub.metrics.active_runs.dec();
+                hub.registry.set_active(None);
+                hub.registry.metrics.active_runs.dec();
                 if let Some(record) = &opts.record {
-                    let (state, reason) = match &result {
-                        // Interrupted by the daemon's shutdown: the next
-                        // daemon resumes it.
-                        Ok(s)
-                            if s.reason == workflows::StopReason::Cancelled
-                                && hub.shutdown.is_cancelled() =>
-                        {
-                            (RecordState::Active, None)
-                        }
-                        Ok(s) if s.reason == workflows::StopReason::Cancelled => {
-                            (RecordState::Stopped, Some(s.reason.to_string()))
-                        }
-                        Ok(s) => (RecordState::Finished, Some(s.reason.to_string())),
-                        Err(e) => (RecordState::Failed, Some(e.clone())),
-                    };
-                    record.set_state(state, reason);
+                    // Interrupted by the daemon's shutdown: the next daemon
+                    // resumes it.
+                    let interrupted = hub.registry.shutdown.is_cancelled();
+                    workflows::record_end(
+                        record,
+                        result.as_ref().map_err(Clone::clone),
+                        interrupted,
+                    );
                 }
                 // Released only now that the record says how it ended.
                 drop(lock);
@@ -325,15 +284,22 @@ impl Hub {
         if !cfg.workflow.is_distributed() {
             return workflows::run(cfg, opts, cancel.clone()).map_err(|e| format!("{e:#}"));
         }
-        let mut run = RemoteRun::new(id, cfg, opts, self.metrics.clone(), shared, self.max_actors)
-            .map_err(|e| format!("{e:#}"))?;
+        let mut run = RemoteRun::new(
+            id,
+            cfg,
+            opts,
+            self.registry.metrics.clone(),
+            shared,
+            self.registry.max_actors,
+        )
+        .map_err(|e| format!("{e:#}"))?;
         let inbox = run.inbox(rt);
-        self.active.send_replace(Some(ActiveRun {
+        self.registry.set_active(Some(ActiveRun {
             id: id.to_string(),
             events: inbox,
         }));
         let result = run.run(cancel).map_err(|e| format!("{e:#}"));
-        self.active.send_replace(None);
+        self.registry.set_active(None);
         result
     }
 
@@ -387,69 +353,5 @@ impl Hub {
         for mut d in dones {
             let _ = d.wait_for(|d| d.is_some()).await;
         }
-    }
-
-    /// The run actors should join now, waiting for one if none is active.
-    /// `None` on shutdown.
-    pub async fn wait_active(&self) -> Option<ActiveRun> {
-        let mut rx = self.active.subscribe();
-        tokio::select! {
-            r = rx.wait_for(Option::is_some) => r.ok().and_then(|a| a.clone()),
-            _ = self.shutdown.cancelled() => None,
-        }
-    }
-
-    pub fn new_conn_id(&self) -> ConnId {
-        self.next_conn.fetch_add(1, Ordering::Relaxed)
-    }
-
-    /// Registers an actor; refuses one past `max_actors`.
-    pub fn actor_connected(&self, view: ActorView) -> Result<(), String> {
-        let mut actors = self.actors.lock().expect("actors lock");
-        if actors.len() >= self.max_actors {
-            return Err(format!(
-                "this learner takes at most {} actors at once (actors.max_actors)",
-                self.max_actors
-            ));
-        }
-        self.metrics.connected_actors.inc();
-        actors.insert(
-            view.connection,
-            ActorEntry {
-                view,
-                since: Instant::now(),
-            },
-        );
-        Ok(())
-    }
-
-    pub fn actor_assigned(&self, conn: ConnId, run: Option<String>) {
-        if let Some(a) = self.actors.lock().expect("actors lock").get_mut(&conn) {
-            a.view.run = run;
-        }
-    }
-
-    pub fn actor_disconnected(&self, conn: ConnId) {
-        if self
-            .actors
-            .lock()
-            .expect("actors lock")
-            .remove(&conn)
-            .is_some()
-        {
-            self.metrics.connected_actors.dec();
-        }
-    }
-
-    pub fn list_actors(&self) -> Vec<ActorView> {
-        self.actors
-            .lock()
-            .expect("actors lock")
-            .values()
-            .map(|a| ActorView {
-                connected_secs: a.since.elapsed().as_secs_f64(),
-                ..a.view.clone()
-            })
-            .collect()
     }
 }

@@ -1,16 +1,23 @@
 //! [`Dqn`]: deep Q-learning with a target network, double-DQN targets,
 //! Huber loss, gradient-norm clipping, Adam and an epsilon-greedy schedule;
-//! optionally a dueling head, n-step returns and prioritized replay.
+//! optionally a dueling head, n-step returns and prioritized replay
+//! (`replay.rs`: [`DqnReplay`], the path from transitions to a sampled
+//! batch).
+
+mod replay;
+#[cfg(test)]
+mod tests;
 
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
 };
 use crate::nets::FlatNet;
-use crate::replay::{NStep, Prioritized, SampledBatch, Transition, UniformReplay};
+use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+use replay::DqnReplay;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
-use rlfleet_shared::env::{EnvSpec, ObsDtype};
+use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, NetCopy, NetShape, argmax};
 use tch::{Device, Kind, Reduction, Tensor};
 
@@ -25,16 +32,9 @@ pub struct Dqn {
     params: Tensor,
     target: Tensor,
     adam: crate::agents::Adam,
-    replay: UniformReplay,
-    /// Assembles n-step transitions on their way into `replay`.
-    n_step: NStep,
-    /// Prioritized sampling over `replay`'s slots, when configured.
-    per: Option<Prioritized>,
-    /// Importance weights of the last prioritized sample.
-    is_weights: Vec<f32>,
+    replay: DqnReplay,
     /// Exploration and replay sampling.
     rng: Pcg64,
-    batch: SampledBatch,
     train_steps: u64,
     last_loss: Option<Tensor>,
     /// The gradient's norm before clipping, at the latest step.
@@ -78,20 +78,8 @@ impl Dqn {
             device,
             target,
             adam,
-            replay: UniformReplay::with_obs(
-                cfg.buffer_size as usize,
-                spec.obs_dim(),
-                1,
-                spec.obs_dtype == ObsDtype::U8,
-            )
-            .stacked(stacked_frame(&shape, cfg.n_step)),
-            n_step: NStep::new(cfg.n_step, cfg.gamma),
-            per: cfg
-                .prioritized
-                .then(|| Prioritized::new(cfg.buffer_size as usize, cfg.per_alpha)),
-            is_weights: Vec::new(),
+            replay: DqnReplay::new(cfg, spec, &shape),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d0a1),
-            batch: SampledBatch::default(),
             params,
             train_steps: 0,
             last_loss: None,
@@ -171,23 +159,12 @@ impl Dqn {
     /// One gradient step on a sampled batch.
     fn gradient_step(&mut self) {
         let b = self.cfg.batch_size as usize;
-        if let Some(per) = &self.per {
-            per.sample(
-                b,
-                self.replay.len(),
-                self.cfg.per_beta,
-                &mut self.rng,
-                &mut self.batch.indices,
-                &mut self.is_weights,
-            );
-            self.replay.gather_into(&mut self.batch);
-        } else {
-            self.replay.sample_into(b, &mut self.rng, &mut self.batch);
-        }
-        let od = self.batch.obs_dim as i64;
+        self.replay.sample(b, self.cfg.per_beta, &mut self.rng);
+        let batch = &self.replay.batch;
+        let od = batch.obs_dim as i64;
         let bi = b as i64;
-        let data = Tensor::from_slice(&self.batch.data).to_device(self.device);
-        let [o_obs, _, o_act, o_rew, o_disc] = self.batch.offsets().map(|o| o as i64);
+        let data = Tensor::from_slice(&batch.data).to_device(self.device);
+        let [o_obs, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
         // obs and next_obs are adjacent: one forward pass over both.
         let both = data.narrow(0, o_obs, 2 * bi * od).view([2 * bi, od]);
         let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
@@ -210,16 +187,16 @@ impl Dqn {
             };
             rewards + discounts * next_q
         });
-        let loss = if self.per.is_some() {
-            let w = Tensor::from_slice(&self.is_weights).to_device(self.device);
+        let loss = if self.replay.prioritized() {
+            let w = Tensor::from_slice(&self.replay.is_weights).to_device(self.device);
             (q_sa.huber_loss(&target, Reduction::None, self.cfg.huber_delta) * w).mean(Kind::Float)
         } else {
             q_sa.huber_loss(&target, Reduction::Mean, self.cfg.huber_delta)
         };
-        if let Some(per) = &mut self.per {
+        if self.replay.prioritized() {
             // The priorities go back to the replay (a host sync per step).
             let td = to_vec(&(q_sa.detach() - &target).abs());
-            per.update(&self.batch.indices, &td, self.cfg.per_eps);
+            self.replay.update_priorities(&td, self.cfg.per_eps);
         }
         self.params.zero_grad();
         loss.backward();
@@ -283,16 +260,15 @@ impl Agent for Dqn {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        self.n_step.push(t, store(&mut self.replay, &mut self.per));
+        self.replay.observe(t);
     }
 
     fn end_episode(&mut self, episode: u64) {
-        self.n_step
-            .end_episode(episode, store(&mut self.replay, &mut self.per));
+        self.replay.end_episode(episode);
     }
 
     fn abandon_episode(&mut self, episode: u64) {
-        self.n_step.abandon(episode);
+        self.replay.abandon(episode);
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
@@ -407,194 +383,10 @@ impl Agent for Dqn {
     }
 
     fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
-        let mut img = crate::replay::ReplayImage::default();
-        self.replay.image(&mut img);
-        if let Some(per) = &self.per {
-            per.image(self.replay.len(), &mut img);
-        }
-        Some(img)
+        Some(self.replay.image())
     }
 
     fn restore_replay(&mut self, img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
-        if let Some(per) = &mut self.per {
-            per.restore(img, img.counter("len")? as usize)?;
-        }
-        self.replay.restore(img)?;
-        // Open episodes are played again from their start.
-        self.n_step = NStep::new(self.cfg.n_step, self.cfg.gamma);
-        Ok(())
+        self.replay.restore(img)
     }
-}
-
-/// Puts a transition into the replay (and its slot into the priorities).
-fn store<'a>(
-    replay: &'a mut UniformReplay,
-    per: &'a mut Option<Prioritized>,
-) -> impl FnMut(&Transition<'_>, f32) + 'a {
-    move |t, discount| {
-        let slot = replay.push(t, discount);
-        if let Some(per) = per {
-            per.pushed(slot);
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The plain-Rust copy acts exactly like the tensor network, and
-    /// follows the parameters through training and loads.
-    #[test]
-    fn cpu_copy_follows_the_online_network() {
-        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
-        let cfg = DqnConfig {
-            batch_size: 8,
-            learning_starts: 0,
-            ..DqnConfig::default()
-        };
-        let mut dqn = Dqn::new(&cfg, &spec, None, 3, Device::Cpu);
-        let obs: Vec<f32> = (0..64 * 4)
-            .map(|i| ((i * 37) % 19) as f32 * 0.1 - 0.9)
-            .collect();
-        let check = |dqn: &mut Dqn| {
-            let want: Vec<f32> = Vec::try_from(dqn.q_values(&obs, 64).view([-1])).unwrap();
-            let greedy = dqn.greedy(&obs, 64);
-            let got = dqn.cpu_copy.as_mut().unwrap().forward(&obs, 64).to_vec();
-            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
-                assert!((a - b).abs() < 1e-5, "q[{i}]: tensor {a}, copy {b}");
-            }
-            for (row, g) in greedy.iter().enumerate() {
-                assert_eq!(*g, argmax(&want[row * 2..row * 2 + 2]), "row {row}");
-            }
-        };
-        check(&mut dqn);
-        for i in 0..32u32 {
-            let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
-            dqn.observe(&Transition {
-                episode: 0,
-                obs: &o,
-                action: &[(i % 2) as f32],
-                reward: 1.0,
-                next_obs: &o,
-                terminated: i % 5 == 0,
-            });
-        }
-        let before = dqn.weights();
-        for step in 0..20 {
-            assert_eq!(dqn.train(step), 1);
-        }
-        assert_ne!(dqn.weights().data, before.data);
-        check(&mut dqn);
-        dqn.load_weights(&before).unwrap();
-        check(&mut dqn);
-    }
-}
-
-#[cfg(test)]
-mod schedule_tests {
-    use super::*;
-
-    /// The learning rate falls linearly to `lr_end` and stays there; the
-    /// optimizer trains with the scheduled rate.
-    #[test]
-    fn the_learning_rate_anneals_to_its_floor_and_holds() {
-        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
-        let cfg = DqnConfig {
-            lr: 1e-3,
-            lr_anneal_steps: 1_000,
-            lr_end: 1e-4,
-            batch_size: 4,
-            learning_starts: 0,
-            ..DqnConfig::default()
-        };
-        let mut dqn = Dqn::new(&cfg, &spec, None, 1, Device::Cpu);
-        let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
-        assert!(close(dqn.learning_rate(0), 1e-3));
-        assert!(close(dqn.learning_rate(500), 5.5e-4));
-        assert!(close(dqn.learning_rate(1_000), 1e-4));
-        assert!(close(dqn.learning_rate(50_000), 1e-4));
-        for i in 0..8u32 {
-            let o = [i as f32 * 0.01, 0.0, 0.0, 0.0];
-            dqn.observe(&Transition {
-                episode: 0,
-                obs: &o,
-                action: &[(i % 2) as f32],
-                reward: 1.0,
-                next_obs: &o,
-                terminated: false,
-            });
-        }
-        assert_eq!(dqn.train(250), 1);
-        assert!(close(dqn.adam.lr, 7.75e-4), "lr {}", dqn.adam.lr);
-        let constant = Dqn::new(&DqnConfig::default(), &spec, None, 1, Device::Cpu);
-        assert!(close(constant.learning_rate(1_000_000), 1e-3));
-    }
-}
-
-#[cfg(test)]
-mod dueling_tests {
-    use super::*;
-    use rlfleet_shared::policy::QPolicy;
-
-    /// Under a dueling head, Q = V + A - mean(A) in the tensor network; the
-    /// learner's greedy actions, and an actor's `QPolicy` loaded with the
-    /// published weights, both pick argmax Q.
-    #[test]
-    fn dueling_q_values_and_actor_side_greedy_actions_agree() {
-        let spec = rlfleet_shared::env::spec("Acrobot-v1").unwrap();
-        let cfg = DqnConfig {
-            dueling: true,
-            n_step: 3,
-            hidden: vec![16],
-            ..DqnConfig::default()
-        };
-        let mut dqn = Dqn::new(&cfg, &spec, None, 5, Device::Cpu);
-        let n = 200;
-        let obs: Vec<f32> = (0..n * 6)
-            .map(|i| ((i * 53) % 29) as f32 * 0.2 - 2.8)
-            .collect();
-        let q: Vec<f32> = Vec::try_from(dqn.q_values(&obs, n).view([-1])).unwrap();
-        // By hand from the raw outputs.
-        let raw = tch::no_grad(|| {
-            dqn.net
-                .forward(&dqn.params, &Tensor::from_slice(&obs).view([n as i64, 6]))
-        });
-        let raw: Vec<f32> = Vec::try_from(raw.view([-1])).unwrap();
-        for (row, out) in raw.chunks(4).enumerate() {
-            let mean_a = (out[1] + out[2] + out[3]) / 3.0;
-            for a in 0..3 {
-                let want = out[0] + out[1 + a] - mean_a;
-                assert!((q[row * 3 + a] - want).abs() < 1e-5);
-            }
-        }
-        let mut actor = QPolicy::new(6, &cfg.hidden, 3, 1).dueling(true);
-        assert_eq!(actor.numel(), dqn.weights().data.len());
-        actor.load(1, &dqn.weights().data).unwrap();
-        actor.epsilon = 0.0;
-        let mut picked = Vec::new();
-        actor.act(&obs, n, &mut picked);
-        let greedy = dqn.greedy(&obs, n);
-        let mut distinct = std::collections::BTreeSet::new();
-        for row in 0..n {
-            let best = argmax(&q[row * 3..row * 3 + 3]);
-            assert_eq!(greedy[row], best, "row {row}");
-            assert_eq!(picked[row] as usize, best, "row {row}");
-            distinct.insert(best);
-        }
-        assert!(
-            distinct.len() > 1,
-            "the inputs should not all pick one action"
-        );
-    }
-}
-
-/// The values in one frame when observations are a channels-first stack of
-/// several uint8 frames and each transition's next observation is one step
-/// on (`n_step` 1): the replay then keeps one new frame per next
-/// observation instead of the whole stack.
-fn stacked_frame(shape: &NetShape, n_step: u32) -> Option<usize> {
-    let t = shape.torso()?;
-    let [c, h, w] = t.input;
-    (t.bytes && !t.channels_last && c > 1 && n_step == 1).then_some(h * w)
 }

@@ -1,5 +1,6 @@
 //! What the control API shows about runs and actors: snapshots the run
-//! thread and the transport keep current.
+//! thread and the transports keep current, and [`RunShared`], the part of
+//! a run the API reads while the run thread writes it.
 
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -53,7 +54,7 @@ pub struct RunStatus {
     /// and lost when it died, over every restart (never silently).
     pub batches_lost: u64,
     /// The checkpoint this process resumed the run from.
-    pub resumed_from: Option<crate::workflows::ResumedFrom>,
+    pub resumed_from: Option<ResumedFrom>,
     /// Mean return of the last 20 finished episodes.
     pub recent_return: Option<f64>,
     pub last_eval_return: Option<f64>,
@@ -110,6 +111,18 @@ impl RunStatus {
             output_dir: cfg.output_dir.display().to_string(),
         }
     }
+}
+
+/// Where a resumed run came from (`resumed_from` in the API's status).
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct ResumedFrom {
+    pub checkpoint: String,
+    pub env_steps: u64,
+    /// The run's wall seconds at the checkpoint.
+    pub wall_secs: f64,
+    /// Batches received after that checkpoint and lost with the process
+    /// that died (0 after a clean stop).
+    pub batches_lost: u64,
 }
 
 /// A finished episode, as `GET /v1/runs/{id}/episodes` lists it.

@@ -1,0 +1,43 @@
+//! [`DropReason`]: why a batch that reached the learner was not trained
+//! on — the reasons the run's accounts, `batches.csv` and the metrics
+//! share.
+
+/// Why a batch was not trained on (the `reason` label of
+/// `rlfleet_batches_dropped_total`, the `outcome` of `batches.csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum DropReason {
+    /// Its `(actor, session, seq)` was trained before (a resend).
+    Duplicate,
+    /// Older than `max_policy_lag` allows.
+    Stale,
+    /// It failed its checks (shape, values, actor, turn).
+    Invalid,
+    /// It arrived after its run ended, or the run ended with it untrained.
+    RunEnded,
+    /// An `rma` queue or stack was full and pushed it out.
+    Overflow,
+    /// An `rma` buffer's newer value replaced it unread.
+    Overwritten,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 6] = [
+        DropReason::Duplicate,
+        DropReason::Stale,
+        DropReason::Invalid,
+        DropReason::RunEnded,
+        DropReason::Overflow,
+        DropReason::Overwritten,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            DropReason::Duplicate => "duplicate",
+            DropReason::Stale => "stale",
+            DropReason::Invalid => "invalid",
+            DropReason::RunEnded => "run_ended",
+            DropReason::Overflow => "overflow",
+            DropReason::Overwritten => "overwritten",
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! What a [`Welcome`] means to an actor: its env, its action kind, and
+//! the torso description ([`TorsoMsg`]) made from and into a
+//! [`ConvTorso`](crate::nets::ConvTorso).
+
+use super::messages::{TorsoMsg, Welcome};
+
+impl Welcome {
+    /// Actions are discrete indices.
+    pub fn discrete_actions(&self) -> bool {
+        self.action_n > 0
+    }
+
+    /// The env this welcome asks the actor to run, with its Python options.
+    pub fn env_source(&self) -> crate::env::EnvSource {
+        crate::env::EnvSource {
+            id: self.env_id.clone(),
+            kwargs_json: self.env_kwargs.clone(),
+            wrappers: self.env_wrappers.clone(),
+            python_path: self.python_path.clone(),
+        }
+    }
+}
+
+impl TorsoMsg {
+    pub fn new(t: &crate::nets::ConvTorso) -> TorsoMsg {
+        TorsoMsg {
+            input: t.input.map(|d| d as u32),
+            channels_last: t.channels_last,
+            impala: t.kind == crate::nets::TorsoKind::Impala,
+            layers: t
+                .layers
+                .iter()
+                .map(|l| [l.out, l.kernel, l.stride].map(|d| d as u32))
+                .collect(),
+        }
+    }
+
+    /// The torso, refused by name when its layers do not fit its image.
+    pub fn torso(&self, bytes: bool) -> Result<crate::nets::ConvTorso, String> {
+        let t = crate::nets::ConvTorso {
+            input: self.input.map(|d| d as usize),
+            channels_last: self.channels_last,
+            bytes,
+            kind: if self.impala {
+                crate::nets::TorsoKind::Impala
+            } else {
+                crate::nets::TorsoKind::Plain
+            },
+            layers: self
+                .layers
+                .iter()
+                .map(|&[out, kernel, stride]| crate::nets::ConvLayer {
+                    out: out as usize,
+                    kernel: kernel as usize,
+                    stride: stride as usize,
+                })
+                .collect(),
+        };
+        t.check()?;
+        Ok(t)
+    }
+}

@@ -1,0 +1,103 @@
+//! File rules: every source file opens with a `//!` line that says what
+//! it holds, and a file's non-test code stays within a line budget (a file
+//! of one concept; past the budget it is several).
+
+use crate::imports::{Source, is_test_file, non_test};
+
+/// The most lines of non-test code a file may have.
+pub const MAX_LINES: usize = 400;
+
+/// Files with code after their test modules: the budget and the import
+/// rules read only what comes before the first `#[cfg(test)]`, so every
+/// item after it must be test code too (each under its own
+/// `#[cfg(test)]`).
+pub fn check_tests_last(sources: &[Source], src: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in sources.iter().filter(|s| !is_test_file(&s.rel)) {
+        let start = non_test(&s.text).lines().count();
+        // Whether the attributes and docs above the current line include
+        // `#[cfg(test)]`.
+        let mut gated = false;
+        for (i, line) in s.text.lines().enumerate().skip(start) {
+            let at_top = !line.starts_with([' ', '\t', '}', ')', ']']) && !line.is_empty();
+            if !at_top {
+                continue;
+            }
+            if line.trim_end() == "#[cfg(test)]" {
+                gated = true;
+            } else if line.starts_with("#[") || line.starts_with("//") {
+                // More attributes or comments before the item.
+            } else {
+                if !gated {
+                    problems.push(format!(
+                        "{src}/{}:{}: code after the test modules (move it above the first `#[cfg(test)]`)",
+                        s.rel.display(),
+                        i + 1
+                    ));
+                }
+                gated = false;
+            }
+        }
+    }
+    problems
+}
+
+/// Items with behaviour (`impl` blocks, functions) in files under `dir`
+/// (relative to `src`): there, types are plain data.
+pub fn check_plain_data(sources: &[Source], src: &str, dir: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in sources.iter().filter(|s| s.rel.starts_with(dir)) {
+        for (i, line) in non_test(&s.text).lines().enumerate() {
+            let t = line.trim_start();
+            let code = t.starts_with("impl") || t.starts_with("fn ") || t.contains(" fn ");
+            if code && !t.starts_with("//") {
+                problems.push(format!(
+                    "{src}/{}:{}: behaviour in `{dir}`, which holds plain data only: `{}`",
+                    s.rel.display(),
+                    i + 1,
+                    t
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// Files that do not open with a `//!` line.
+pub fn check_docs(sources: &[Source], src: &str) -> Vec<String> {
+    sources
+        .iter()
+        .filter(|s| !s.text.starts_with("//!"))
+        .map(|s| {
+            format!(
+                "{src}/{}: the first line is not a `//!` doc line saying what the file holds",
+                s.rel.display()
+            )
+        })
+        .collect()
+}
+
+/// Lines of non-test code: every line above the file's test modules
+/// (blank lines and comments included: they are read too).
+pub fn code_lines(s: &Source) -> usize {
+    if is_test_file(&s.rel) {
+        return 0;
+    }
+    non_test(&s.text).lines().count()
+}
+
+/// Files whose non-test code is longer than `max` lines.
+pub fn check_sizes(sources: &[Source], src: &str, max: usize) -> Vec<String> {
+    sources
+        .iter()
+        .filter_map(|s| {
+            let n = code_lines(s);
+            (n > max).then(|| {
+                format!(
+                    "{src}/{}: {n} lines of non-test code, more than {max}: split it by concept",
+                    s.rel.display()
+                )
+            })
+        })
+        .collect()
+}

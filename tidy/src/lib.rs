@@ -1,0 +1,60 @@
+//! rlfleet's own checks on its source tree, in the manner of
+//! rust-analyzer's `tidy` tests: what ARCHITECTURE.md says about the
+//! shape of the code is checked, so it stays true.
+//!
+//! - [`imports`]: a crate's modules and the `crate::`/`super::` paths
+//!   each names.
+//! - [`layers`]: the declared layer order (ARCHITECTURE.md's `layers`
+//!   blocks) and import cycles at every depth.
+//! - [`files`]: `//!` doc lines, the per-file line budget, test modules
+//!   last, and plain-data folders (the wire messages).
+//!
+//! [`check_workspace`] runs them all; the `tidy` test and the
+//! `rlfleet-tidy` binary call it.
+
+pub mod files;
+pub mod imports;
+pub mod layers;
+
+use std::path::Path;
+
+/// Crates whose modules are layered and whose files keep the line budget.
+pub const LAYERED: [&str; 3] = ["learner-server", "actor-client", "shared"];
+
+/// Every other crate of the workspace: files open with a `//!` line.
+pub const DOCUMENTED: [&str; 4] = ["tests", "bench", "python", "tidy"];
+
+/// Every problem found in the workspace at `root`, one message each
+/// (empty when the tree is tidy).
+pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
+    let architecture = std::fs::read_to_string(root.join("ARCHITECTURE.md"))?;
+    let declared = layers::parse_layers(&architecture);
+    let mut problems = Vec::new();
+    for krate in LAYERED {
+        let src = format!("{krate}/src");
+        let sources = imports::read_sources(&root.join(&src))?;
+        let graph = imports::CrateGraph::build(&sources);
+        match declared.iter().find(|l| l.krate == krate) {
+            Some(l) => problems.extend(layers::check_layers(&graph, l, &src)),
+            None => problems.push(format!(
+                "ARCHITECTURE.md has no ```layers {krate}``` block giving its modules' order"
+            )),
+        }
+        problems.extend(layers::check_cycles(&graph, krate, &src));
+        problems.extend(files::check_docs(&sources, &src));
+        problems.extend(files::check_sizes(&sources, &src, files::MAX_LINES));
+        problems.extend(files::check_tests_last(&sources, &src));
+        if krate == "shared" {
+            // ARCHITECTURE.md: the wire messages are an IPC boundary.
+            problems.extend(files::check_plain_data(&sources, &src, "wire/messages"));
+        }
+    }
+    for krate in DOCUMENTED {
+        if !root.join(krate).is_dir() {
+            continue;
+        }
+        let sources = imports::read_sources(&root.join(krate))?;
+        problems.extend(files::check_docs(&sources, krate));
+    }
+    Ok(problems)
+}
