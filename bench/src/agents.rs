@@ -4,7 +4,7 @@
 //! tch's Adam) on a batch of the same size in the same run: the ratio says
 //! what one agent step costs in plain network updates.
 
-use crate::{rate, write_json};
+use crate::measure::{rate, write_json};
 use learner_server::agents::{Agent, build_agent};
 use learner_server::replay::Transition;
 use rand::{Rng, SeedableRng};

@@ -13,8 +13,9 @@
 //!   `random` (no network anywhere). Episodes are cut at 4,000 frames so
 //!   that the closing evaluation of an untrained policy stays short.
 
+use crate::measure::write_json;
+use crate::torch_python;
 use crate::workflows::{finished_summary, learner_server};
-use crate::{torch_python, write_json};
 use actor_client::ort_net::OrtForward;
 use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;

@@ -288,3 +288,32 @@ pub fn restart(transitions: usize) -> anyhow::Result<Vec<RestartRow>> {
     }
     Ok(rows)
 }
+
+/// `rlfleet-bench checkpoint`: ingest and inference latency during
+/// checkpoints, and the restart time, in one JSON file.
+pub fn command(
+    secs: f64,
+    restart_transitions: usize,
+    inference_actors: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    #[derive(Serialize)]
+    struct Durability {
+        stall: Vec<StallRow>,
+        inference: Vec<crate::inference_stall::InferenceRow>,
+        restart: Vec<RestartRow>,
+    }
+    let stall = stall(secs)?;
+    let inference = crate::measure::runtime()?
+        .block_on(crate::inference_stall::bench(inference_actors, secs))?;
+    let restart = restart(restart_transitions)?;
+    crate::measure::write_json(
+        out,
+        "checkpoint",
+        &Durability {
+            stall,
+            inference,
+            restart,
+        },
+    )
+}

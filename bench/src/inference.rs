@@ -4,7 +4,7 @@
 //! plain-Rust network against tch's forward pass (no grad, one thread) in
 //! the same run.
 
-use crate::{rate, write_json};
+use crate::measure::{rate, write_json};
 use actor_client::ort_net::OrtForward;
 use learner_server::nets::FlatNet;
 use rlfleet_shared::nets::{Forward, NetCopy, NetShape};

@@ -153,3 +153,17 @@ pub async fn bench(
     }
     Ok(rows)
 }
+
+/// `rlfleet-bench ingest`: the shipped `async` config's learner for each
+/// connection count.
+pub fn command(
+    secs: f64,
+    actors: &[usize],
+    transitions: usize,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rt = crate::measure::runtime()?;
+    let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
+    let rows = rt.block_on(bench(cfg, actors, transitions, secs))?;
+    crate::measure::write_json(out, "ingest", &rows)
+}

@@ -184,9 +184,9 @@ pub fn bench(
             summary: &summaries,
             runs: &rows,
         };
-        return super::write_json(out, "agents_learn_seeds", &out_json);
+        return crate::measure::write_json(out, "agents_learn_seeds", &out_json);
     }
-    super::write_json(out, "agents_learn", &rows)
+    crate::measure::write_json(out, "agents_learn", &rows)
 }
 
 /// Env steps a run goes on for: `factor` times the zoo's budget.

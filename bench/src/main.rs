@@ -32,12 +32,15 @@
 
 mod agents;
 mod cnn;
+mod dqn;
 mod durability;
+mod envs;
 mod inference;
 mod inference_stall;
 mod ingest;
 mod learn;
 mod loopback;
+mod measure;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pyenv;
@@ -47,15 +50,10 @@ mod solve;
 mod torch_python;
 mod workflows;
 
-use clap::{Parser, Subcommand};
-use learner_server::agents::{Agent, Dqn};
-use rlfleet_shared::config::{DqnConfig, RunConfig};
-use rlfleet_shared::env::{self, Action, ENV_IDS};
-use serde::Serialize;
+use clap::{Parser, Subcommand, ValueEnum};
+use measure::write_json;
+use rlfleet_shared::config::TransportKind;
 use std::path::PathBuf;
-use std::time::Instant;
-use tch::nn::{self, Module, OptimizerConfig};
-use tch::{Device, Kind, Reduction, Tensor};
 
 #[derive(Parser, Debug)]
 #[command(about = "rlfleet benchmarks")]
@@ -261,200 +259,32 @@ enum What {
             default_value = "async,nb-async,async-window,sync,rma,rma-queue-pop-all,seed,orchestrated"
         )]
         workflows: Vec<String>,
-        #[arg(long, default_value = "quic")]
-        transport: String,
+        #[arg(long, value_enum, default_value_t = Transport::Quic)]
+        transport: Transport,
     },
 }
 
-/// Runs `f` repeatedly for about `secs` seconds (after a warm-up); returns
-/// calls per second.
-fn rate(secs: f64, mut f: impl FnMut()) -> f64 {
-    let warm = Instant::now();
-    while warm.elapsed().as_secs_f64() < secs * 0.1 {
-        f();
-    }
-    let start = Instant::now();
-    let mut n = 0u64;
-    while start.elapsed().as_secs_f64() < secs {
-        for _ in 0..16 {
-            f();
+/// The transports `workflows` runs over (MPI has `mpi-transports`).
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum Transport {
+    Quic,
+    Inproc,
+}
+
+impl From<Transport> for TransportKind {
+    fn from(t: Transport) -> TransportKind {
+        match t {
+            Transport::Quic => TransportKind::Quic,
+            Transport::Inproc => TransportKind::Inproc,
         }
-        n += 16;
     }
-    n as f64 / start.elapsed().as_secs_f64()
-}
-
-#[derive(Serialize)]
-struct DqnRow {
-    batch: u32,
-    hidden: Vec<u32>,
-    rlfleet_steps_per_sec: f64,
-    baseline_steps_per_sec: f64,
-    ratio: f64,
-    rlfleet_us_per_step: f64,
-    /// The same update in PyTorch from Python, when a Python with torch is
-    /// found (`scripts/torch-venv.sh`), and rlfleet's rate over it.
-    pytorch_python_steps_per_sec: Option<f64>,
-    vs_pytorch_python: Option<f64>,
-}
-
-fn filled_dqn(batch: u32) -> Dqn {
-    let spec = env::spec("CartPole-v1").unwrap();
-    let cfg = DqnConfig {
-        batch_size: batch,
-        learning_starts: 0,
-        ..DqnConfig::default()
-    };
-    let mut dqn = Dqn::new(&cfg, &spec, None, 0, Device::Cpu);
-    durability::fill(&mut dqn, 10_000);
-    dqn
-}
-
-/// The same DQN step written the textbook tch way.
-fn baseline_step(batch: i64, secs: f64) -> f64 {
-    let vs = nn::VarStore::new(Device::Cpu);
-    let target_vs = nn::VarStore::new(Device::Cpu);
-    let mlp = |p: nn::Path| {
-        nn::seq()
-            .add(nn::linear(&p / "l1", 4, 64, Default::default()))
-            .add_fn(|x| x.relu())
-            .add(nn::linear(&p / "l2", 64, 64, Default::default()))
-            .add_fn(|x| x.relu())
-            .add(nn::linear(&p / "l3", 64, 2, Default::default()))
-    };
-    let q = mlp(vs.root());
-    let q_target = mlp(target_vs.root());
-    let mut opt = nn::Adam::default().build(&vs, 1e-3).unwrap();
-    let obs = Tensor::randn([batch, 4], (Kind::Float, Device::Cpu));
-    let next = Tensor::randn([batch, 4], (Kind::Float, Device::Cpu));
-    let actions = Tensor::randint(2, [batch, 1], (Kind::Int64, Device::Cpu));
-    let rewards = Tensor::ones([batch], (Kind::Float, Device::Cpu));
-    let done = Tensor::zeros([batch], (Kind::Float, Device::Cpu));
-    // Host data copied in each step, as a replay sample would be.
-    let host: Vec<f32> = vec![0.5; (batch * 11) as usize];
-    rate(secs, || {
-        let _upload = Tensor::from_slice(&host);
-        let q_sa = q.forward(&obs).gather(1, &actions, false).squeeze_dim(1);
-        let target = tch::no_grad(|| {
-            let best = q.forward(&next).argmax(1, true);
-            let next_q = q_target
-                .forward(&next)
-                .gather(1, &best, false)
-                .squeeze_dim(1);
-            &rewards + (1.0 - &done) * next_q * 0.99
-        });
-        let loss = q_sa.huber_loss(&target, Reduction::Mean, 1.0);
-        opt.backward_step_clip_norm(&loss, 10.0);
-    })
-}
-
-fn write_json<T: Serialize>(out: &std::path::Path, name: &str, value: &T) -> anyhow::Result<()> {
-    std::fs::create_dir_all(out)?;
-    let path = out.join(format!("{name}.json"));
-    std::fs::write(&path, serde_json::to_string_pretty(value)?)?;
-    println!("wrote {}", path.display());
-    Ok(())
-}
-
-fn bench_dqn(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
-    tch::set_num_threads(1);
-    let mut rows = vec![];
-    let batches = [64u32, 256];
-    let python = torch_python::rates(secs, &batches);
-    if let Err(why) = &python {
-        println!("PyTorch-Python: not measured: {why}");
-    }
-    for batch in batches {
-        let mut dqn = filled_dqn(batch);
-        let ours = rate(secs, || {
-            dqn.train(0);
-        });
-        let base = baseline_step(batch as i64, secs);
-        let py = python.as_ref().ok().and_then(|r| r.get(&batch).copied());
-        let row = DqnRow {
-            batch,
-            hidden: vec![64, 64],
-            rlfleet_steps_per_sec: ours,
-            baseline_steps_per_sec: base,
-            ratio: ours / base,
-            rlfleet_us_per_step: 1e6 / ours,
-            pytorch_python_steps_per_sec: py,
-            vs_pytorch_python: py.map(|p| ours / p),
-        };
-        println!(
-            "dqn batch {batch:>3}: {ours:>8.0} steps/s ({:.0} us/step); plain tch {base:>8.0} steps/s; ratio {:.2}{}",
-            1e6 / ours,
-            ours / base,
-            py.map_or(String::new(), |p| format!(
-                "; PyTorch-Python {p:>8.0} steps/s; ratio {:.2}",
-                ours / p
-            ))
-        );
-        rows.push(row);
-    }
-    write_json(out, "dqn_train", &rows)
-}
-
-#[derive(Serialize)]
-struct EnvRow {
-    env: String,
-    steps_per_sec: f64,
-    baseline_steps_per_sec: f64,
-    ratio: f64,
-}
-
-fn env_rate(id: &str, secs: f64) -> f64 {
-    let mut e = env::make(id).unwrap();
-    let spec = e.spec().clone();
-    let mut obs = vec![0f32; spec.obs_dim()];
-    e.reset(Some(0), &mut obs);
-    let cont = [0.3f32];
-    let mut i = 0usize;
-    rate(secs, || {
-        i += 1;
-        let a = match spec.action_space.n() {
-            Some(n) => Action::Discrete(i % n),
-            None => Action::Continuous(&cont),
-        };
-        if e.step(a, &mut obs).done() {
-            e.reset(None, &mut obs);
-        }
-    })
-}
-
-fn bench_envs(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
-    let base = env_rate("Counting-v0", secs);
-    let mut rows = vec![];
-    for id in ENV_IDS.iter().filter(|id| **id != "Counting-v0") {
-        let r = env_rate(id, secs);
-        println!(
-            "{id:<26} {:>12.0} steps/s; counting env {base:>12.0}; ratio {:.2}",
-            r,
-            r / base
-        );
-        rows.push(EnvRow {
-            env: id.to_string(),
-            steps_per_sec: r,
-            baseline_steps_per_sec: base,
-            ratio: r / base,
-        });
-    }
-    write_json(out, "env_steps", &rows)
-}
-
-/// The runtime the QUIC benchmarks run on (2 workers: this machine's cores).
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
 }
 
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.what {
-        What::Dqn { secs } => bench_dqn(secs, &cli.out),
-        What::Envs { secs } => bench_envs(secs, &cli.out),
+        What::Dqn { secs } => dqn::bench(secs, &cli.out),
+        What::Envs { secs } => envs::bench(secs, &cli.out),
         What::Agents { secs } => agents::bench(secs, &cli.out),
         What::Pyenv {
             env,
@@ -487,75 +317,31 @@ fn main() -> anyhow::Result<()> {
             rounds,
             max_wait_us,
             max_batch,
-        } => {
-            let rt = runtime()?;
-            let mut cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-seed.toml"))?;
-            if let Some(w) = max_wait_us {
-                cfg.distributed.inference_max_wait_us = w;
-            }
-            if let Some(b) = max_batch {
-                cfg.distributed.inference_max_batch = b;
-            }
-            let rows = rt.block_on(seed::bench(cfg, &actors, secs, rounds))?;
-            write_json(&cli.out, "seed", &rows)
-        }
+        } => seed::command(secs, &actors, rounds, max_wait_us, max_batch, &cli.out),
         What::Ingest {
             secs,
             actors,
             transitions,
-        } => {
-            let rt = runtime()?;
-            let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
-            let rows = rt.block_on(ingest::bench(cfg, &actors, transitions, secs))?;
-            write_json(&cli.out, "ingest", &rows)
-        }
+        } => ingest::command(secs, &actors, transitions, &cli.out),
         What::Checkpoint {
             secs,
             restart_transitions,
             inference_actors,
-        } => {
-            #[derive(Serialize)]
-            struct Durability {
-                stall: Vec<durability::StallRow>,
-                inference: Vec<inference_stall::InferenceRow>,
-                restart: Vec<durability::RestartRow>,
-            }
-            let stall = durability::stall(secs)?;
-            let inference = runtime()?.block_on(inference_stall::bench(inference_actors, secs))?;
-            let restart = durability::restart(restart_transitions)?;
-            write_json(
-                &cli.out,
-                "checkpoint",
-                &Durability {
-                    stall,
-                    inference,
-                    restart,
-                },
-            )
-        }
+        } => durability::command(secs, restart_transitions, inference_actors, &cli.out),
         What::Soak {
             workflows,
             connections,
             secs,
             base_connections,
             base_secs,
-        } => {
-            let rt = runtime()?;
-            let mut rows = Vec::new();
-            for w in &workflows {
-                let path = format!("config/cartpole-dqn-{w}.toml");
-                let cfg = RunConfig::load(std::path::Path::new(&path))?;
-                rows.push(rt.block_on(soak::bench(
-                    &cfg,
-                    w,
-                    connections,
-                    secs,
-                    base_connections,
-                    base_secs,
-                ))?);
-            }
-            write_json(&cli.out, "soak", &rows)
-        }
+        } => soak::command(
+            &workflows,
+            connections,
+            secs,
+            base_connections,
+            base_secs,
+            &cli.out,
+        ),
         #[cfg(feature = "mpi")]
         What::MpiRma { iters } => mpi::rma(iters, &cli.out),
         #[cfg(feature = "mpi")]
@@ -571,11 +357,7 @@ fn main() -> anyhow::Result<()> {
             workflows,
             transport,
         } => {
-            let transport = match transport.as_str() {
-                "quic" => rlfleet_shared::config::TransportKind::Quic,
-                "inproc" => rlfleet_shared::config::TransportKind::Inproc,
-                other => anyhow::bail!("transport `{other}`: use quic or inproc"),
-            };
+            let transport = TransportKind::from(transport);
             let rows = workflows::run(steps, &workflows, transport)?;
             write_json(&cli.out, &format!("workflows_{transport}"), &rows)
         }

@@ -59,7 +59,7 @@ pub fn rma(iters: u32, out: &Path) -> anyhow::Result<()> {
             r.operation, r.bytes, r.micros, r.ratio_vs_ping_pong
         );
     }
-    crate::write_json(out, "mpi_rma", &rows)
+    crate::measure::write_json(out, "mpi_rma", &rows)
 }
 
 /// The two ranks of the `rma` benchmark (run by `mpirun`): rank 0 times
@@ -280,7 +280,7 @@ pub fn transports(steps: u64, actors: usize, out: &Path) -> anyhow::Result<()> {
             rows.push(row);
         }
     }
-    crate::write_json(out, "mpi_transports", &rows)
+    crate::measure::write_json(out, "mpi_transports", &rows)
 }
 
 /// One run of the learners benchmark.
@@ -354,7 +354,7 @@ pub fn learners(steps: u64, actors: usize, out: &Path) -> anyhow::Result<()> {
         );
         rows.push(row);
     }
-    crate::write_json(out, "mpi_learners", &rows)
+    crate::measure::write_json(out, "mpi_learners", &rows)
 }
 
 /// The ranks of `rma-check` (under `mpirun -n P`, P >= 2): every rank but

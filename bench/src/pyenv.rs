@@ -193,5 +193,5 @@ pub fn run(env: &str, secs: f64, envs: &[u32], steps: u64, out: &Path) -> anyhow
             rows.push(row(env, "builtin", n, native, python));
         }
     }
-    crate::write_json(out, "pyenv", &rows)
+    crate::measure::write_json(out, "pyenv", &rows)
 }

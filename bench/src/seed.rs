@@ -338,3 +338,25 @@ pub async fn bench(
     }
     Ok(rows)
 }
+
+/// `rlfleet-bench seed`: the shipped `seed` config (its inference batching
+/// overridden when asked) for each actor count.
+pub fn command(
+    secs: f64,
+    actors: &[usize],
+    rounds: usize,
+    max_wait_us: Option<u64>,
+    max_batch: Option<u32>,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rt = crate::measure::runtime()?;
+    let mut cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-seed.toml"))?;
+    if let Some(w) = max_wait_us {
+        cfg.distributed.inference_max_wait_us = w;
+    }
+    if let Some(b) = max_batch {
+        cfg.distributed.inference_max_batch = b;
+    }
+    let rows = rt.block_on(bench(cfg, actors, secs, rounds))?;
+    crate::measure::write_json(out, "seed", &rows)
+}

@@ -461,3 +461,29 @@ fn udp_rcvbuf_errors() -> u64 {
         .and_then(|(_, v)| v.parse().ok())
         .unwrap_or(0)
 }
+
+/// `rlfleet-bench soak`: each workflow's shipped config in turn.
+pub fn command(
+    workflows: &[String],
+    connections: usize,
+    secs: f64,
+    base_connections: usize,
+    base_secs: f64,
+    out: &std::path::Path,
+) -> anyhow::Result<()> {
+    let rt = crate::measure::runtime()?;
+    let mut rows = Vec::new();
+    for w in workflows {
+        let path = format!("config/cartpole-dqn-{w}.toml");
+        let cfg = RunConfig::load(std::path::Path::new(&path))?;
+        rows.push(rt.block_on(bench(
+            &cfg,
+            w,
+            connections,
+            secs,
+            base_connections,
+            base_secs,
+        ))?);
+    }
+    crate::measure::write_json(out, "soak", &rows)
+}

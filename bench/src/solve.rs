@@ -273,7 +273,7 @@ pub fn bench(
         rows.extend(mine);
         rows.extend(base);
     }
-    crate::write_json(
+    crate::measure::write_json(
         out,
         "solve",
         &serde_json::json!({ "summary": summaries, "runs": rows }),

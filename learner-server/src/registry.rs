@@ -7,8 +7,8 @@ use crate::vocab::{ActiveRun, ActorView, ConnId};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::Instant;
-use tokio::sync::watch;
+use std::time::{Duration, Instant};
+use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug)]
@@ -17,13 +17,22 @@ struct ActorEntry {
     since: Instant,
 }
 
+/// How long a new actor waits for a slot when every one is taken (a
+/// departing actor's slot is freed once its run has taken the departure:
+/// a reconnect usually finds it free within a few milliseconds).
+pub const SLOT_PATIENCE: Duration = Duration::from_secs(2);
+
 /// The daemon's actors and its active run, shared by every transport.
 #[derive(Debug)]
 pub struct Registry {
     pub metrics: std::sync::Arc<Metrics>,
     actors: Mutex<BTreeMap<ConnId, ActorEntry>>,
+    /// Told when a slot is freed.
+    freed: Notify,
     active: watch::Sender<Option<ActiveRun>>,
     next_conn: AtomicU64,
+    /// How long a new actor waits for a slot ([`SLOT_PATIENCE`]).
+    pub(crate) patience: Duration,
     /// Most actors registered at once (`actors.max_actors`); bounds every
     /// run's inboxes.
     pub max_actors: usize,
@@ -43,8 +52,10 @@ impl Registry {
         Registry {
             metrics,
             actors: Mutex::default(),
+            freed: Notify::new(),
             active: watch::Sender::new(None),
             next_conn: AtomicU64::new(1),
+            patience: SLOT_PATIENCE,
             max_actors: max_actors as usize,
             shutdown,
             comes_back: false.into(),
@@ -78,24 +89,36 @@ impl Registry {
         self.next_conn.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Registers an actor; refuses one past `max_actors`.
-    pub fn actor_connected(&self, view: ActorView) -> Result<(), String> {
-        let mut actors = self.actors.lock().expect("actors lock");
-        if actors.len() >= self.max_actors {
-            return Err(format!(
-                "this learner takes at most {} actors at once (actors.max_actors)",
-                self.max_actors
-            ));
+    /// Registers an actor; when `max_actors` are registered, waits a
+    /// little for one to leave, then refuses it.
+    pub async fn actor_connected(&self, view: ActorView) -> Result<(), String> {
+        let deadline = tokio::time::Instant::now() + self.patience;
+        loop {
+            // Listening before looking, so a slot freed in between is seen.
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            {
+                let mut actors = self.actors.lock().expect("actors lock");
+                if actors.len() < self.max_actors {
+                    self.metrics.connected_actors.inc();
+                    actors.insert(
+                        view.connection,
+                        ActorEntry {
+                            view,
+                            since: Instant::now(),
+                        },
+                    );
+                    return Ok(());
+                }
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                return Err(format!(
+                    "this learner takes at most {} actors at once (actors.max_actors)",
+                    self.max_actors
+                ));
+            }
         }
-        self.metrics.connected_actors.inc();
-        actors.insert(
-            view.connection,
-            ActorEntry {
-                view,
-                since: Instant::now(),
-            },
-        );
-        Ok(())
     }
 
     pub fn actor_assigned(&self, conn: ConnId, run: Option<String>) {
@@ -113,6 +136,7 @@ impl Registry {
             .is_some()
         {
             self.metrics.connected_actors.dec();
+            self.freed.notify_waiters();
         }
     }
 

@@ -10,11 +10,13 @@ fn run_with(text: Option<&str>) -> (i32, String) {
     if let Some(t) = text {
         std::fs::write(&path, t).unwrap();
     }
-    let out = Command::new(binary("learner-server"))
-        .args(["run", "--no-progress"])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        Command::new(binary("learner-server"))
+            .args(["run", "--no-progress"])
+            .arg(&path),
+        std::time::Duration::from_secs(120),
+        "learner-server run of a bad config",
+    );
     assert!(
         !dir.path().join("out").exists(),
         "no output before the config is valid"

@@ -27,6 +27,8 @@
 //!   weights and would fail the run.)
 
 // (Panics when a series is missing: a renamed metric fails, never reads 0.)
+use learner_server::agents::ProbeLine;
+use learner_server::workflows::remote::BatchLine;
 use rlfleet_shared::config::{
     AgentKind, DataStructure, Overflow, RunConfig, TransportKind, WindowSelector,
 };
@@ -225,22 +227,10 @@ fn length_of(episode: u64) -> u64 {
         .min(u64::from(rlfleet_shared::env::COUNTING_MAX_STEPS))
 }
 
-fn read_csv(path: &Path) -> Vec<Vec<String>> {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    text.lines()
-        .skip(1)
-        .map(|l| l.split(',').map(str::to_string).collect())
-        .collect()
-}
-
-#[derive(Debug)]
-struct BatchLine {
-    key: (String, u64, u64),
-    policy_version: u64,
-    learner_version: u64,
-    transitions: u64,
-    outcome: String,
+/// The rows of one of the run's CSV files, read as the learner wrote them.
+fn read_rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
+    learner_server::output::read_csv(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
@@ -311,19 +301,11 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     assert!(reports.iter().all(|r| r.sessions == 1), "{what}");
 
     // Batches: each sent batch has exactly one line; steps add up.
-    let batches: Vec<BatchLine> = read_csv(&dir.join("batches.csv"))
-        .into_iter()
-        .map(|f| BatchLine {
-            key: (f[0].clone(), f[1].parse().unwrap(), f[2].parse().unwrap()),
-            policy_version: f[3].parse().unwrap(),
-            learner_version: f[4].parse().unwrap(),
-            transitions: f[5].parse().unwrap(),
-            outcome: f[6].clone(),
-        })
-        .collect();
+    let batches: Vec<BatchLine> = read_rows(&dir.join("batches.csv"));
+    let key = |b: &BatchLine| (b.actor.clone(), b.session, b.seq);
     let sent: u64 = reports.iter().map(|r| r.batches + r.resent).sum();
     assert_eq!(batches.len() as u64, sent, "{what}: batch lines vs sent");
-    let keys: HashSet<_> = batches.iter().map(|b| b.key.clone()).collect();
+    let keys: HashSet<_> = batches.iter().map(key).collect();
     assert_eq!(keys.len(), batches.len(), "{what}: a batch accounted twice");
     let logged_steps: u64 = batches.iter().map(|b| b.transitions).sum();
     let central = case.workflow.starts_with("seed");
@@ -346,14 +328,14 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         assert!(
             b.policy_version <= b.learner_version,
             "{what}: batch {:?} from the future: {} > {}",
-            b.key,
+            key(b),
             b.policy_version,
             b.learner_version
         );
         assert!(
             b.outcome == "trained" || case.allowed.contains(&b.outcome.as_str()),
             "{what}: batch {:?} dropped as `{}`",
-            b.key,
+            key(b),
             b.outcome
         );
         if let Some(lag) = cfg.distributed.max_policy_lag {
@@ -374,13 +356,13 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     // The agent: each trained transition once, intact (over the learners
     // of a multi-learner run, each with its own probe.csv).
     // (Each row with the learner that trained on it.)
-    let mut probe: Vec<(usize, Vec<String>)> = Vec::new();
+    let mut probe: Vec<(usize, ProbeLine)> = Vec::new();
     for k in 0..learners(case) {
         let file = match k {
             0 => dir.join("probe.csv"),
             k => dir.join(format!("learner-{k}/probe.csv")),
         };
-        let rows = read_csv(&file);
+        let rows: Vec<ProbeLine> = read_rows(&file);
         if case.workflow != "random" {
             assert!(!rows.is_empty(), "{what}: learner {k} trained on nothing");
         }
@@ -411,11 +393,11 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     for (learner, p) in &probe {
         let nums = |s: &str| -> Vec<f64> { s.split(';').map(|v| v.parse().unwrap()).collect() };
         let (action, reward, terminated) = (
-            p[1].parse::<f64>().unwrap(),
-            p[2].parse::<f64>().unwrap(),
-            p[3] == "1",
+            p.action.parse::<f64>().unwrap(),
+            f64::from(p.reward),
+            p.terminated,
         );
-        let (obs, next) = (nums(&p[4]), nums(&p[5]));
+        let (obs, next) = (nums(&p.obs), nums(&p.next_obs));
         let episode = tags[&(obs[0] as u64)];
         let t = obs[1] as u64;
         assert_eq!(next[0], obs[0], "{what}: {p:?}");

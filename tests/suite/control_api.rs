@@ -80,14 +80,16 @@ fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
     assert_eq!(status, 200);
     let path = d.dir.path().join("openapi.json");
     std::fs::write(&path, &doc).unwrap();
-    let out = Command::new(reference_python())
-        .args([
-            "-c",
-            "import json,sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
-        ])
-        .arg(&path)
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        Command::new(reference_python())
+            .args([
+                "-c",
+                "import json,sys; from openapi_spec_validator import validate; validate(json.load(open(sys.argv[1]))); print('valid')",
+            ])
+            .arg(&path),
+        Duration::from_secs(120),
+        "the OpenAPI validator",
+    );
     assert!(
         out.status.success(),
         "{}{}",

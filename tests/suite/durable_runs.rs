@@ -6,6 +6,7 @@
 //! the batches received after the last checkpoint counted lost.
 
 use learner_server::output::read_episodes;
+use learner_server::workflows::remote::BatchLine;
 use rlfleet_shared::config::{DataStructure, Overflow, RunConfig, TransportKind};
 use rlfleet_tests::daemon::{Daemon, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};
@@ -48,22 +49,24 @@ fn interrupt_actors(actors: Vec<Child>) {
     }
 }
 
+/// The rows of a run's `batches.csv`.
+fn batch_log(out: &std::path::Path) -> Vec<BatchLine> {
+    learner_server::output::read_csv(&out.join("batches.csv")).expect("read batches.csv")
+}
+
 /// `batches.csv` holds no `(actor, session, seq)` trained twice, and as
 /// many trained batches and transitions as the status says.
 fn check_batch_log(out: &std::path::Path, status: &Value, what: &str) {
-    let log = std::fs::read_to_string(out.join("batches.csv")).unwrap();
     let mut trained = BTreeSet::new();
     let (mut trained_rows, mut transitions) = (0u64, 0u64);
-    for line in log.lines().skip(1) {
-        let f: Vec<&str> = line.split(',').collect();
-        assert_eq!(f.len(), 7, "{line}");
-        if f[6] == "trained" {
+    for b in batch_log(out) {
+        if b.outcome == "trained" {
             assert!(
-                trained.insert((f[0].to_string(), f[1].to_string(), f[2].to_string())),
-                "batch {line} trained twice ({what})"
+                trained.insert((b.actor.clone(), b.session, b.seq)),
+                "batch {b:?} trained twice ({what})"
             );
             trained_rows += 1;
-            transitions += f[5].parse::<u64>().unwrap();
+            transitions += b.transitions;
         }
     }
     assert_eq!(status["batches"]["trained"], trained_rows, "{what}");
@@ -336,7 +339,11 @@ fn run_continue_resumes_a_killed_run_and_starts_anew_after_a_finished_one() {
     first.wait().unwrap();
     assert_eq!(record(&first_id)["state"], "active");
 
-    let out = learner().output().unwrap();
+    let out = rlfleet_tests::output_within(
+        &mut learner(),
+        rlfleet_tests::run_limit(&cfg),
+        "the resumed run",
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -351,7 +358,11 @@ fn run_continue_resumes_a_killed_run_and_starts_anew_after_a_finished_one() {
     let summary = rlfleet_tests::read_summary(&cfg.output_dir);
     assert_eq!(summary["env_steps"].as_integer(), Some(8_000), "{summary}");
 
-    let out = learner().output().unwrap();
+    let out = rlfleet_tests::output_within(
+        &mut learner(),
+        rlfleet_tests::run_limit(&cfg),
+        "the next run",
+    );
     assert!(
         out.status.success(),
         "{}",
@@ -433,22 +444,25 @@ fn an_mpi_job_started_again_resumes_its_run() {
         serde_json::from_str(&std::fs::read_to_string(state.join("record.json")).unwrap()).unwrap();
     assert_eq!(rec["state"], "active", "killed mid-run: {rec}");
 
-    let second = rlfleet_tests::mpi_job(&cfg, dir.path(), 1, &["--resume"], &[(3, &[])])
-        .output()
-        .unwrap();
+    let second = rlfleet_tests::output_within(
+        &mut rlfleet_tests::mpi_job(&cfg, dir.path(), 1, &["--resume"], &[(3, &[])]),
+        rlfleet_tests::run_limit(&cfg),
+        "the resumed MPI job",
+    );
     let stderr = String::from_utf8_lossy(&second.stderr);
     assert!(second.status.success(), "{stderr}");
     let eps = read_episodes(&out.join("episodes.csv")).unwrap();
     let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
     ids.sort();
     assert_eq!(ids, (0..episodes).collect::<Vec<_>>(), "each id once");
-    let log = std::fs::read_to_string(out.join("batches.csv")).unwrap();
     let mut trained = BTreeSet::new();
-    for line in log.lines().skip(1).filter(|l| l.ends_with(",trained")) {
-        let f: Vec<&str> = line.split(',').collect();
+    for b in batch_log(&out)
+        .into_iter()
+        .filter(|b| b.outcome == "trained")
+    {
         assert!(
-            trained.insert((f[0].to_string(), f[1].to_string(), f[2].to_string())),
-            "batch {line} trained twice"
+            trained.insert((b.actor.clone(), b.session, b.seq)),
+            "batch {b:?} trained twice"
         );
     }
     let summary = rlfleet_tests::read_summary(&out);

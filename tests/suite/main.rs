@@ -8,6 +8,7 @@ mod bad_input;
 mod cnn_models;
 mod conformance;
 mod control_api;
+mod csv_files;
 mod daemon_accounting;
 mod durable_runs;
 mod env_parity;

@@ -10,6 +10,7 @@
 
 use rlfleet_shared::config::{RunConfig, TransportKind, WindowSelector};
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, workspace_root};
+use std::time::Duration;
 
 #[test]
 fn dqn_reaches_475_with_async_over_mpi() {
@@ -207,18 +208,20 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
             t0.elapsed().as_secs() < 30,
             "the learner rank never got ready"
         );
-        std::thread::sleep(std::time::Duration::from_millis(10));
+        std::thread::sleep(Duration::from_millis(10));
     }
     let info: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&ready).unwrap()).unwrap();
-    let quic = Command::new(rlfleet_tests::binary("actor-client"))
-        .args(["--server", info["actors"].as_str().unwrap()])
-        .args(["--pin", info["fingerprint"].as_str().unwrap()])
-        .args(["--actor-id", "quic-actor", "--once"])
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap();
-    let out = job.wait_with_output().unwrap();
+    let quic = rlfleet_tests::output_within(
+        Command::new(rlfleet_tests::binary("actor-client"))
+            .args(["--server", info["actors"].as_str().unwrap()])
+            .args(["--pin", info["fingerprint"].as_str().unwrap()])
+            .args(["--actor-id", "quic-actor", "--once"])
+            .env("RUST_LOG", "warn"),
+        rlfleet_tests::run_limit(&cfg),
+        "the QUIC actor of the MPI job",
+    );
+    let out = rlfleet_tests::wait_output(job, rlfleet_tests::run_limit(&cfg), "the MPI job");
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -297,12 +300,14 @@ fn dqn_reaches_475_with_ml_rma_on_two_learner_ranks() {
 /// (no lost update), and each rank's put reads back as written.
 #[test]
 fn rma_operations_are_exact_under_contention() {
-    let out = rlfleet_tests::mpirun()
-        .args(["-n", "4"])
-        .arg(rlfleet_tests::binary("rlfleet-bench"))
-        .args(["rma-check", "--ops", "2000"])
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        rlfleet_tests::mpirun()
+            .args(["-n", "4"])
+            .arg(rlfleet_tests::binary("rlfleet-bench"))
+            .args(["rma-check", "--ops", "2000"]),
+        Duration::from_secs(300),
+        "rma-check under mpirun",
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

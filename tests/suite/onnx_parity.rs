@@ -235,13 +235,15 @@ pub(crate) fn python_onnxruntime(
          (y,) = s.run(['{output}'], {{'obs': obs}})\n\
          sys.stdout.write(' '.join(repr(float(v)) for v in y.ravel()))\n"
     );
-    let py = Command::new(reference_python())
-        .arg("-c")
-        .arg(&script)
-        .arg(onnx)
-        .arg(&obs_path)
-        .output()
-        .unwrap();
+    let py = rlfleet_tests::output_within(
+        Command::new(reference_python())
+            .arg("-c")
+            .arg(&script)
+            .arg(onnx)
+            .arg(&obs_path),
+        std::time::Duration::from_secs(120),
+        "Python's onnxruntime",
+    );
     assert!(
         py.status.success(),
         "{}",
@@ -255,13 +257,15 @@ pub(crate) fn python_onnxruntime(
 
 /// Runs `learner-server export RUN_DIR --onnx ONNX`; its stdout.
 pub(crate) fn export(run_dir: &std::path::Path, onnx: &std::path::Path) -> String {
-    let export = Command::new(binary("learner-server"))
-        .arg("export")
-        .arg(run_dir)
-        .arg("--onnx")
-        .arg(onnx)
-        .output()
-        .unwrap();
+    let export = rlfleet_tests::output_within(
+        Command::new(binary("learner-server"))
+            .arg("export")
+            .arg(run_dir)
+            .arg("--onnx")
+            .arg(onnx),
+        std::time::Duration::from_secs(120),
+        "learner-server export",
+    );
     let stdout = String::from_utf8_lossy(&export.stdout).into_owned();
     assert!(
         export.status.success(),

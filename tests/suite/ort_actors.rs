@@ -78,7 +78,11 @@ fn async_with_ort_actors_reaches_475_without_libtorch_in_the_actors() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = learner.wait_with_output().unwrap();
+    let out = rlfleet_tests::wait_output(
+        learner,
+        rlfleet_tests::run_limit(&cfg),
+        "the learner with ort actors",
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

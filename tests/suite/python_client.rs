@@ -14,11 +14,13 @@ use std::time::Duration;
 
 /// Runs a script of `tests/python/` with the venv's Python; its stdout.
 fn python(script: &str, args: &[&str]) -> String {
-    let out = Command::new(reference_python())
-        .arg(workspace_root().join("tests/python").join(script))
-        .args(args)
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        Command::new(reference_python())
+            .arg(workspace_root().join("tests/python").join(script))
+            .args(args),
+        Duration::from_secs(600),
+        &format!("tests/python/{script}"),
+    );
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),

@@ -136,11 +136,13 @@ fn unknown_ids_unsupported_spaces_and_misplaced_options_are_refused_by_name() {
         );
         let path = dir.path().join("refused.toml");
         std::fs::write(&path, &text).unwrap();
-        let out = Command::new(binary("learner-server"))
-            .args(["run", "--no-progress"])
-            .arg(&path)
-            .output()
-            .unwrap();
+        let out = rlfleet_tests::output_within(
+            Command::new(binary("learner-server"))
+                .args(["run", "--no-progress"])
+                .arg(&path),
+            Duration::from_secs(120),
+            "learner-server run of a refused env",
+        );
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{env_line}: {stderr}");
         assert!(stderr.contains(expected), "{env_line}: {stderr}");

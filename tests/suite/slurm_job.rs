@@ -18,9 +18,8 @@ struct Cluster {
 }
 
 fn run(cmd: &mut Command) -> Output {
-    let out = cmd
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e} (scripts/setup.sh installs Slurm)"));
+    let what = format!("{cmd:?} (scripts/setup.sh installs Slurm)");
+    let out = rlfleet_tests::output_within(cmd, Duration::from_secs(120), &what);
     assert!(
         out.status.success(),
         "{cmd:?} failed: {}{}",
@@ -103,11 +102,11 @@ impl Cluster {
         run(Command::new("slurmd").arg("-f").arg(&cluster.conf));
         let t0 = Instant::now();
         loop {
-            let out = cluster
-                .cmd("sinfo")
-                .args(["-h", "-o", "%T"])
-                .output()
-                .unwrap();
+            let out = rlfleet_tests::output_within(
+                cluster.cmd("sinfo").args(["-h", "-o", "%T"]),
+                Duration::from_secs(60),
+                "sinfo",
+            );
             if String::from_utf8_lossy(&out.stdout).trim() == "idle" {
                 break;
             }

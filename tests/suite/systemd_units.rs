@@ -28,12 +28,14 @@ fn the_shipped_units_pass_systemd_analyze_verify() {
         units.push(name);
     }
     assert_eq!(units.len(), 3, "units: {units:?}");
-    let out = Command::new("systemd-analyze")
-        .arg("verify")
-        .args(units.iter().map(|u| format!("./{u}")))
-        .current_dir(dir.path())
-        .output()
-        .expect("systemd-analyze (Debian's systemd, installed by scripts/setup.sh)");
+    let out = rlfleet_tests::output_within(
+        Command::new("systemd-analyze")
+            .arg("verify")
+            .args(units.iter().map(|u| format!("./{u}")))
+            .current_dir(dir.path()),
+        std::time::Duration::from_secs(120),
+        "systemd-analyze verify (Debian's systemd, installed by scripts/setup.sh)",
+    );
     let said = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -52,11 +54,13 @@ fn the_shipped_units_pass_systemd_analyze_verify() {
     let bad = dir.path().join("rlfleet-bad.service");
     let learner = std::fs::read_to_string(dir.path().join("rlfleet-learner.service")).unwrap();
     std::fs::write(&bad, learner.replace("Restart=", "Restrat=")).unwrap();
-    let out = Command::new("systemd-analyze")
-        .args(["verify", "./rlfleet-bad.service"])
-        .current_dir(dir.path())
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        Command::new("systemd-analyze")
+            .args(["verify", "./rlfleet-bad.service"])
+            .current_dir(dir.path()),
+        std::time::Duration::from_secs(120),
+        "systemd-analyze verify of a bad unit",
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("Unknown key 'Restrat'"), "{stderr}");
 }

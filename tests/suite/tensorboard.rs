@@ -41,11 +41,13 @@ fn read_board(dir: &Path) -> Series {
         dir.display()
     );
     assert!(files[0].metadata().unwrap().len() > 0);
-    let out = Command::new(rlfleet_tests::reference_python())
-        .args(["-c", READ_EVENTS])
-        .arg(dir)
-        .output()
-        .unwrap();
+    let out = rlfleet_tests::output_within(
+        Command::new(rlfleet_tests::reference_python())
+            .args(["-c", READ_EVENTS])
+            .arg(dir),
+        std::time::Duration::from_secs(120),
+        "TensorBoard's event reader",
+    );
     assert!(
         out.status.success(),
         "reading the events failed: {}",
@@ -203,8 +205,14 @@ fn dqn_async_over_quic_writes_tensorboard_scalars_that_match_its_csvs() {
         assert!(size > 0.0 && size <= step as f64, "replay {size} at {step}");
     }
     // Batches from actors over QUIC: the learner's policy lag is measured.
+    // Four actors feed one learner that trains on every batch, so a batch
+    // arrives behind the versions the other actors' batches made: once
+    // training runs, the mean lag is above 0.
     let lag = series(&board, "train/policy_lag");
-    assert!(!lag.is_empty() && lag.iter().all(|p| p.1 >= 0.0), "{lag:?}");
+    assert!(
+        !lag.is_empty() && lag.iter().all(|p| p.1.is_finite()) && lag.iter().any(|p| p.1 > 0.0),
+        "{lag:?}"
+    );
 }
 
 #[test]

@@ -165,6 +165,26 @@ impl Daemon {
         self.restart();
     }
 
+    /// Waits for the daemon's process to exit, at most `limit` (past it the
+    /// process is killed and the test fails, with its log).
+    fn wait_exit(&mut self, limit: Duration) -> std::process::ExitStatus {
+        let t0 = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            if t0.elapsed() > limit {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                panic!(
+                    "the daemon did not exit within {limit:?}; killed it. Its log:\n{}",
+                    self.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// SIGKILLs the daemon; [`Daemon::restart`] starts it again.
     pub fn crash(&mut self) {
         let _ = self.child.kill();
@@ -181,7 +201,7 @@ impl Daemon {
     /// Waits for the daemon's process to end, then starts it again in the
     /// same folder on the same ports.
     pub fn restart(&mut self) {
-        let status = self.child.wait().unwrap();
+        let status = self.wait_exit(Duration::from_secs(60));
         assert!(
             status.success() || status.code().is_none(),
             "the daemon exited with {status}:\n{}",

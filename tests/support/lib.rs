@@ -86,6 +86,16 @@ pub fn wait_output(child: std::process::Child, limit: std::time::Duration, what:
     }
 }
 
+/// Runs `cmd` with its output piped, at most `limit` ([`wait_output`]).
+pub fn output_within(cmd: &mut Command, limit: std::time::Duration, what: &str) -> Output {
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {what}: {e}"));
+    wait_output(child, limit, what)
+}
+
 /// The value of the series `name` (with its labels, if any) in a
 /// Prometheus text dump. Panics when there is no such series: a metric
 /// that is renamed or never exported fails the test that reads it, rather
@@ -218,10 +228,26 @@ pub fn run_mpi_groups(
     learners: usize,
     groups: &[(usize, &[&str])],
 ) -> Embedded {
-    mpi_job(cfg, dir, learners, &[], groups)
-        .output()
-        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)")
-        .into()
+    let child = mpi_job(cfg, dir, learners, &[], groups)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run mpirun (OpenMPI is installed by scripts/setup.sh)");
+    wait_output(
+        child,
+        run_limit(cfg),
+        &format!("the MPI job of `{}`", cfg.name),
+    )
+    .into()
+}
+
+/// How long a run's process may take: its wall-time stop with two minutes
+/// to start and end, or ten minutes when it has none.
+pub fn run_limit(cfg: &rlfleet_shared::config::RunConfig) -> std::time::Duration {
+    match cfg.stop.max_wall_secs {
+        Some(secs) => std::time::Duration::from_secs_f64(secs + 120.0),
+        None => std::time::Duration::from_secs(600),
+    }
 }
 
 /// The `mpirun` command of [`run_mpi_groups`], with `learner_args` for
@@ -254,15 +280,22 @@ pub fn mpi_job(
 
 fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str]) -> Embedded {
     let cfg_path = write_config(cfg, dir, "");
-    Command::new(binary("learner-server"))
+    let child = Command::new(binary("learner-server"))
         .args(["run", "--no-progress", "--state-dir"])
         .arg(dir.join("state"))
         .args(args)
         .arg(&cfg_path)
         .env("RUST_LOG", "warn")
-        .output()
-        .expect("run learner-server")
-        .into()
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run learner-server");
+    wait_output(
+        child,
+        run_limit(cfg),
+        &format!("`learner-server run` of `{}`", cfg.name),
+    )
+    .into()
 }
 
 /// The episode ids in a run's `episodes.csv`, sorted, and the sum of the

@@ -63,6 +63,69 @@ pub fn check_plain_data(sources: &[Source], src: &str, dir: &str) -> Vec<String>
     problems
 }
 
+/// Clock reads (`Instant::now`, `.elapsed()`, `SystemTime::now`) in
+/// files under `dir` other than `allowed` (relative to `src`): there, time
+/// comes in as an argument.
+pub fn check_no_clock(sources: &[Source], src: &str, dir: &str, allowed: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in sources.iter().filter(|s| s.rel.starts_with(dir)) {
+        if is_test_file(&s.rel) || allowed.iter().any(|a| s.rel == std::path::Path::new(a)) {
+            continue;
+        }
+        for (i, line) in non_test(&s.text).lines().enumerate() {
+            let t = line.trim_start();
+            let reads = ["Instant::now", ".elapsed()", "SystemTime::now"]
+                .iter()
+                .any(|c| t.contains(c));
+            if reads && !t.starts_with("//") {
+                problems.push(format!(
+                    "{src}/{}:{}: reads the clock in `{dir}`, where time is passed in: `{t}`",
+                    s.rel.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    problems
+}
+
+/// `unsafe` outside the files `allowed` to hold it (relative to `src`),
+/// and any `unsafe` block or function without a `SAFETY` note (or, for a
+/// function, a `# Safety` section) on its line or in the comments right
+/// above it.
+pub fn check_unsafe(sources: &[Source], src: &str, allowed: &[&str]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in sources.iter().filter(|s| !is_test_file(&s.rel)) {
+        let lines: Vec<&str> = non_test(&s.text).lines().collect();
+        let here = allowed.iter().any(|a| s.rel == std::path::Path::new(a));
+        for (i, line) in lines.iter().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("//") || !(t.contains("unsafe {") || t.contains("unsafe fn")) {
+                continue;
+            }
+            let at = format!("{src}/{}:{}", s.rel.display(), i + 1);
+            if !here {
+                problems.push(format!(
+                    "{at}: `unsafe` outside the files that may hold it: `{t}`"
+                ));
+                continue;
+            }
+            // The note: on the line, or in the comments and attributes
+            // right above it.
+            let above = lines[..i].iter().rev().take_while(|l| {
+                let l = l.trim_start();
+                l.starts_with("//") || l.starts_with("#[")
+            });
+            let note = |l: &&str| l.contains("SAFETY") || l.contains("# Safety");
+            let noted = note(line) || above.into_iter().any(note);
+            if !noted {
+                problems.push(format!("{at}: `unsafe` without a SAFETY note: `{t}`"));
+            }
+        }
+    }
+    problems
+}
+
 /// Files that do not open with a `//!` line.
 pub fn check_docs(sources: &[Source], src: &str) -> Vec<String> {
     sources

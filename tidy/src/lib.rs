@@ -7,7 +7,10 @@
 //! - [`layers`]: the declared layer order (ARCHITECTURE.md's `layers`
 //!   blocks) and import cycles at every depth.
 //! - [`files`]: `//!` doc lines, the per-file line budget, test modules
-//!   last, and plain-data folders (the wire messages).
+//!   last, plain-data folders (the wire messages), and no clock in the
+//!   workflows, `unsafe` only where it is allowed and with a SAFETY note.
+//!
+//! - [`manifest`]: `rlfleet-shared` links nothing native but by feature.
 //!
 //! [`check_workspace`] runs them all; the `tidy` test and the
 //! `rlfleet-tidy` binary call it.
@@ -15,6 +18,7 @@
 pub mod files;
 pub mod imports;
 pub mod layers;
+pub mod manifest;
 
 use std::path::Path;
 
@@ -23,6 +27,22 @@ pub const LAYERED: [&str; 3] = ["learner-server", "actor-client", "shared"];
 
 /// Every other crate of the workspace: files open with a `//!` line.
 pub const DOCUMENTED: [&str; 4] = ["tests", "bench", "python", "tidy"];
+
+/// The files of a crate that may hold `unsafe` (ARCHITECTURE.md names
+/// them and why): FFI and memory maps, the AVX2 kernel, MPI's one-sided
+/// operations.
+pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
+    match krate {
+        "learner-server" => &["agents/adam.rs", "state/journal.rs"],
+        "shared" => &[
+            "nets/dense.rs",
+            "mpi/mod.rs",
+            "mpi/outbox.rs",
+            "mpi/window.rs",
+        ],
+        _ => &[],
+    }
+}
 
 /// Every problem found in the workspace at `root`, one message each
 /// (empty when the tree is tidy).
@@ -44,11 +64,30 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
         problems.extend(files::check_docs(&sources, &src));
         problems.extend(files::check_sizes(&sources, &src, files::MAX_LINES));
         problems.extend(files::check_tests_last(&sources, &src));
+        problems.extend(files::check_unsafe(&sources, &src, unsafe_files(krate)));
+        if krate == "learner-server" {
+            // ARCHITECTURE.md: a Workflow reads no clock; the driver
+            // (`mod.rs`) passes instants in and times the calls, and the
+            // `seed` front (an async task beside the transports) stamps
+            // requests at its door and batches them.
+            problems.extend(files::check_no_clock(
+                &sources,
+                &src,
+                "workflows/remote",
+                &[
+                    "workflows/remote/mod.rs",
+                    "workflows/remote/seed/front.rs",
+                    "workflows/remote/seed/door.rs",
+                ],
+            ));
+        }
         if krate == "shared" {
             // ARCHITECTURE.md: the wire messages are an IPC boundary.
             problems.extend(files::check_plain_data(&sources, &src, "wire/messages"));
         }
     }
+    let shared = std::fs::read_to_string(root.join("shared/Cargo.toml"))?;
+    problems.extend(manifest::check_native_optional(&shared, "shared"));
     for krate in DOCUMENTED {
         if !root.join(krate).is_dir() {
             continue;

@@ -173,3 +173,44 @@ fn a_test_module_declaration_does_not_hide_the_rest_of_a_file() {
         "//! m\nuse crate::a::A;\n"
     );
 }
+
+#[test]
+fn a_clock_read_outside_the_driver_is_named() {
+    let sources = crate_of(&[
+        ("w/mod.rs", "//! driver\nlet now = Instant::now();\n"),
+        (
+            "w/family.rs",
+            "//! family\nfn work(now: Instant) {\n    let t = started.elapsed();\n}\n#[cfg(test)]\nmod tests {\n    fn t() { Instant::now(); }\n}\n",
+        ),
+    ]);
+    assert_eq!(
+        rlfleet_tidy::files::check_no_clock(&sources, "c", "w", &["w/mod.rs"]),
+        [
+            "c/w/family.rs:3: reads the clock in `w`, where time is passed in: `let t = started.elapsed();`"
+        ]
+    );
+}
+
+#[test]
+fn a_native_dependency_that_is_not_optional_is_named() {
+    let manifest = "[package]\nname = \"x\"\n\n[dependencies]\nserde.workspace = true\npyo3 = { workspace = true, optional = true }\nmpi.workspace = true\n\n[build-dependencies]\ntch = \"1\"\n";
+    assert_eq!(
+        rlfleet_tidy::manifest::check_native_optional(manifest, "x"),
+        ["x/Cargo.toml: `mpi` links a native library and is not optional (`mpi.workspace = true`)"]
+    );
+}
+
+#[test]
+fn unsafe_is_named_outside_its_files_or_without_a_safety_note() {
+    let sources = crate_of(&[
+        (
+            "ffi.rs",
+            "//! ffi\n// SAFETY: the pointer is valid for len.\nlet x = unsafe { f() };\nlet y = unsafe { g() };\n",
+        ),
+        ("other.rs", "//! other\nunsafe fn h() {}\n"),
+    ]);
+    let problems = rlfleet_tidy::files::check_unsafe(&sources, "c", &["ffi.rs"]);
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    assert!(problems[0].starts_with("c/ffi.rs:4: `unsafe` without a SAFETY note"));
+    assert!(problems[1].starts_with("c/other.rs:2: `unsafe` outside the files"));
+}

@@ -21,7 +21,7 @@ pub use adam::Adam;
 pub use dqn::Dqn;
 pub use greedy::GreedyPolicy;
 pub use ppo::Ppo;
-pub use probe::{PROBE_HEADER, Probe};
+pub use probe::{Probe, ProbeLine};
 pub use sac::Sac;
 pub use td3::Td3;
 

@@ -6,17 +6,30 @@
 //! weights, so actors run their usual policy code with it.
 
 use super::{Agent, AgentError, AgentState, NamedTensor, Weights, check_weights};
+use crate::output::{CsvFile, format};
 use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use serde::{Deserialize, Serialize};
 
-/// The header of `probe.csv`; `obs` and `next_obs` are `;`-separated.
-pub const PROBE_HEADER: &str = "version,action,reward,terminated,obs,next_obs";
+/// One row of `probe.csv`: a transition as the probe was given it, with
+/// its policy version; `action`, `obs` and `next_obs` are `;`-separated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeLine {
+    pub version: u64,
+    pub action: String,
+    pub reward: f32,
+    #[serde(
+        serialize_with = "format::flag",
+        deserialize_with = "format::read_flag"
+    )]
+    pub terminated: bool,
+    pub obs: String,
+    pub next_obs: String,
+}
 
 #[derive(Debug)]
 pub struct Probe {
@@ -31,7 +44,7 @@ pub struct Probe {
     scheduled: u64,
     version: u64,
     rng: Pcg64,
-    log: Option<BufWriter<File>>,
+    log: Option<CsvFile<ProbeLine>>,
 }
 
 impl Probe {
@@ -41,7 +54,7 @@ impl Probe {
         let n_actions = spec.action_space.n().expect("discrete (validated)");
         let net = NetShape::new(spec.obs_dim(), &cfg.dqn.hidden, n_actions);
         let path = cfg.output_dir.join("probe.csv");
-        let log = crate::output::append_csv(&path, PROBE_HEADER)
+        let log = CsvFile::open(&path, false)
             .map_err(|e| tracing::error!("cannot write {}: {e}", path.display()))
             .ok();
         Probe {
@@ -83,16 +96,15 @@ impl Agent for Probe {
     fn observe(&mut self, t: &Transition<'_>) {
         self.observed += 1;
         if let Some(w) = &mut self.log {
-            let line = format!(
-                "{},{},{},{},{},{}",
-                self.version,
-                joined(t.action),
-                t.reward,
-                u8::from(t.terminated),
-                joined(t.obs),
-                joined(t.next_obs)
-            );
-            if let Err(e) = writeln!(w, "{line}") {
+            let line = ProbeLine {
+                version: self.version,
+                action: joined(t.action),
+                reward: t.reward,
+                terminated: t.terminated,
+                obs: joined(t.obs),
+                next_obs: joined(t.next_obs),
+            };
+            if let Err(e) = w.write(&line) {
                 tracing::error!("probe.csv: {e}");
                 self.log = None;
             }

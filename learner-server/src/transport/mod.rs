@@ -11,3 +11,5 @@ pub mod inproc;
 pub mod mpi;
 pub mod quic;
 pub mod session;
+#[cfg(test)]
+mod tests;

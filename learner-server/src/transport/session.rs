@@ -7,7 +7,7 @@
 
 use crate::registry::Registry;
 use crate::server_config::tokens_match;
-use crate::vocab::{ActorView, Answer, ConnId, RunGone, RunInbox};
+use crate::vocab::{ActorView, Answer, ConnId, Departed, RunGone, RunInbox};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
 use std::future::Future;
 use std::sync::Arc;
@@ -42,15 +42,27 @@ pub trait Wire: Send {
     fn authenticated(&mut self) {}
 }
 
-/// Tells the run the connection left when dropped.
+/// Tells the run the connection left: [`LeaveGuard::leave`], or when
+/// dropped (a session cancelled mid-exchange).
 struct LeaveGuard {
-    run: RunInbox,
+    run: Option<RunInbox>,
     conn: ConnId,
+}
+
+impl LeaveGuard {
+    /// Tells the run; resolves once it has taken the departure.
+    fn leave(mut self) -> Departed {
+        let run = self.run.take().expect("leave is called once");
+        run.left(self.conn)
+    }
 }
 
 impl Drop for LeaveGuard {
     fn drop(&mut self) {
-        self.run.left(self.conn);
+        if let Some(run) = self.run.take() {
+            // Nobody waits: the session is gone.
+            drop(run.left(self.conn));
+        }
     }
 }
 
@@ -225,7 +237,7 @@ impl<W: Wire> Session<W> {
                     run: None,
                     connected_secs: 0.0,
                 });
-                if let Err(text) = registered {
+                if let Err(text) = registered.await {
                     return End::Refused(ErrorCode::TooManyActors, text);
                 }
                 self.registered = true;
@@ -250,12 +262,15 @@ impl<W: Wire> Session<W> {
             self.registry
                 .actor_assigned(self.id, Some(active.id.clone()));
             let guard = LeaveGuard {
-                run: active.events.clone(),
+                run: Some(active.events.clone()),
                 conn: self.id,
             };
             self.last_run = Some(active.events.clone());
             let outcome = self.exchange(rx, &active.events).await;
-            drop(guard);
+            // Until the run has taken the departure, this connection's
+            // requests may still be queued there: its registry slot (which
+            // bounds the run's inbox) is freed only after.
+            let _ = guard.leave().await;
             self.registry.actor_assigned(self.id, None);
             match outcome {
                 // The run ended: the actor says hello again for the next.

@@ -16,12 +16,18 @@ pub type Reply = oneshot::Sender<Message>;
 /// Where a session waits for the run's answer to one request.
 pub type Answer = oneshot::Receiver<Message>;
 
+/// Resolves once the run has taken a connection's departure (or the run
+/// is gone): until then the connection's requests may still be queued for
+/// the run, so its slot in the registry stays taken.
+pub type Departed = oneshot::Receiver<()>;
+
 /// The run was gone before it took the message (given back).
 #[derive(Debug)]
 pub struct RunGone<T>(pub T);
 
 /// What a session calls to hand one actor's messages to a run. Each call
-/// returns at once; the answer comes through the returned [`Answer`].
+/// returns at once and never blocks; the answer comes through the
+/// returned [`Answer`].
 pub trait Intake: Send + Sync + std::fmt::Debug {
     /// An authenticated actor asks to take part; the answer is `Welcome`
     /// (or `Stop`).
@@ -30,8 +36,9 @@ pub trait Intake: Send + Sync + std::fmt::Debug {
     /// `Stop`, or `Error` after which the transport closes the
     /// connection).
     fn request(&self, conn: ConnId, msg: Message) -> Result<Answer, RunGone<Box<Message>>>;
-    /// The connection is gone (closed, timed out, or refused).
-    fn left(&self, conn: ConnId);
+    /// The connection is gone (closed, timed out, or refused); the answer
+    /// says when the run has taken it.
+    fn left(&self, conn: ConnId) -> Departed;
     /// A batch that reached the session after this run ended (or went):
     /// counted received and dropped `run_ended`, and logged where the run
     /// still can.

@@ -9,5 +9,5 @@ mod intake;
 mod views;
 
 pub use drop_reason::DropReason;
-pub use intake::{ActiveRun, Answer, ConnId, Intake, Reply, RunGone, RunInbox};
+pub use intake::{ActiveRun, Answer, ConnId, Departed, Intake, Reply, RunGone, RunInbox};
 pub use views::{ActorView, BatchTally, EpisodeView, ResumedFrom, RunShared, RunState, RunStatus};

@@ -3,6 +3,7 @@
 
 use super::StopReason;
 use crate::checkpoint::RunCounters;
+use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
@@ -10,7 +11,8 @@ use std::path::PathBuf;
 /// What the learner of a distributed run did with its time and batches.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct LearnerFigures {
-    /// Seconds spent ingesting experience and taking gradient steps.
+    /// Seconds the learner's thread was busy: ingesting experience, taking
+    /// gradient steps, answering actors, taking checkpoints.
     pub train_secs: f64,
     /// Seconds the learner loop spent waiting with nothing to do.
     pub wait_secs: f64,
@@ -52,48 +54,68 @@ impl RunSummary {
         matches!(self.reason, StopReason::TargetReached { .. })
     }
 
-    /// The summary as TOML.
+    /// The summary as TOML (`summary.toml`): floats stay floats, a value
+    /// a run does not have is `nan`.
     pub fn to_toml(&self) -> String {
-        // TOML floats, always with a point (500.0, not the integer 500).
-        let opt = |v: Option<f64>| match v {
-            Some(v) if !v.is_nan() => format!("{v:?}"),
-            _ => "nan".to_string(),
+        let nan = |v: Option<f64>| v.unwrap_or(f64::NAN);
+        let file = SummaryFile {
+            reason: self.reason.to_string(),
+            target_reached: self.target_reached(),
+            env_steps: self.counters.env_steps,
+            episodes: self.counters.episodes,
+            train_steps: self.train_steps,
+            wall_secs: self.counters.wall_secs,
+            env_steps_per_sec: self.env_steps_per_sec,
+            best_eval_return: nan(self.best_eval.map(|b| b.0)),
+            best_eval_env_steps: self.best_eval.map_or(0, |b| b.1),
+            final_eval_return: nan(self.final_eval),
+            screen_eval_return: nan(self.confirm.map(|c| c.0)),
+            confirm_eval_return: nan(self.confirm.map(|c| c.1)),
+            env_errors: self.env_errors,
+            learner: self.learner.as_ref().map(|l| LearnerTable {
+                train_secs: l.train_secs,
+                wait_secs: l.wait_secs,
+                batches_received: l.batches_received,
+                batches_trained: l.batches_trained,
+                batches_lost: l.batches_lost,
+                env_steps_abandoned: l.env_steps_abandoned,
+                batches_dropped: l.batches_dropped.clone(),
+            }),
         };
-        let mut out = format!(
-            "reason = {:?}\ntarget_reached = {}\nenv_steps = {}\nepisodes = {}\ntrain_steps = {}\n\
-             wall_secs = {}\nenv_steps_per_sec = {}\nbest_eval_return = {}\nbest_eval_env_steps = {}\n\
-             final_eval_return = {}\nscreen_eval_return = {}\nconfirm_eval_return = {}\nenv_errors = {}\n",
-            self.reason.to_string(),
-            self.target_reached(),
-            self.counters.env_steps,
-            self.counters.episodes,
-            self.train_steps,
-            self.counters.wall_secs,
-            self.env_steps_per_sec,
-            opt(self.best_eval.map(|b| b.0)),
-            self.best_eval.map_or(0, |b| b.1),
-            opt(self.final_eval),
-            opt(self.confirm.map(|c| c.0)),
-            opt(self.confirm.map(|c| c.1)),
-            self.env_errors,
-        );
-        if let Some(l) = &self.learner {
-            out.push_str(&format!(
-                "\n[learner]\ntrain_secs = {}\nwait_secs = {}\nbatches_received = {}\n\
-                 batches_trained = {}\nbatches_lost = {}\nenv_steps_abandoned = {}\n\n[learner.batches_dropped]\n",
-                l.train_secs,
-                l.wait_secs,
-                l.batches_received,
-                l.batches_trained,
-                l.batches_lost,
-                l.env_steps_abandoned
-            ));
-            for (reason, n) in &l.batches_dropped {
-                out.push_str(&format!("{reason} = {n}\n"));
-            }
-        }
-        out
+        toml::to_string(&file).expect("the summary serialises")
     }
+}
+
+/// `summary.toml`'s keys, in the file's order (an interface).
+#[derive(Debug, Serialize)]
+struct SummaryFile {
+    reason: String,
+    target_reached: bool,
+    env_steps: u64,
+    episodes: u64,
+    train_steps: u64,
+    wall_secs: f64,
+    env_steps_per_sec: f64,
+    best_eval_return: f64,
+    best_eval_env_steps: u64,
+    final_eval_return: f64,
+    screen_eval_return: f64,
+    confirm_eval_return: f64,
+    env_errors: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    learner: Option<LearnerTable>,
+}
+
+/// `[learner]`: distributed runs only.
+#[derive(Debug, Serialize)]
+struct LearnerTable {
+    train_secs: f64,
+    wait_secs: f64,
+    batches_received: u64,
+    batches_trained: u64,
+    batches_lost: u64,
+    env_steps_abandoned: u64,
+    batches_dropped: BTreeMap<String, u64>,
 }
 
 impl fmt::Display for RunSummary {
@@ -115,5 +137,53 @@ impl fmt::Display for RunSummary {
             write!(f, "; final eval {last:.1}")?;
         }
         write!(f, "; output in {}", self.output_dir.display())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Floats stay floats (a whole number of seconds is `12.0`, not the
+    /// integer `12`), absent values are `nan`, and the learner's table
+    /// comes last with its drops.
+    #[test]
+    fn the_summary_keeps_its_keys_and_types() {
+        let s = RunSummary {
+            reason: StopReason::Cancelled,
+            counters: RunCounters {
+                env_steps: 1 << 60,
+                episodes: 3,
+                wall_secs: 12.0,
+            },
+            train_steps: 5,
+            best_eval: None,
+            final_eval: Some(500.0),
+            env_steps_per_sec: 100.0,
+            env_errors: 0,
+            confirm: None,
+            output_dir: PathBuf::from("runs/x"),
+            learner: Some(LearnerFigures {
+                batches_dropped: [("stale".to_string(), 2)].into(),
+                ..LearnerFigures::default()
+            }),
+        };
+        let text = s.to_toml();
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        assert_eq!(v["wall_secs"].as_float(), Some(12.0), "{text}");
+        assert_eq!(v["final_eval_return"].as_float(), Some(500.0));
+        assert!(v["best_eval_return"].as_float().unwrap().is_nan());
+        assert_eq!(v["env_steps"].as_integer(), Some(1 << 60));
+        assert_eq!(
+            v["learner"]["batches_dropped"]["stale"].as_integer(),
+            Some(2)
+        );
+        assert_eq!(v["learner"]["train_secs"].as_float(), Some(0.0));
+        let keys: Vec<&str> = text
+            .lines()
+            .filter_map(|l| l.split_once(" = ").map(|(k, _)| k))
+            .take(3)
+            .collect();
+        assert_eq!(keys, ["reason", "target_reached", "env_steps"]);
     }
 }

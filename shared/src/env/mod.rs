@@ -4,7 +4,8 @@
 //! it) wrapped in [`TimeLimited`], which adds seeding and truncation at the
 //! registered `max_episode_steps`, as `gymnasium.make` does. Any other
 //! Gymnasium-API environment runs through the embedded interpreter
-//! ([`python`]); [`EnvSource`] names either kind and builds it.
+//! (the `python` module, feature `python`); [`EnvSource`] names either
+//! kind and builds it.
 
 mod acrobot;
 mod cartpole;
@@ -13,6 +14,7 @@ mod mountain_car;
 mod mountain_car_continuous;
 mod numpy_scalar;
 mod pendulum;
+#[cfg(feature = "python")]
 pub mod python;
 mod rng;
 mod source;

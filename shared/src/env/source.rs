@@ -2,6 +2,7 @@
 //! `gymnasium:ID` or `python:module:attr` — and the one place that turns it
 //! into a spec or an instance.
 
+#[cfg(feature = "python")]
 use super::python::{PyEnv, Recipe};
 use super::{Env, EnvFault, EnvSpec, UnknownEnv};
 use std::collections::HashMap;
@@ -37,6 +38,8 @@ pub enum EnvError {
     Python { id: String, fault: EnvFault },
     #[error("`{0}`: env_kwargs, env_wrappers and python_path apply to Python envs only")]
     PythonOptionsOnBuiltin(String),
+    #[error("`{0}` runs in Python, and this build has none (rlfleet-shared's `python` feature)")]
+    NoPython(String),
 }
 
 /// Specs already resolved in this process (building a Python env to read
@@ -86,6 +89,11 @@ impl EnvSource {
             self.check_builtin_options()?;
             return super::make(&self.id).map_err(EnvError::from);
         }
+        self.make_python()
+    }
+
+    #[cfg(feature = "python")]
+    fn make_python(&self) -> Result<Box<dyn Env>, EnvError> {
         let recipe = Recipe {
             id: &self.id,
             kwargs_json: &self.kwargs_json,
@@ -99,6 +107,11 @@ impl EnvSource {
                 fault,
             }),
         }
+    }
+
+    #[cfg(not(feature = "python"))]
+    fn make_python(&self) -> Result<Box<dyn Env>, EnvError> {
+        Err(EnvError::NoPython(self.id.clone()))
     }
 
     fn check_builtin_options(&self) -> Result<(), EnvError> {

@@ -4,13 +4,12 @@
 //! `rma` workflows, the transport tasks that take deposits.
 
 use crate::metrics::Metrics;
+use crate::output::CsvFile;
 use crate::state::Journal;
 use crate::vocab::DropReason;
 use rlfleet_shared::wire::Experience;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
-use std::fs::File;
-use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -79,11 +78,34 @@ impl Tally {
 pub const BATCH_LOG_HEADER: &str =
     "actor,session,seq,policy_version,learner_version,transitions,outcome";
 
+/// One row of `batches.csv`: a batch and what became of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchLine {
+    pub actor: String,
+    pub session: u64,
+    pub seq: u64,
+    /// The policy version that produced it.
+    pub policy_version: u64,
+    /// The learner's version when it was trained or dropped.
+    pub learner_version: u64,
+    pub transitions: u64,
+    /// `trained`, or the drop reason's label.
+    pub outcome: String,
+}
+
+/// The audit log and the first error writing it (reported when the log is
+/// flushed for a checkpoint or the end, never dropped).
+#[derive(Debug)]
+struct BatchLog {
+    file: CsvFile<BatchLine>,
+    failed: Option<std::io::Error>,
+}
+
 #[derive(Debug)]
 pub(super) struct Accounts {
     pub tally: Mutex<Tally>,
     metrics: Arc<Metrics>,
-    log: Option<Mutex<BufWriter<File>>>,
+    log: Option<Mutex<BatchLog>>,
     /// The run has ended: a line written now (a late deposit) is flushed
     /// at once, as nothing flushes the log later.
     ended: AtomicBool,
@@ -97,8 +119,8 @@ impl Accounts {
     /// a resumed run left).
     pub fn new(metrics: Arc<Metrics>, batch_log: bool, dir: &Path) -> anyhow::Result<Accounts> {
         let log = if batch_log {
-            let w = crate::output::append_csv(&dir.join("batches.csv"), BATCH_LOG_HEADER)?;
-            Some(Mutex::new(w))
+            let file = CsvFile::open(&dir.join("batches.csv"), false)?;
+            Some(Mutex::new(BatchLog { file, failed: None }))
         } else {
             None
         };
@@ -114,20 +136,25 @@ impl Accounts {
     fn record(&self, e: &Experience, learner_version: u64, outcome: &str) {
         self.version.store(learner_version, Ordering::Relaxed);
         if let Some(log) = &self.log {
-            let mut w = log.lock().expect("batch log lock");
-            let _ = writeln!(
-                w,
-                "{},{},{},{},{},{},{}",
-                e.actor_id,
-                e.session_id,
-                e.seq,
-                e.policy_version,
+            let mut log = log.lock().expect("batch log lock");
+            let line = BatchLine {
+                actor: e.actor_id.clone(),
+                session: e.session_id,
+                seq: e.seq,
+                policy_version: e.policy_version,
                 learner_version,
-                e.transitions.len(),
-                outcome
-            );
-            if self.ended.load(Ordering::Acquire) {
-                let _ = w.flush();
+                transitions: e.transitions.len() as u64,
+                outcome: outcome.to_string(),
+            };
+            let mut written = log.file.write(&line);
+            if written.is_ok() && self.ended.load(Ordering::Acquire) {
+                written = log.file.flush();
+            }
+            if let Err(e) = written
+                && log.failed.is_none()
+            {
+                tracing::error!("batches.csv: {e} (the audit log misses lines from here)");
+                log.failed = Some(e);
             }
         }
     }
@@ -193,18 +220,30 @@ impl Accounts {
     pub fn flush(&self) {
         self.ended.store(true, Ordering::Release);
         if let Some(log) = &self.log {
-            let _ = log.lock().expect("batch log lock").flush();
+            let mut log = log.lock().expect("batch log lock");
+            if let Err(e) = log.file.flush()
+                && log.failed.is_none()
+            {
+                tracing::error!("batches.csv: {e}");
+                log.failed = Some(e);
+            }
         }
     }
 
     /// Writes out what the batch log holds; its length in bytes, if there
-    /// is a log.
+    /// is a log. A line that could not be written is an error here (the
+    /// checkpoint that asks fails rather than record an incomplete log).
     pub fn flush_log(&self) -> std::io::Result<Option<u64>> {
         match &self.log {
             Some(log) => {
-                let mut w = log.lock().expect("batch log lock");
-                w.flush()?;
-                Ok(Some(w.get_ref().metadata()?.len()))
+                let mut log = log.lock().expect("batch log lock");
+                if let Some(e) = &log.failed {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("batches.csv lost a line: {e}"),
+                    ));
+                }
+                Ok(Some(log.file.file_len()?))
             }
             None => Ok(None),
         }

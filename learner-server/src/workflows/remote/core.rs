@@ -61,8 +61,9 @@ pub(super) struct ActorSlot {
     pub parked: Option<Parked>,
 }
 
-/// Where the learner's time goes: training (ingest and gradient steps)
-/// and waiting for data.
+/// Where the learner's time goes: busy in the workflow (ingest, gradient
+/// steps, answers, checkpoints), or waiting for data. The driver measures
+/// both.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LearnerTime {
     pub train: Duration,

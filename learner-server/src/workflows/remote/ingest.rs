@@ -11,7 +11,6 @@ use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::wire::{Experience, Submission};
-use std::time::Instant;
 
 impl Core {
     /// Counts a batch received and checks the submission; a batch that
@@ -145,7 +144,6 @@ impl Core {
     /// Gives a batch's transitions to the agent (`random` only counts
     /// them) and counts its env steps.
     fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool, resend: bool) {
-        let started = Instant::now();
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
         let t = &e.transitions;
@@ -163,7 +161,6 @@ impl Core {
                 });
             }
         }
-        self.time.train += started.elapsed();
         self.book.counters.env_steps += t.len() as u64;
         // Steps per episode, in runs of the same episode.
         let mut from = 0;
@@ -181,12 +178,10 @@ impl Core {
     /// Offers every ingested env step to the agent's training schedule.
     pub fn train_pending(&mut self) {
         let before = self.agent.train_steps();
-        let started = Instant::now();
         while self.trained_upto < self.book.counters.env_steps {
             self.trained_upto += 1;
             self.agent.train(self.trained_upto);
         }
-        self.time.train += started.elapsed();
         self.count_train_steps(before);
     }
 

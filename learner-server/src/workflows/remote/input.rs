@@ -4,9 +4,10 @@
 //! thread through, and the [`Inbox`], the run's `Intake` for transports.
 
 use super::accounts::Accounts;
-use crate::vocab::{Answer, ConnId, Intake, Reply, RunGone};
+use crate::vocab::{Answer, ConnId, Departed, Intake, Reply, RunGone};
 use rlfleet_shared::wire::{Experience, Hello, Message, Observations};
-use std::sync::{Arc, mpsc};
+use std::sync::Arc;
+use std::sync::mpsc::{SyncSender, TrySendError};
 use tokio::sync::oneshot;
 
 /// What the run thread takes, in arrival order.
@@ -28,8 +29,12 @@ pub(super) enum Input {
         msg: Message,
         reply: Reply,
     },
-    /// The connection is gone.
-    Left { conn: ConnId },
+    /// The connection is gone; `departed` is answered (or dropped) once
+    /// the run has taken it.
+    Left {
+        conn: ConnId,
+        departed: oneshot::Sender<()>,
+    },
     /// From the workflow's own helpers beside the run thread.
     Internal(Internal),
 }
@@ -74,11 +79,28 @@ pub(super) struct Acted {
 /// connection.
 pub(super) type Popped = Vec<(ConnId, Arc<Experience>)>;
 
+/// Puts `input` on the run thread's channel without blocking: it is
+/// bounded by construction (a registered session has one input queued at
+/// most besides its departure, and a registry slot is freed only once the
+/// run has taken the departure), so it is never full; if it were, the
+/// input is given back (returned) as if the run were gone, never waited
+/// for.
+fn offer(run: &SyncSender<Input>, input: Input) -> Option<Input> {
+    match run.try_send(input) {
+        Ok(()) => None,
+        Err(TrySendError::Disconnected(input)) => Some(input),
+        Err(TrySendError::Full(input)) => {
+            tracing::error!("the run's inbox is full: a message was turned away");
+            Some(input)
+        }
+    }
+}
+
 /// Where transports deliver one run's messages: the run thread, or the
 /// workflow's helper beside it.
 #[derive(Debug)]
 pub(super) struct Inbox {
-    pub run: mpsc::SyncSender<Input>,
+    pub run: SyncSender<Input>,
     pub bypass: Option<Arc<dyn Bypass>>,
     pub accounts: Arc<Accounts>,
 }
@@ -86,13 +108,11 @@ pub(super) struct Inbox {
 impl Intake for Inbox {
     fn join(&self, conn: ConnId, hello: Hello) -> Result<Answer, RunGone<Hello>> {
         let (reply, rx) = oneshot::channel();
-        self.run
-            .send(Input::Join { conn, hello, reply })
-            .map_err(|e| match e.0 {
-                Input::Join { hello, .. } => RunGone(hello),
-                _ => unreachable!("sent a join"),
-            })?;
-        Ok(rx)
+        match offer(&self.run, Input::Join { conn, hello, reply }) {
+            None => Ok(rx),
+            Some(Input::Join { hello, .. }) => Err(RunGone(hello)),
+            Some(_) => unreachable!("sent a join"),
+        }
     }
 
     fn request(&self, conn: ConnId, msg: Message) -> Result<Answer, RunGone<Box<Message>>> {
@@ -102,17 +122,29 @@ impl Intake for Inbox {
             return Ok(b.take(conn, msg));
         }
         let (reply, rx) = oneshot::channel();
-        self.run
-            .send(Input::Request { conn, msg, reply })
-            .map_err(|e| match e.0 {
-                Input::Request { msg, .. } => RunGone(Box::new(msg)),
-                _ => unreachable!("sent a request"),
-            })?;
-        Ok(rx)
+        match offer(&self.run, Input::Request { conn, msg, reply }) {
+            None => Ok(rx),
+            Some(Input::Request { msg, .. }) => Err(RunGone(Box::new(msg))),
+            Some(_) => unreachable!("sent a request"),
+        }
     }
 
-    fn left(&self, conn: ConnId) {
-        let _ = self.run.send(Input::Left { conn });
+    fn left(&self, conn: ConnId) -> Departed {
+        let (departed, rx) = oneshot::channel();
+        match self.run.try_send(Input::Left { conn, departed }) {
+            // Gone: `departed` was dropped with the input, so `rx` resolves.
+            Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+            // Never by construction (see `offer`); a departure is never
+            // lost, so it waits on a thread of its own, not the caller's.
+            Err(TrySendError::Full(input)) => {
+                tracing::error!(conn, "the run's inbox is full: a departure waits for room");
+                let run = self.run.clone();
+                std::thread::spawn(move || {
+                    let _ = run.send(input);
+                });
+            }
+        }
+        rx
     }
 
     fn late(&self, conn: ConnId, e: Experience) {

@@ -31,7 +31,7 @@ mod window;
 mod workflow;
 
 pub use self::core::LearnerTime;
-pub use accounts::BATCH_LOG_HEADER;
+pub use accounts::{BATCH_LOG_HEADER, BatchLine};
 pub use ledger::{EpisodeLedger, Finish};
 
 use self::core::{Core, stop_message};
@@ -165,8 +165,13 @@ impl RemoteRun {
             if let Some(r) = workflow.poll_stop(&core, book) {
                 break r;
             }
-            let busy = workflow.work(&mut core, Instant::now())?;
+            // The learner's time: busy in the workflow's calls (ingest,
+            // training, answers), waiting between them. Measured here, so
+            // that no workflow reads the clock.
+            let started = Instant::now();
+            let busy = workflow.work(&mut core, started)?;
             let now = Instant::now();
+            core.time.train += now - started;
             let timeout = if busy {
                 Duration::ZERO
             } else {
@@ -178,6 +183,7 @@ impl RemoteRun {
             }
             match got {
                 Ok(input) => {
+                    let started = Instant::now();
                     handle(&mut core, workflow.as_mut(), input)?;
                     // Take what else is queued (bounded, so that stop
                     // rules and status still run under a steady stream).
@@ -189,11 +195,14 @@ impl RemoteRun {
                         let Ok(input) = events.try_recv() else { break };
                         handle(&mut core, workflow.as_mut(), input)?;
                     }
+                    core.time.train += started.elapsed();
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break StopReason::Cancelled,
             }
+            let started = Instant::now();
             workflow.checkpoint(&mut core)?;
+            core.time.train += started.elapsed();
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);
@@ -229,10 +238,14 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
             core.admit(conn, hello);
             workflow.join(core, conn, reply)
         }
-        Input::Left { conn } => match core.release(conn) {
-            Some(requeued) => workflow.left(core, conn, requeued),
-            None => Ok(()),
-        },
+        Input::Left { conn, departed } => {
+            let left = match core.release(conn) {
+                Some(requeued) => workflow.left(core, conn, requeued),
+                None => Ok(()),
+            };
+            let _ = departed.send(());
+            left
+        }
         Input::Internal(ev) => workflow.internal(core, ev),
         Input::Request { conn, msg, reply } => {
             if !core.actors.contains_key(&conn) {

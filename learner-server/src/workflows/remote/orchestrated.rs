@@ -103,7 +103,6 @@ impl Workflow for Orchestrated {
     /// now admits.
     fn work(&mut self, core: &mut Core, _now: Instant) -> anyhow::Result<bool> {
         let before = core.agent.train_steps();
-        let started = Instant::now();
         let mut steps = 0;
         while steps < MAX_STEPS_PER_TURN && self.limiter.can_sample(self.items) {
             let items = core.agent.sample_step();
@@ -113,7 +112,6 @@ impl Workflow for Orchestrated {
             self.limiter.sampled(f64::from(items));
             steps += 1;
         }
-        core.time.train += started.elapsed();
         core.count_train_steps(before);
         let mut inserted = false;
         while self.limiter.can_insert()

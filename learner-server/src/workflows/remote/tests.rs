@@ -259,7 +259,10 @@ fn async_answers_at_once_parks_an_idle_actor_and_reissues_a_leavers_episodes() {
     // b played 2 steps of episode 1, then leaves: a gets episode 1, and
     // b's 2 steps are counted abandoned.
     ack(answered(&mut h.send(2, batch("b", 1, 1, 2, false, 0))));
-    h.input(Input::Left { conn: 2 });
+    h.input(Input::Left {
+        conn: 2,
+        departed: oneshot::channel().0,
+    });
     let a2 = ack(answered(&mut parked));
     assert_eq!(
         a2.starts.iter().map(|s| s.episode).collect::<Vec<_>>(),
@@ -363,7 +366,10 @@ fn sync_rounds_wait_for_every_participant_and_go_on_without_one_that_left() {
     assert!(matches!(out_of_turn, Some(Message::Error(_))));
     let mut c = h.join(3, "c", 1);
     // b leaves: the round ends with a alone, and c comes in.
-    h.input(Input::Left { conn: 2 });
+    h.input(Input::Left {
+        conn: 2,
+        departed: oneshot::channel().0,
+    });
     ack(answered(&mut a));
     assert!(matches!(answered(&mut c), Some(Message::Welcome(_))));
     assert_eq!((h.trained(), h.dropped(DropReason::Invalid)), (2, 1));

@@ -6,9 +6,9 @@
 //! policy, and forwards what it answered to the run's thread, which
 //! assembles transitions and trains. So inference never waits behind a
 //! gradient step; the run bounds how far it may get ahead of training.
+//! Requests reach it through `door.rs`'s `FrontDoor`.
 
-use super::super::input::Acted;
-use super::super::input::{Input, Internal};
+use super::super::input::{Acted, Input, Internal};
 use super::batcher::{Batcher, Pending};
 use super::link::SeedLink;
 use crate::metrics::Metrics;

@@ -5,6 +5,7 @@
 //! Weights never leave the learner.
 
 mod batcher;
+mod door;
 pub mod front;
 pub mod link;
 
@@ -12,14 +13,12 @@ use super::core::Core;
 use super::input::{Acted, Bypass, Input, Internal};
 use super::workflow::Workflow;
 use crate::replay::Transition;
-use crate::vocab::{Answer, ConnId, Reply};
+use crate::vocab::{ConnId, Reply};
 use link::{PolicySnapshot, SeedLink};
 use rlfleet_shared::policy::ActorPolicy;
-use rlfleet_shared::wire::{Message, flags};
+use rlfleet_shared::wire::flags;
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
-use std::time::Instant;
-use tokio::sync::oneshot;
 
 /// Per-environment state of a `seed` actor (the learner assembles its
 /// transitions).
@@ -50,33 +49,6 @@ pub(super) struct Seed {
     link: Arc<SeedLink>,
     /// Every admitted actor's envs.
     tracks: BTreeMap<ConnId, Vec<EnvTrack>>,
-}
-
-/// Where observations go: the front's queue.
-#[derive(Debug)]
-struct FrontDoor(tokio::sync::mpsc::Sender<front::Request>);
-
-impl Bypass for FrontDoor {
-    fn serves(&self, msg: &Message) -> bool {
-        matches!(msg, Message::Observations(_))
-    }
-
-    fn take(&self, conn: ConnId, msg: Message) -> Answer {
-        let Message::Observations(obs) = msg else {
-            unreachable!("serves observations only")
-        };
-        let (reply, rx) = oneshot::channel();
-        // A front that is gone drops the reply: the actor hears the run
-        // ended. (Never full: each actor has one request here at most, and
-        // the queue holds one per actor the learner takes.)
-        let _ = self.0.try_send(front::Request {
-            conn,
-            obs,
-            received: Instant::now(),
-            reply,
-        });
-        rx
-    }
 }
 
 impl Seed {
@@ -244,7 +216,7 @@ impl Workflow for Seed {
         )
         .u8_observations(core.shapes().obs_u8);
         rt.spawn(front.serve());
-        Some(Arc::new(FrontDoor(tx)))
+        Some(Arc::new(door::FrontDoor(tx)))
     }
 
     fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
