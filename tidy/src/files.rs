@@ -126,6 +126,40 @@ pub fn check_unsafe(sources: &[Source], src: &str, allowed: &[&str]) -> Vec<Stri
     problems
 }
 
+/// Files that name any of `names` (in non-test code, comments aside):
+/// under `dir` when `inside`, else outside every one of `dirs` — a
+/// dependency kept to where it belongs.
+pub fn check_names(
+    sources: &[Source],
+    src: &str,
+    names: &[&str],
+    dirs: &[&str],
+    inside: bool,
+    why: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for s in sources.iter().filter(|s| !is_test_file(&s.rel)) {
+        let under = dirs.iter().any(|d| s.rel.starts_with(d));
+        if under != inside {
+            continue;
+        }
+        for (i, line) in non_test(&s.text).lines().enumerate() {
+            let t = line.trim_start();
+            if t.starts_with("//") {
+                continue;
+            }
+            if let Some(name) = names.iter().find(|n| t.contains(*n)) {
+                problems.push(format!(
+                    "{src}/{}:{}: names `{name}` ({why}): `{t}`",
+                    s.rel.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    problems
+}
+
 /// Files that do not open with a `//!` line.
 pub fn check_docs(sources: &[Source], src: &str) -> Vec<String> {
     sources

@@ -44,6 +44,45 @@ pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
     }
 }
 
+/// The learner's invariants about who names what (ARCHITECTURE.md):
+/// transports never see workflows or the hub; workflows name no socket
+/// and no MPI; MPI is called from the MPI transport, the MPI entry point
+/// and the data-parallel learners only.
+fn learner_rules(sources: &[imports::Source], src: &str) -> Vec<String> {
+    let mut problems = files::check_names(
+        sources,
+        src,
+        &["crate::workflows", "crate::hub"],
+        &["transport"],
+        true,
+        "transports know a run as its Intake only",
+    );
+    problems.extend(files::check_names(
+        sources,
+        src,
+        &[
+            "quinn::",
+            "mpi::",
+            "rsmpi",
+            "tokio::net",
+            "std::net::Tcp",
+            "std::net::Udp",
+        ],
+        &["workflows"],
+        true,
+        "a workflow holds no socket and sees no MPI",
+    ));
+    problems.extend(files::check_names(
+        sources,
+        src,
+        &["mpi::", "rsmpi"],
+        &["transport/mpi.rs", "mpi_run.rs", "main.rs", "agents/data_parallel"],
+        false,
+        "only the MPI transport thread, the MPI entry points and the data-parallel learners call MPI",
+    ));
+    problems
+}
+
 /// Every problem found in the workspace at `root`, one message each
 /// (empty when the tree is tidy).
 pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
@@ -81,6 +120,9 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
                 ],
             ));
         }
+        if krate == "learner-server" {
+            problems.extend(learner_rules(&sources, &src));
+        }
         if krate == "shared" {
             // ARCHITECTURE.md: the wire messages are an IPC boundary.
             problems.extend(files::check_plain_data(&sources, &src, "wire/messages"));
@@ -88,6 +130,13 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
     }
     let shared = std::fs::read_to_string(root.join("shared/Cargo.toml"))?;
     problems.extend(manifest::check_native_optional(&shared, "shared"));
+    let actor = std::fs::read_to_string(root.join("actor-client/Cargo.toml"))?;
+    problems.extend(manifest::check_absent(
+        &actor,
+        "actor-client",
+        &["tch", "torch-sys", "learner-server"],
+        "an actor process never loads libtorch",
+    ));
     for krate in DOCUMENTED {
         if !root.join(krate).is_dir() {
             continue;

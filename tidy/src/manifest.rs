@@ -1,6 +1,8 @@
 //! Manifest rules: `rlfleet-shared`, which actor processes link, pulls in
 //! no native library unless a feature asks for it — every dependency that
-//! links one (libpython, MPI, libtorch, ONNX Runtime) is optional there.
+//! links one (libpython, MPI, libtorch, ONNX Runtime) is optional there —
+//! and a crate does not depend on what it must never load (the actor on
+//! libtorch).
 
 /// Crates that link a native library.
 pub const NATIVE: [&str; 5] = ["pyo3", "mpi", "tch", "torch-sys", "ort"];
@@ -30,4 +32,19 @@ pub fn check_native_optional(manifest: &str, krate: &str) -> Vec<String> {
         }
     }
     problems
+}
+
+/// Dependencies of a `Cargo.toml` (any table) that it must not have.
+pub fn check_absent(manifest: &str, krate: &str, forbidden: &[&str], why: &str) -> Vec<String> {
+    manifest
+        .lines()
+        .filter_map(|line| {
+            let t = line.trim();
+            let (name, _) = t.split_once('=')?;
+            let name = name.trim().trim_end_matches(".workspace");
+            forbidden
+                .contains(&name)
+                .then(|| format!("{krate}/Cargo.toml: depends on `{name}` ({why})"))
+        })
+        .collect()
 }

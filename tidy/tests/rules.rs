@@ -214,3 +214,39 @@ fn unsafe_is_named_outside_its_files_or_without_a_safety_note() {
     assert!(problems[0].starts_with("c/ffi.rs:4: `unsafe` without a SAFETY note"));
     assert!(problems[1].starts_with("c/other.rs:2: `unsafe` outside the files"));
 }
+
+#[test]
+fn a_name_kept_to_its_place_is_named_elsewhere() {
+    let sources = crate_of(&[
+        (
+            "transport/quic.rs",
+            "//! t\nuse crate::vocab::Intake;\nuse crate::hub::Hub;\n",
+        ),
+        ("mpi_run.rs", "//! m\nuse rlfleet_shared::mpi::Layout;\n"),
+        (
+            "workflows/x.rs",
+            "//! w\n// quinn:: is never named here\nlet m = rlfleet_shared::mpi::Layout::new();\n",
+        ),
+    ]);
+    let hub = rlfleet_tidy::files::check_names(
+        &sources,
+        "c",
+        &["crate::hub"],
+        &["transport"],
+        true,
+        "why",
+    );
+    assert_eq!(
+        hub,
+        ["c/transport/quic.rs:3: names `crate::hub` (why): `use crate::hub::Hub;`"]
+    );
+    let mpi =
+        rlfleet_tidy::files::check_names(&sources, "c", &["mpi::"], &["mpi_run.rs"], false, "why");
+    assert_eq!(mpi.len(), 1, "{mpi:?}");
+    assert!(mpi[0].starts_with("c/workflows/x.rs:3:"));
+    let manifest = "[dependencies]\ntch.workspace = true\nort = \"2\"\n";
+    assert_eq!(
+        rlfleet_tidy::manifest::check_absent(manifest, "a", &["tch"], "why"),
+        ["a/Cargo.toml: depends on `tch` (why)"]
+    );
+}
