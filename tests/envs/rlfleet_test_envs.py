@@ -223,3 +223,40 @@ class Frames(gym.Env):
         self.t += 1
         reward = 1.0 if int(action) == 0 else 0.0
         return self._obs(), reward, False, self.t >= self.length, {}
+
+
+class BoolCatch(gym.Env):
+    """Catch as a third-party image game suite writes it (MinAtar's way):
+    observations are boolean planes shaped (rows, columns, 2), channels
+    last — the ball's plane, then the paddle's — and `reset` seeds numpy's
+    legacy `RandomState`, which refuses seeds of 2**32 and above. Rules as
+    `Catch`: the optimal return is 1.0.
+    """
+
+    def __init__(self, rows=10, columns=5):
+        self.rows, self.columns = rows, columns
+        self.observation_space = gym.spaces.Box(0, 1, (rows, columns, 2), bool)
+        self.action_space = gym.spaces.Discrete(3)
+        self.ball = (0, 0)
+        self.paddle = columns // 2
+        self.random = np.random.RandomState(0)
+
+    def _obs(self):
+        img = np.zeros((self.rows, self.columns, 2), dtype=bool)
+        img[self.ball[0], self.ball[1], 0] = True
+        img[self.rows - 1, self.paddle, 1] = True
+        return img
+
+    def reset(self, seed=None, options=None):
+        self.random = np.random.RandomState(seed)
+        self.ball = (0, int(self.random.randint(self.columns)))
+        self.paddle = self.columns // 2
+        return self._obs(), {}
+
+    def step(self, action):
+        self.paddle = int(np.clip(self.paddle + int(action) - 1, 0, self.columns - 1))
+        self.ball = (self.ball[0] + 1, self.ball[1])
+        if self.ball[0] == self.rows - 1:
+            reward = 1.0 if self.paddle == self.ball[1] else -1.0
+            return self._obs(), reward, True, False, {}
+        return self._obs(), 0.0, False, False, {}

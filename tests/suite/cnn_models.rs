@@ -157,6 +157,64 @@ fn run_with_actors(
     (d, status, logs)
 }
 
+/// A third-party image game suite, first try: boolean planes `(10, 5, 2)`
+/// channels last (accepted as 0/1 bytes, seen by the network unscaled;
+/// `layout = "auto"` reads the 2 as channels), and a `reset` that seeds
+/// numpy's legacy `RandomState` (every seed rlfleet hands an env is below
+/// 2^32, evaluations' too): DQN with a small CNN learns it through `async`
+/// over QUIC, its screening and confirming evaluations run, and the
+/// confirmed target stops the run.
+#[test]
+fn a_bool_image_env_with_legacy_seeding_trains_evaluates_and_stops_on_its_target() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = config(
+        "bool-catch",
+        "BoolCatch",
+        "dqn",
+        "workflow = \"async\"\ntransport = \"quic\"\n",
+        &format!(
+            "[stop]\ntarget_eval_return = 0.99\nmax_env_steps = 40000\nmax_episodes = 10000\nmax_wall_secs = 300.0\n\
+             [eval]\nperiod_steps = 1000\nepisodes = 10\nconfirm_episodes = 100\n\
+             [distributed]\nbatch_step_frequency = 9\n\
+             {CATCH_MODEL}\
+             [dqn]\nhidden = [64]\nlr = 0.001\nbatch_size = 32\nbuffer_size = 10000\n\
+             learning_starts = 500\ntarget_update_interval = 200\neps_decay_steps = 4000\n\
+             eps_end = 0.02\n"
+        ),
+        dir.path(),
+    );
+    let (d, status, _logs) = run_with_actors(&cfg, 4, 1, Duration::from_secs(360));
+    assert_eq!(status["state"], "finished", "{status}");
+    assert!(
+        status["reason"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("target reached")),
+        "BoolCatch is learned and its evaluations stop the run: {status}"
+    );
+    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    assert!(
+        evals.iter().any(|e| !e.confirming),
+        "screening evaluations ran"
+    );
+    let confirmed = evals.iter().filter(|e| e.confirming && e.episodes == 100);
+    assert!(
+        confirmed.clone().any(|e| e.mean_return >= 0.99),
+        "a confirming evaluation of 100 episodes held the target: {evals:?}"
+    );
+    assert!(
+        !d.log().contains("Seed must be between"),
+        "no env refused its seed"
+    );
+    // Bytes in the replay: per slot two 100-byte boards, then action,
+    // reward and discount as f32.
+    assert_eq!(
+        status["replay_bytes"],
+        u64::from(cfg.dqn.buffer_size) * (2 * 100 + 12),
+        "{status}"
+    );
+}
+
 #[test]
 fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
     let _heavy = heavy();

@@ -8,7 +8,7 @@ use super::to_vec;
 use crate::replay::{SampledBatch, Transition, UniformReplay};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
-use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
+use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
 use tch::{Device, Tensor};
 
@@ -67,7 +67,7 @@ impl OffPolicy {
                 s.buffer_size as usize,
                 obs_dim,
                 act_dim,
-                spec.obs_dtype == ObsDtype::U8,
+                spec.obs_dtype.is_bytes(),
             ),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_0ac7),
             sampled: SampledBatch::default(),

@@ -6,19 +6,12 @@
 //! screening evaluation that reached the target) goes first and is never
 //! replaced.
 
+use super::seeds::eval_seed;
 use crate::agents::{Policy, Weights};
 use rlfleet_shared::env::{Action, Env, EnvFault};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
-
-/// Seeds of evaluation episode `i` are `EVAL_SEED_BASE + run seed * 1000 + i`
-/// (the same start states at every evaluation, apart from training's).
-pub const EVAL_SEED_BASE: u64 = 1 << 40;
-
-/// Confirming evaluations start from other states: they are seeded as a
-/// screening evaluation of run seed `seed + CONFIRM_SEED_SHIFT` would be.
-pub const CONFIRM_SEED_SHIFT: u64 = 1 << 26;
 
 /// The score of one publication.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,13 +61,14 @@ pub fn evaluate(
     policy: &mut dyn Policy,
     episodes: u32,
     seed: u64,
+    confirming: bool,
 ) -> Result<Vec<f64>, EnvFault> {
     let spec = env.spec().clone();
     let mut obs = vec![0f32; spec.obs_dim()];
     let mut action = vec![0f32; spec.action_space.flat_dim()];
     (0..episodes)
         .map(|i| {
-            env.try_reset(Some(EVAL_SEED_BASE + seed * 1000 + u64::from(i)), &mut obs)?;
+            env.try_reset(Some(eval_seed(seed, i, confirming)), &mut obs)?;
             let mut ret = 0.0;
             loop {
                 policy.act(&obs, &mut action);
@@ -128,12 +122,8 @@ impl Evaluator {
                         tracing::error!("evaluator cannot load weights: {e}");
                         continue;
                     }
-                    let seeds = if confirming {
-                        seed.wrapping_add(CONFIRM_SEED_SHIFT)
-                    } else {
-                        seed
-                    };
-                    let returns = match evaluate(env.as_mut(), policy.as_mut(), n, seeds) {
+                    let returns = match evaluate(env.as_mut(), policy.as_mut(), n, seed, confirming)
+                    {
                         Ok(r) => r,
                         Err(fault) => {
                             // An env that raised is skipped for this

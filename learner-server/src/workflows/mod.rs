@@ -10,6 +10,7 @@ mod evaluator;
 mod progress;
 mod recorded;
 pub mod remote;
+mod seeds;
 mod single;
 mod stop;
 mod summary;
@@ -17,7 +18,8 @@ mod summary;
 pub use book::RunBook;
 pub use evaluator::{EvalResult, Evaluator};
 pub use recorded::{record_end, run_recorded};
-pub use single::{SingleRun, episode_seed};
+pub use seeds::{episode_seed, eval_seed};
+pub use single::SingleRun;
 pub use stop::{StopReason, check_limits};
 pub use summary::{LearnerFigures, RunSummary};
 

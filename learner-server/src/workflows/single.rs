@@ -3,6 +3,7 @@
 //! weights published every `eval.period_steps` env steps.
 
 use super::book::RunBook;
+use super::seeds::episode_seed;
 use super::{RunOptions, RunSummary, StopReason};
 use crate::agents::{self, Agent};
 use crate::checkpoint::RunCounters;
@@ -25,12 +26,6 @@ impl std::fmt::Debug for SingleRun {
             .field("counters", &self.book.counters)
             .finish()
     }
-}
-
-/// The seed of training episode `episode` (reproducible across resumes and
-/// the same for a re-issued episode).
-pub fn episode_seed(run_seed: u64, episode: u64) -> u64 {
-    run_seed.wrapping_mul(1_000_003).wrapping_add(episode)
 }
 
 impl SingleRun {

@@ -26,8 +26,9 @@ pub enum Torso {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ImageLayout {
-    /// `[H, W, C]` when the last axis has at most 4 entries and the first
-    /// more than 4; `[C, H, W]` otherwise.
+    /// `[H, W, C]` when the last axis is smaller than both others, `[C,
+    /// H, W]` when the first is; refused by name when neither is (a `(10,
+    /// 10, 10)` observation), so a guess never reads rows as channels.
     #[default]
     Auto,
     /// Channels first, as PyTorch and Gymnasium's frame stacking give.
@@ -117,8 +118,18 @@ impl ModelConfig {
             (&[h, w], _) => ([1, h, w], false),
             (&[a, b, c], ImageLayout::Chw) => ([a, b, c], false),
             (&[a, b, c], ImageLayout::Hwc) => ([c, a, b], true),
-            (&[a, b, c], ImageLayout::Auto) if c <= 4 && a > 4 => ([c, a, b], true),
-            (&[a, b, c], ImageLayout::Auto) => ([a, b, c], false),
+            // Channels are the axis smaller than both others; when no axis
+            // is, the layout is the user's to say.
+            (&[a, b, c], ImageLayout::Auto) if c < a.min(b) => ([c, a, b], true),
+            (&[a, b, c], ImageLayout::Auto) if a < b.min(c) => ([a, b, c], false),
+            (&[_, _, _], ImageLayout::Auto) => {
+                return Err(format!(
+                    "model.layout = \"auto\" cannot tell the channels of `{}`'s {shape:?} \
+                     observations (no axis is smaller than the other two): set \
+                     [model] layout = \"chw\" (channels first) or \"hwc\" (channels last)",
+                    spec.id
+                ));
+            }
             _ => {
                 return Err(format!(
                     "model.torso = \"{name}\" needs image observations (2 or 3 axes); \

@@ -352,3 +352,59 @@ fn a_negative_count_names_its_key_path_in_toml_and_json() {
         assert!(e.contains(&format!("{path}: ")), "TOML {path}: {e}");
     }
 }
+
+/// `layout = "auto"` reads the axis smaller than both others as channels,
+/// and refuses by name when none is; boolean planes are bytes the network
+/// does not scale, uint8 images bytes it does.
+#[test]
+fn auto_layout_finds_channels_or_asks_and_only_uint8_is_scaled() {
+    use crate::env::{EnvSpec, ObsDtype, Space};
+    let spec = |shape: &[usize], dtype| EnvSpec {
+        id: "python:suite:Game".into(),
+        observation_space: Space::uniform_box(shape.iter().product(), 0.0, 1.0),
+        obs_shape: shape.to_vec(),
+        obs_dtype: dtype,
+        action_space: Space::Discrete { n: 3 },
+        max_episode_steps: None,
+        reward_threshold: None,
+    };
+    let model = ModelConfig {
+        torso: Torso::NatureCnn,
+        channels: Some(vec![16]),
+        kernels: Some(vec![3]),
+        strides: Some(vec![1]),
+        ..ModelConfig::default()
+    };
+    let bools = model
+        .torso_for(&spec(&[10, 10, 4], ObsDtype::Bool))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (bools.input, bools.channels_last, bools.bytes),
+        ([4, 10, 10], true, false)
+    );
+    let frames = model
+        .torso_for(&spec(&[4, 84, 84], ObsDtype::U8))
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (frames.input, frames.channels_last, frames.bytes),
+        ([4, 84, 84], false, true)
+    );
+    let err = model
+        .torso_for(&spec(&[10, 10, 10], ObsDtype::Bool))
+        .unwrap_err();
+    assert!(
+        err.contains("cannot tell the channels") && err.contains("layout = \"chw\""),
+        "{err}"
+    );
+    let told = ModelConfig {
+        layout: ImageLayout::Hwc,
+        ..model
+    };
+    let ok = told
+        .torso_for(&spec(&[10, 10, 10], ObsDtype::Bool))
+        .unwrap()
+        .unwrap();
+    assert!(ok.channels_last);
+}

@@ -68,8 +68,18 @@ impl Step {
 pub enum ObsDtype {
     F32,
     F64,
-    /// Images: values 0..=255.
+    /// Images: values 0..=255 (a network scales them by 1/255).
     U8,
+    /// Boolean planes (MinAtar's, for one): values 0 and 1, carried and
+    /// stored as bytes like `U8`, seen by a network as they are.
+    Bool,
+}
+
+impl ObsDtype {
+    /// Observations travel and are stored as one byte per value.
+    pub fn is_bytes(self) -> bool {
+        matches!(self, ObsDtype::U8 | ObsDtype::Bool)
+    }
 }
 
 /// Static facts about an environment, as Gymnasium registers them.

@@ -20,7 +20,7 @@ impl ActorPolicy {
     /// yet).
     /// Refuses a torso that does not fit its image.
     pub fn for_welcome(w: &Welcome, spec: &EnvSpec) -> Result<ActorPolicy, String> {
-        let torso = w.torso.as_ref().map(|t| t.torso(w.obs_u8)).transpose()?;
+        let torso = w.torso.as_ref().map(|t| t.torso()).transpose()?;
         if let Some(t) = &torso
             && t.obs_dim() != spec.obs_dim()
         {

@@ -21,7 +21,7 @@ pub use submission::Submission;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

@@ -27,6 +27,7 @@ impl TorsoMsg {
             input: t.input.map(|d| d as u32),
             channels_last: t.channels_last,
             impala: t.kind == crate::nets::TorsoKind::Impala,
+            scaled: t.bytes,
             layers: t
                 .layers
                 .iter()
@@ -36,11 +37,11 @@ impl TorsoMsg {
     }
 
     /// The torso, refused by name when its layers do not fit its image.
-    pub fn torso(&self, bytes: bool) -> Result<crate::nets::ConvTorso, String> {
+    pub fn torso(&self) -> Result<crate::nets::ConvTorso, String> {
         let t = crate::nets::ConvTorso {
             input: self.input.map(|d| d as usize),
             channels_last: self.channels_last,
-            bytes,
+            bytes: self.scaled,
             kind: if self.impala {
                 crate::nets::TorsoKind::Impala
             } else {

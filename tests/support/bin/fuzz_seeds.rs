@@ -53,6 +53,7 @@ fn messages() -> Vec<Message> {
                 input: [4, 84, 84],
                 channels_last: false,
                 impala: false,
+                scaled: true,
                 layers: vec![[32, 8, 4], [64, 4, 2], [64, 3, 1]],
             }),
             onnx: vec![8, 9, 18, 4],

@@ -6,7 +6,7 @@ use crate::agents::AgentError;
 use crate::replay::{NStep, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::DqnConfig;
-use rlfleet_shared::env::{EnvSpec, ObsDtype};
+use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;
 
 /// The replay a [`super::Dqn`] trains from.
@@ -33,7 +33,7 @@ impl DqnReplay {
             cfg.buffer_size as usize,
             spec.obs_dim(),
             1,
-            spec.obs_dtype == ObsDtype::U8,
+            spec.obs_dtype.is_bytes(),
         )
         .stacked(stacked_frame(shape, cfg.n_step));
         DqnReplay {

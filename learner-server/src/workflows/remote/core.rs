@@ -215,7 +215,7 @@ impl Core {
     pub(super) fn shapes(&self) -> super::checks::Shapes {
         super::checks::Shapes {
             obs_dim: self.obs_dim(),
-            obs_u8: self.spec.obs_dtype == rlfleet_shared::env::ObsDtype::U8,
+            obs_u8: self.spec.obs_dtype.is_bytes(),
             action_space: self.spec.action_space.clone(),
         }
     }
@@ -324,7 +324,7 @@ impl Core {
             python_path: source.python_path,
             obs_dim: self.spec.obs_dim() as u32,
             obs_shape: self.spec.obs_shape.iter().map(|&d| d as u32).collect(),
-            obs_u8: self.spec.obs_dtype == rlfleet_shared::env::ObsDtype::U8,
+            obs_u8: self.spec.obs_dtype.is_bytes(),
             action_dim: self.spec.action_space.flat_dim() as u32,
             action_n: self.spec.action_space.n().unwrap_or(0) as u32,
             agent: cfg.agent,

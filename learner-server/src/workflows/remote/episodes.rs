@@ -11,7 +11,7 @@ use super::ledger::{EpisodeLedger, Finish, Standing};
 use crate::metrics::Metrics;
 use crate::vocab::ConnId;
 use crate::vocab::EpisodeView;
-use crate::workflows::episode_seed;
+use crate::workflows::seeds::episode_seed;
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart};
 
 /// Hands out episodes to the given envs of `conn`, as far as the ledger

@@ -91,22 +91,22 @@ def _space(space, role):
                 f"action space {space} has dtype {dtype}; rlfleet supports Discrete "
                 "and float Box action spaces"
             )
-        if role == "observation" and dtype not in (np.float32, np.float64, np.uint8):
+        if role == "observation" and dtype not in (np.float32, np.float64, np.uint8, np.bool_):
             raise TypeError(
                 f"observation space {space} has dtype {dtype}; rlfleet supports Box "
-                "observations of float32, float64 or uint8, and Discrete"
+                "observations of float32, float64, uint8 or bool, and Discrete"
             )
         return {
             "kind": "box",
             "shape": [int(d) for d in space.shape],
-            "dtype": "uint8" if dtype == np.uint8 else str(dtype),
+            "dtype": {np.dtype(np.uint8): "uint8", np.dtype(np.bool_): "bool"}.get(dtype, str(dtype)),
             "low": _finite_or_none(space.low),
             "high": _finite_or_none(space.high),
         }
     supported = (
         "Discrete and float Box"
         if role == "action"
-        else "Box (float32, float64 or uint8) and Discrete (one-hot)"
+        else "Box (float32, float64, uint8 or bool) and Discrete (one-hot)"
     )
     raise TypeError(
         f"{role} space {type(space).__name__} ({space}) is not supported; rlfleet "

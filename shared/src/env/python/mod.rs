@@ -79,6 +79,7 @@ impl Described {
                 shape,
                 match dtype.as_str() {
                     "uint8" => ObsDtype::U8,
+                    "bool" => ObsDtype::Bool,
                     "float64" => ObsDtype::F64,
                     _ => ObsDtype::F32,
                 },

@@ -89,6 +89,9 @@ pub struct TorsoMsg {
     pub channels_last: bool,
     /// IMPALA's residual stacks (else plain convolutions).
     pub impala: bool,
+    /// Its input is uint8 values 0..=255, scaled by 1/255 (boolean planes,
+    /// bytes too on the wire, are not).
+    pub scaled: bool,
     /// Per layer: output channels, kernel, stride.
     pub layers: Vec<[u32; 3]>,
 }
