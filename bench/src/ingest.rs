@@ -7,7 +7,7 @@ use crate::loopback::{quiet_run, start_daemon};
 use crate::seed::hello;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
-use rlfleet_shared::wire::{self, Experience, Message, Transitions};
+use rlfleet_shared::wire::{self, Experience, Message, Steps};
 use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
@@ -32,15 +32,19 @@ pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
         session_id: actor as u64,
         seq,
         policy_version: 0,
-        transitions: Transitions {
-            obs: (0..n * OBS_DIM).map(|i| (i % 11) as f32 * 0.01).collect(),
-            actions: (0..n).map(|i| (i % 2) as f32).collect(),
-            rewards: vec![1.0; n],
-            next_obs: (0..n * OBS_DIM).map(|i| (i % 13) as f32 * 0.01).collect(),
-            obs_u8: vec![],
-            next_obs_u8: vec![],
-            terminated: vec![0; n],
-            episode: vec![episode; n],
+        steps: {
+            // Runs of 16 steps, one per env, as an actor's batch is laid out.
+            let mut s = Steps::default();
+            let obs = |i: usize| -> Vec<f32> {
+                (0..OBS_DIM).map(|d| ((i + d) % 11) as f32 * 0.01).collect()
+            };
+            for i in 0..n {
+                if i % 16 == 0 {
+                    s.begin((i / 16) as u32, episode, 0, &obs(i), false);
+                }
+                s.step(&[(i % 2) as f32], 1.0, &obs(i + 1), false);
+            }
+            s
         },
         finished: Vec::new(),
         faults: vec![],

@@ -13,7 +13,7 @@ use crate::envs::EnvSlots;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{
-    EpisodeResult, Experience, Message, Submission, Transitions, Welcome, WorkRequest,
+    EpisodeResult, Experience, Message, RUN_GOES_ON, Steps, Submission, Welcome, WorkRequest,
 };
 use std::time::Duration;
 
@@ -37,6 +37,9 @@ struct Play<'a, L> {
     running: Vec<usize>,
     obs: Vec<f32>,
     actions: Vec<f32>,
+    /// Each env's runs of the batch being played (one env's steps stay
+    /// together, each observation once: see [`Steps`]).
+    per_env: Vec<Steps>,
 }
 
 pub(super) async fn play_experience<L: Link>(
@@ -89,6 +92,7 @@ pub(super) async fn play_experience<L: Link>(
         running: Vec::new(),
         obs: Vec::new(),
         actions: Vec::new(),
+        per_env: Vec::new(),
     };
     // Batches the previous session sent but never saw acknowledged.
     let resend = match play.carry.pending.take() {
@@ -189,7 +193,7 @@ impl<L: Link> Play<'_, L> {
                     seq,
                     policy_version: self.policy.version(),
                     last,
-                    transitions: batch,
+                    steps: batch,
                     finished,
                     faults,
                     idle_envs: idle,
@@ -202,13 +206,16 @@ impl<L: Link> Play<'_, L> {
     }
 
     /// Steps every running env with the local policy for one batch (up to
-    /// an episode end, except in `sync`). An env that raises loses its
-    /// episode's steps in this batch.
-    fn play_batch(&mut self) -> anyhow::Result<(Transitions, Vec<EpisodeResult>)> {
+    /// an episode end, except in `sync`), each env's steps as runs: the
+    /// observation its first action was chosen for, then each step's
+    /// outcome. An env that raises loses its episode's steps in this
+    /// batch.
+    fn play_batch(&mut self) -> anyhow::Result<(Steps, Vec<EpisodeResult>)> {
         let envs = &mut self.envs;
         let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
         let (running, obs, actions) = (&mut self.running, &mut self.obs, &mut self.actions);
-        let mut batch = Transitions::default();
+        let per_env = &mut self.per_env;
+        per_env.resize_with(n, Steps::default);
         let mut finished = Vec::new();
         for _ in 0..self.every {
             running.clear();
@@ -225,18 +232,38 @@ impl<L: Link> Play<'_, L> {
             for (k, &i) in running.iter().enumerate() {
                 let a = &actions[k * ad..(k + 1) * ad];
                 let episode = envs.slots[i].episode.expect("running");
+                let first = envs.slots[i].len;
                 let Some(step) = envs.step(i, a)? else {
-                    batch.drop_episode(episode, od, ad);
+                    // The episode goes back to the learner: its steps here
+                    // with it (its earlier runs of this batch ended others).
+                    let runs = &per_env[i].runs;
+                    if runs
+                        .last()
+                        .is_some_and(|r| r.episode == episode && r.end == RUN_GOES_ON)
+                    {
+                        per_env[i].drop_last_run(od, ad);
+                    }
                     ended = true;
                     continue;
                 };
                 let slot = &mut envs.slots[i];
-                batch.push_obs(&obs[k * od..(k + 1) * od], &slot.obs, self.obs_u8);
-                batch.actions.extend_from_slice(a);
-                batch.rewards.push(step.reward as f32);
-                batch.terminated.push(u8::from(step.terminated));
-                batch.episode.push(slot.episode.expect("running"));
+                let env = &mut per_env[i];
+                if env
+                    .runs
+                    .last()
+                    .is_none_or(|r| r.episode != episode || r.end != RUN_GOES_ON)
+                {
+                    env.begin(
+                        i as u32,
+                        episode,
+                        first,
+                        &obs[k * od..(k + 1) * od],
+                        self.obs_u8,
+                    );
+                }
+                env.step(a, step.reward as f32, &slot.obs, self.obs_u8);
                 if step.done() {
+                    env.end(step.terminated);
                     finished.push(EpisodeResult {
                         episode: slot.episode.take().expect("running"),
                         env: i as u32,
@@ -249,6 +276,10 @@ impl<L: Link> Play<'_, L> {
             if ended && !self.sync {
                 break;
             }
+        }
+        let mut batch = Steps::default();
+        for env in per_env.iter_mut() {
+            batch.append(env);
         }
         Ok((batch, finished))
     }

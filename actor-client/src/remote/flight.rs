@@ -120,7 +120,7 @@ impl Flight {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlfleet_shared::wire::{Experience, Transitions, WorkRequest};
+    use rlfleet_shared::wire::{Experience, Steps, WorkRequest};
 
     /// A batch of `steps` steps, or (0 steps) a request for work.
     fn batch(seq: u64, steps: usize, idle: Vec<u32>) -> Submission {
@@ -139,15 +139,15 @@ mod tests {
             session_id: 1,
             seq,
             policy_version: 0,
-            transitions: Transitions {
-                obs: vec![0.0; steps],
-                actions: vec![0.0; steps],
-                rewards: vec![0.0; steps],
-                next_obs: vec![0.0; steps],
-                obs_u8: vec![],
-                next_obs_u8: vec![],
-                terminated: vec![0; steps],
-                episode: vec![0; steps],
+            steps: {
+                let mut s = Steps::default();
+                if steps > 0 {
+                    s.begin(0, 0, 0, &[0.0], false);
+                }
+                for _ in 0..steps {
+                    s.step(&[0.0], 0.0, &[0.0], false);
+                }
+                s
             },
             finished: vec![],
             faults: vec![],

@@ -156,7 +156,7 @@ impl<W: Wire> Session<W> {
     fn count_late(&self, e: wire::Experience) {
         if let Some(run) = &self.last_run {
             run.late(self.id, e);
-        } else if !e.transitions.is_empty() {
+        } else if !e.steps.is_empty() {
             self.registry.metrics.batches_received.inc();
             self.registry
                 .metrics

@@ -30,16 +30,19 @@ pub struct Geometry {
 
 /// The most bytes one `Experience` frame of an actor can take: `steps`
 /// steps of `envs` environments with `obs_dim`-float observations and
-/// `action_dim`-float actions, every transition ending an episode, every
-/// env idle, and an actor id of up to [`MAX_ACTOR_ID`] bytes.
+/// `action_dim`-float actions, every step a run of its own (so two
+/// observations a step: the most a batch can hold), every run ending an
+/// episode, every env idle, and an actor id of up to [`MAX_ACTOR_ID`]
+/// bytes.
 pub fn slot_bytes(obs_dim: u32, action_dim: u32, steps: u32, envs: u32) -> u64 {
     let t = u64::from(steps) * u64::from(envs.max(1));
-    let per_transition = 4 * (2 * u64::from(obs_dim) + u64::from(action_dim) + 1) + 1 + 8;
+    // Two observations, the action and the reward, and a run header.
+    let per_step = 4 * (2 * u64::from(obs_dim) + u64::from(action_dim) + 1) + 32;
     let finished = (t + u64::from(envs)) * 32;
     let idle = 4 * u64::from(envs);
     // Length words, fixed fields, the id, and padding of each vector.
     let fixed = 8 + 4 + 256 + MAX_ACTOR_ID as u64 + 16 * 8;
-    (fixed + t * per_transition + finished + idle).next_multiple_of(8)
+    (fixed + t * per_step + finished + idle).next_multiple_of(8)
 }
 
 /// Longest actor id a mailbox slot is sized for.
@@ -169,7 +172,7 @@ impl Mailbox {
 mod tests {
     use super::*;
     use crate::mpi::Role;
-    use crate::wire::{EpisodeResult, Experience, Message, Transitions, encode};
+    use crate::wire::{EpisodeResult, Experience, Message, Steps, encode};
 
     #[test]
     fn a_full_batch_fits_its_slot() {
@@ -180,15 +183,20 @@ mod tests {
             session_id: u64::MAX,
             seq: u64::MAX,
             policy_version: u64::MAX,
-            transitions: Transitions {
-                obs: vec![1.0; t * od as usize],
-                actions: vec![1.0; t * ad as usize],
-                rewards: vec![1.0; t],
-                next_obs: vec![1.0; t * od as usize],
-                obs_u8: vec![],
-                next_obs_u8: vec![],
-                terminated: vec![1; t],
-                episode: vec![7; t],
+            steps: {
+                let mut s = Steps::default();
+                for i in 0..t {
+                    s.begin(
+                        i as u32 % envs,
+                        u64::MAX,
+                        u32::MAX,
+                        &vec![1.0; od as usize],
+                        false,
+                    );
+                    s.step(&vec![1.0; ad as usize], 1.0, &vec![1.0; od as usize], false);
+                    s.end(true);
+                }
+                s
             },
             finished: vec![
                 EpisodeResult {

@@ -11,12 +11,13 @@
 mod frame;
 mod messages;
 mod names;
+mod steps;
 mod submission;
-mod transitions;
 mod welcome;
 
 pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame};
 pub use messages::*;
+pub use steps::StepRef;
 pub use submission::Submission;
 
 /// Bumped whenever a message changes shape; a peer with another version is

@@ -8,15 +8,13 @@ fn experience() -> Message {
         session_id: 7,
         seq: 3,
         policy_version: 11,
-        transitions: Transitions {
-            obs: vec![0.5; 8],
-            actions: vec![1.0, 0.0],
-            rewards: vec![1.0, 1.0],
-            next_obs: vec![0.25; 8],
-            obs_u8: vec![],
-            next_obs_u8: vec![],
-            terminated: vec![0, 1],
-            episode: vec![4, 4],
+        steps: {
+            let mut s = Steps::default();
+            s.begin(0, 4, 0, &[0.5; 4], false);
+            s.step(&[1.0], 1.0, &[0.25; 4], false);
+            s.step(&[0.0], 1.0, &[0.75; 4], false);
+            s.end(true);
+            s
         },
         finished: vec![EpisodeResult {
             episode: 4,
@@ -32,25 +30,6 @@ fn experience() -> Message {
         idle_envs: vec![0],
         last: false,
     })
-}
-
-#[test]
-fn dropping_an_episode_removes_its_rows_from_every_column() {
-    let mut t = Transitions {
-        obs: vec![0.0, 0.1, 1.0, 1.1, 2.0, 2.1],
-        actions: vec![0.0, 1.0, 2.0],
-        rewards: vec![0.0, 1.0, 2.0],
-        next_obs: vec![0.5, 0.6, 1.5, 1.6, 2.5, 2.6],
-        obs_u8: vec![],
-        next_obs_u8: vec![],
-        terminated: vec![0, 0, 1],
-        episode: vec![7, 8, 7],
-    };
-    t.drop_episode(7, 2, 1);
-    assert_eq!(t.obs, vec![1.0, 1.1]);
-    assert_eq!(t.next_obs, vec![1.5, 1.6]);
-    assert_eq!((t.actions, t.rewards), (vec![1.0], vec![1.0]));
-    assert_eq!((t.terminated, t.episode), (vec![0], vec![8]));
 }
 
 fn block_on<F: Future>(f: F) -> F::Output {
@@ -121,30 +100,26 @@ fn garbage_fails_validation() {
 }
 
 #[test]
-fn uint8_observations_take_a_quarter_of_the_frame() {
-    let (obs, next) = (vec![255.0f32; 64], vec![17.0f32; 64]);
-    let frame = |as_u8: bool| {
-        let mut t = Transitions::default();
-        for _ in 0..16 {
-            t.push_obs(&obs, &next, as_u8);
-            t.actions.push(1.0);
-            t.rewards.push(0.5);
-            t.terminated.push(0);
-            t.episode.push(3);
+fn each_observation_travels_once_and_bytes_take_a_quarter() {
+    let frame = |as_u8: bool, steps: usize| {
+        let mut t = Steps::default();
+        t.begin(0, 3, 0, &[255.0; 64], as_u8);
+        for k in 0..steps {
+            t.step(&[1.0], 0.5, &[k as f32; 64], as_u8);
         }
-        let (mut o, mut n) = (vec![0f32; 64], vec![0f32; 64]);
-        t.obs_row(15, &mut o, &mut n);
-        assert_eq!((o, n), (obs.clone(), next.clone()), "exact either way");
+        let mut o = vec![0f32; 64];
+        t.obs_into(steps, &mut o);
+        assert_eq!(o, vec![(steps - 1) as f32; 64], "exact either way");
         let e = match experience() {
-            Message::Experience(e) => Experience {
-                transitions: t,
-                ..e
-            },
+            Message::Experience(e) => Experience { steps: t, ..e },
             _ => unreachable!(),
         };
         encode(&Message::Experience(e)).len()
     };
-    let (f, b) = (frame(false), frame(true));
-    // 2 * 16 * 64 observation values: 8 KiB as f32, 2 KiB as bytes.
-    assert!(f - b >= 3 * 2 * 16 * 64 - 64, "{f} vs {b}");
+    let (f, b) = (frame(false, 16), frame(true, 16));
+    // 17 observations of 64 values: 4,352 bytes as f32, 1,088 as bytes.
+    assert!(f - b >= 3 * 17 * 64 - 64, "{f} vs {b}");
+    // One more step adds one observation, not two.
+    let grown = frame(true, 17) - b;
+    assert!((64..64 + 16).contains(&grown), "{grown}");
 }

@@ -94,15 +94,12 @@ fn messages() -> Vec<Message> {
             session_id: 99,
             seq: 12,
             policy_version: 2,
-            transitions: Transitions {
-                obs: vec![0.1, 0.2, 0.3, 0.4],
-                actions: vec![1.0],
-                rewards: vec![1.0],
-                next_obs: vec![0.2, 0.3, 0.4, 0.5],
-                obs_u8: vec![],
-                next_obs_u8: vec![],
-                terminated: vec![0],
-                episode: vec![7],
+            steps: {
+                let mut s = Steps::default();
+                s.begin(0, 7, 20, &[0.1, 0.2, 0.3, 0.4], false);
+                s.step(&[1.0], 1.0, &[0.2, 0.3, 0.4, 0.5], false);
+                s.end(false);
+                s
             },
             finished: vec![EpisodeResult {
                 episode: 7,

@@ -143,7 +143,7 @@ impl Accounts {
                 seq: e.seq,
                 policy_version: e.policy_version,
                 learner_version,
-                transitions: e.transitions.len() as u64,
+                transitions: e.steps.len() as u64,
                 outcome: outcome.to_string(),
             };
             let mut written = log.file.write(&line);
@@ -171,14 +171,12 @@ impl Accounts {
         }
         drop(t);
         self.metrics.batches_received.inc();
-        self.metrics
-            .batch_transitions
-            .observe(e.transitions.len() as f64);
+        self.metrics.batch_transitions.observe(e.steps.len() as f64);
     }
 
     /// Its transitions went to the agent.
     pub fn trained(&self, e: &Experience, learner_version: u64) {
-        let n = e.transitions.len() as u64;
+        let n = e.steps.len() as u64;
         let mut t = self.tally.lock().expect("tally lock");
         t.trained += 1;
         t.transitions += n;

@@ -3,7 +3,7 @@
 //! problem found (sans-IO: plain data in, a refusal out).
 
 use rlfleet_shared::env::Space;
-use rlfleet_shared::wire::{ErrorCode, Experience, Submission};
+use rlfleet_shared::wire::{ErrorCode, Experience, RUN_GOES_ON, RUN_TRUNCATED, Steps, Submission};
 
 /// A refusal: the code and the text that names the problem.
 pub(super) type Refusal = (ErrorCode, String);
@@ -24,42 +24,40 @@ pub(super) fn check_experience(
     n_envs: u32,
 ) -> Result<(), Refusal> {
     let (obs_dim, action_space) = (shapes.obs_dim, &shapes.action_space);
-    let t = &e.transitions;
+    let t = &e.steps;
     let n = t.rewards.len();
     if n == 0 {
         return Err((
             ErrorCode::BadShape,
-            "experience without transitions (an actor asking for work sends a work request)".into(),
+            "experience without steps (an actor asking for work sends a work request)".into(),
         ));
     }
+    check_runs(t, n_envs)?;
     let act_dim = action_space.flat_dim();
+    let rows = t.obs_rows();
     let shape = |what: &str, got: usize, want: usize| {
         (got != want).then(|| {
             (
                 ErrorCode::BadShape,
                 format!(
-                    "experience: `{what}` has {got} values, expected {want} for {n} transitions"
+                    "experience: `{what}` has {got} values, expected {want} for {n} steps in {} runs",
+                    t.runs.len()
                 ),
             )
         })
     };
-    // The run's observation width carries them; the other pair is empty.
-    let (f32_rows, u8_rows) = if shapes.obs_u8 { (0, n) } else { (n, 0) };
+    // The run's observation width carries them; the other is empty.
+    let (f32_rows, u8_rows) = if shapes.obs_u8 { (0, rows) } else { (rows, 0) };
     let problems = [
         shape("obs", t.obs.len(), f32_rows * obs_dim),
-        shape("next_obs", t.next_obs.len(), f32_rows * obs_dim),
         shape("obs_u8", t.obs_u8.len(), u8_rows * obs_dim),
-        shape("next_obs_u8", t.next_obs_u8.len(), u8_rows * obs_dim),
         shape("actions", t.actions.len(), n * act_dim),
-        shape("terminated", t.terminated.len(), n),
-        shape("episode", t.episode.len(), n),
     ];
     if let Some(p) = problems.into_iter().flatten().next() {
         return Err(p);
     }
     for (what, v) in [
         ("obs", &t.obs),
-        ("next_obs", &t.next_obs),
         ("rewards", &t.rewards),
         ("actions", &t.actions),
     ] {
@@ -85,6 +83,44 @@ pub(super) fn check_experience(
         ));
     }
     check_envs(e.finished.iter().map(|f| f.env), n_envs)
+}
+
+/// The runs of a batch: each of at least one step, of an env the actor
+/// runs, with a known end; within an env, only its last run may go on
+/// (a run that goes on ends the env's part of the batch).
+fn check_runs(t: &Steps, n_envs: u32) -> Result<(), Refusal> {
+    let bad = |text: String| Err((ErrorCode::BadShape, text));
+    let mut open = std::collections::BTreeSet::new();
+    for (i, r) in t.runs.iter().enumerate() {
+        if r.steps == 0 {
+            return bad(format!("experience: run {i} has no steps"));
+        }
+        if r.env >= n_envs {
+            return bad(format!(
+                "experience: run {i} names env {}, the actor runs {n_envs}",
+                r.env
+            ));
+        }
+        if r.end > RUN_TRUNCATED {
+            return bad(format!(
+                "experience: run {i} ends with unknown code {}",
+                r.end
+            ));
+        }
+        if r.first.checked_add(r.steps).is_none() {
+            return bad(format!("experience: run {i} counts past 2^32 steps"));
+        }
+        if !open.insert(r.env) {
+            return bad(format!(
+                "experience: run {i} of env {} follows a run of it that goes on",
+                r.env
+            ));
+        }
+        if r.end != RUN_GOES_ON {
+            open.remove(&r.env);
+        }
+    }
+    Ok(())
 }
 
 /// Every env a submission names is one the actor runs.

@@ -146,29 +146,33 @@ impl Core {
     fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool, resend: bool) {
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
-        let t = &e.transitions;
+        let t = &e.steps;
         if learns {
+            // Each observation is in the batch once: the last one read is
+            // the next one's first.
             let (mut obs, mut next) = (vec![0f32; od], vec![0f32; od]);
-            for i in 0..t.len() {
-                t.obs_row(i, &mut obs, &mut next);
+            let mut have = usize::MAX;
+            for s in t.transitions() {
+                if have == s.obs {
+                    std::mem::swap(&mut obs, &mut next);
+                } else {
+                    t.obs_into(s.obs, &mut obs);
+                }
+                t.obs_into(s.obs + 1, &mut next);
+                have = s.obs + 1;
                 self.agent.observe(&Transition {
-                    episode: t.episode[i],
+                    episode: s.episode,
                     obs: &obs,
-                    action: &t.actions[i * ad..(i + 1) * ad],
-                    reward: t.rewards[i],
+                    action: &t.actions[s.step * ad..(s.step + 1) * ad],
+                    reward: t.rewards[s.step],
                     next_obs: &next,
-                    terminated: t.terminated[i] != 0,
+                    terminated: s.terminated,
                 });
             }
         }
         self.book.counters.env_steps += t.len() as u64;
-        // Steps per episode, in runs of the same episode.
-        let mut from = 0;
-        for i in 1..=t.len() {
-            if i == t.len() || t.episode[i] != t.episode[from] {
-                self.steps_ingested(conn, t.episode[from], (i - from) as u64, checked, resend);
-                from = i;
-            }
+        for r in &t.runs {
+            self.steps_ingested(conn, r.episode, u64::from(r.steps), checked, resend);
         }
         if !learns {
             self.trained_upto = self.book.counters.env_steps;

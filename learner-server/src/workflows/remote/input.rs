@@ -153,7 +153,7 @@ impl Intake for Inbox {
             None => Some(e),
         };
         if let Some(e) = e
-            && !e.transitions.is_empty()
+            && !e.steps.is_empty()
         {
             self.accounts.received(&e);
             self.accounts.late(&e);

@@ -15,8 +15,8 @@ use crate::vocab::{RunShared, RunStatus};
 use crate::workflows::{RunOptions, StopReason};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::{
-    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Transitions,
-    WorkRequest, flags,
+    self, EpisodeResult, ErrorCode, Experience, Hello, Message, Observations, Steps, WorkRequest,
+    flags,
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -113,31 +113,21 @@ fn batch(
     finish: bool,
     version: u64,
 ) -> Experience {
-    let obs: Vec<f32> = (0..steps)
-        .flat_map(|t| [episode as f32, t as f32, 0.0])
-        .collect();
-    let next_obs: Vec<f32> = (0..steps)
-        .flat_map(|t| [episode as f32, t as f32 + 1.0, 0.0])
-        .collect();
-    let mut terminated = vec![0; steps];
+    let mut run = Steps::default();
+    run.begin(0, episode, 0, &[episode as f32, 0.0, 0.0], false);
+    for t in 0..steps {
+        let next = [episode as f32, t as f32 + 1.0, 0.0];
+        run.step(&[0.0], (t + 1) as f32, &next, false);
+    }
     if finish {
-        terminated[steps - 1] = 1;
+        run.end(true);
     }
     Experience {
         actor_id: actor.into(),
         session_id: 1,
         seq,
         policy_version: version,
-        transitions: Transitions {
-            obs,
-            actions: vec![0.0; steps],
-            rewards: (1..=steps).map(|r| r as f32).collect(),
-            next_obs,
-            obs_u8: vec![],
-            next_obs_u8: vec![],
-            terminated,
-            episode: vec![episode; steps],
-        },
+        steps: run,
         finished: if finish {
             vec![EpisodeResult {
                 episode,
@@ -299,7 +289,7 @@ fn a_work_request_gets_episodes_or_waits_and_is_never_a_batch() {
     drop(t);
     // An empty `Experience` is refused: asking is a work request.
     let mut empty = batch("a", 3, 0, 1, false, 0);
-    empty.transitions = Transitions::default();
+    empty.steps = Steps::default();
     match answered(&mut h.send(1, empty)) {
         Some(Message::Error(e)) => assert!(e.text.contains("work request"), "{}", e.text),
         other => panic!("expected an error, got {other:?}"),
@@ -336,7 +326,7 @@ fn a_bad_batch_is_refused_with_its_problem_and_counted_invalid() {
     let mut h = harness("async", 10, "");
     answered(&mut h.join(1, "a", 1)).expect("welcome");
     let mut e = batch("a", 1, 0, 3, false, 0);
-    e.transitions.rewards[1] = f32::NAN;
+    e.steps.rewards[1] = f32::NAN;
     match answered(&mut h.send(1, e)) {
         Some(Message::Error(err)) => {
             assert_eq!(err.code, ErrorCode::NonFinite);

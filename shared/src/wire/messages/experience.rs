@@ -4,22 +4,51 @@
 use super::handshake::{EpisodeStart, WeightsMsg};
 use rkyv::{Archive, Deserialize, Serialize};
 
-/// A batch of transitions, column by column. Observations travel as f32
-/// (`obs`, `next_obs`) or, in a run whose env's observations are uint8
-/// (`Welcome.obs_u8`), as those bytes (`obs_u8`, `next_obs_u8`): a quarter
-/// of the bandwidth. The other pair is empty.
+/// Experience as per-env runs of steps, each observation once: a run of
+/// `T` steps carries `T + 1` observations — the one its first action was
+/// chosen for, then the one each step led to. A run ends where its episode
+/// ends or where the batch does; an env that starts another episode in the
+/// same batch starts another run; a run that continues in the next batch
+/// starts there with the observation this one ended on. Observations
+/// travel as f32 (`obs`) or, in a run whose env's observations are bytes
+/// (`Welcome.obs_u8`), as those bytes (`obs_u8`); the other is empty. The
+/// columns hold the runs one after another.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq, Default)]
-pub struct Transitions {
+pub struct Steps {
+    pub runs: Vec<StepRun>,
+    /// `Σ (steps + 1) × obs_dim` values.
     pub obs: Vec<f32>,
-    pub actions: Vec<f32>,
-    pub rewards: Vec<f32>,
-    pub next_obs: Vec<f32>,
     pub obs_u8: Vec<u8>,
-    pub next_obs_u8: Vec<u8>,
-    pub terminated: Vec<u8>,
-    /// The episode each transition belongs to.
-    pub episode: Vec<u64>,
+    /// `Σ steps × action_dim` values.
+    pub actions: Vec<f32>,
+    /// `Σ steps` values.
+    pub rewards: Vec<f32>,
 }
+
+/// One run of [`Steps`]: `steps` steps of `env` in `episode`.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepRun {
+    pub env: u32,
+    pub episode: u64,
+    /// At least 1.
+    pub steps: u32,
+    /// The episode's step count at the run's first observation (0: the
+    /// observation `reset` gave).
+    pub first: u32,
+    /// How the run's last step left the episode: [`RUN_GOES_ON`],
+    /// [`RUN_TERMINATED`] (no bootstrap from the final observation) or
+    /// [`RUN_TRUNCATED`] (the final observation bootstraps).
+    pub end: u8,
+}
+
+/// [`StepRun::end`]: the episode goes on after the run.
+pub const RUN_GOES_ON: u8 = 0;
+/// [`StepRun::end`]: the run's last step ended the episode in a terminal
+/// state.
+pub const RUN_TERMINATED: u8 = 1;
+/// [`StepRun::end`]: the run's last step ended the episode by a time
+/// limit.
+pub const RUN_TRUNCATED: u8 = 2;
 
 /// An episode that ended on an actor.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq)]
@@ -51,7 +80,7 @@ pub struct Experience {
     pub seq: u64,
     /// Version of the weights that chose the actions.
     pub policy_version: u64,
-    pub transitions: Transitions,
+    pub steps: Steps,
     pub finished: Vec<EpisodeResult>,
     /// Episodes abandoned because their env raised.
     pub faults: Vec<EnvFaultReport>,

@@ -12,7 +12,10 @@ mod handshake;
 mod seed;
 
 pub use control::{ErrorCode, ErrorMsg, Stop};
-pub use experience::{Ack, EnvFaultReport, EpisodeResult, Experience, Transitions, WorkRequest};
+pub use experience::{
+    Ack, EnvFaultReport, EpisodeResult, Experience, RUN_GOES_ON, RUN_TERMINATED, RUN_TRUNCATED,
+    StepRun, Steps, WorkRequest,
+};
 pub use handshake::{EpisodeStart, Hello, TorsoMsg, WeightsMsg, Welcome};
 pub use seed::{Actions, Observations};
 
