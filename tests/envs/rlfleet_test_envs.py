@@ -111,14 +111,15 @@ class Diverging(Corridor):
 
 class Fluke(gym.Env):
     """One-step episodes that pay 1.0 when reset with a seed below
-    `lucky_below` and 0.0 otherwise, whatever the action: a policy that
+    `lucky_below` (rlfleet's screening seeds are below it, its confirming
+    seeds above) and 0.0 otherwise, whatever the action: a policy that
     looks solved on the starts a screening evaluation uses and is not on
     the confirming evaluation's."""
 
     observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
     action_space = gym.spaces.Discrete(2)
 
-    def __init__(self, lucky_below=(1 << 40) + (1 << 30)):
+    def __init__(self, lucky_below=(1 << 31) + (1 << 30)):
         self.lucky_below = lucky_below
         self.lucky = True
 
