@@ -30,6 +30,9 @@ pub struct Metrics {
     pub checkpoint_snapshot: Histogram,
     pub runs_resumed: IntCounter,
     pub transitions_ingested: IntCounter,
+    /// Steps counted but not trained on: their frame stack misses frames
+    /// of a batch that never reached the learner (`frame_stack` > 1).
+    pub transitions_unstacked: IntCounter,
     pub inference_requests: IntCounter,
     /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
     pub rma_deposits: IntCounter,
@@ -193,6 +196,11 @@ impl Metrics {
                 &r,
                 "rlfleet_transitions_ingested_total",
                 "Transitions put into replay.",
+            ),
+            transitions_unstacked: counter(
+                &r,
+                "rlfleet_transitions_unstacked_total",
+                "Steps not trained on because earlier frames of their stack never reached the learner (frame_stack > 1, a batch an rma pool pushed out).",
             ),
             inference_requests: counter(
                 &r,

@@ -43,7 +43,9 @@ pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
         return Ok(Geometry::plan(layout, 0, |_| 0));
     }
     let spec = cfg.env_source().spec().map_err(|e| e.to_string())?;
-    let (obs_dim, action_dim) = (spec.obs_dim() as u32, spec.action_space.flat_dim() as u32);
+    // Batches carry single frames when observations stack them.
+    let obs_dim = (spec.obs_dim() / cfg.frame_stack.max(1) as usize) as u32;
+    let action_dim = spec.action_space.flat_dim() as u32;
     let steps = cfg
         .distributed
         .batch_step_frequency

@@ -310,8 +310,9 @@ fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
 fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
-    // AtariPreprocessing and a 4-frame stack: uint8 [4, 84, 84].
-    let frame = 4 * 84 * 84u64;
+    // AtariPreprocessing and `frame_stack = 4`: observations are uint8
+    // [4, 84, 84], frames 84 x 84.
+    let (frame, stack) = (84 * 84u64, 4 * 84 * 84u64);
     for (workflow, kind) in [("seed", WorkflowKind::Seed), ("async", WorkflowKind::Async)] {
         let steps = 2_000u64;
         let mut cfg =
@@ -348,10 +349,11 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
             "{workflow}: an episode finished twice"
         );
         assert!(eps.iter().all(|e| e.length <= 250), "{workflow}");
-        // Frames travel as bytes, each observation once: `seed` one a
-        // step, `async` one a step and one more per run of steps (a run
-        // starts from the observation its first action saw); as f32 it
-        // would be four times as much.
+        // Frames travel as bytes, each once: the learner keeps the stacks.
+        // `seed` sends one frame a step, `async` one a step and one more
+        // per run of steps (a run starts from the frame its first action
+        // saw); as whole stacks it would be four times as much, as f32
+        // sixteen.
         let per_step = frame;
         let received = d.metric("rlfleet_transport_received_bytes_total{transport=\"quic\"}");
         let floor = (env_steps * per_step) as f64;
@@ -371,7 +373,7 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
         // the stack moved on by a frame, none kept whole).
         assert_eq!(
             status["replay_bytes"],
-            u64::from(cfg.dqn.buffer_size) * (frame + frame / 4 + 12),
+            u64::from(cfg.dqn.buffer_size) * (stack + frame + 12),
             "{workflow}: {status}"
         );
         assert!(status["train_steps"].as_u64().unwrap() > 0, "{status}");

@@ -12,6 +12,7 @@ mod csv_files;
 mod daemon_accounting;
 mod durable_runs;
 mod env_parity;
+mod frame_stacks;
 mod inproc;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;

@@ -62,6 +62,7 @@ fn a_user_env_reports_its_flattened_shape_and_one_hot_of_any_shape() {
         kwargs_json: r#"{"length": 6}"#.into(),
         wrappers: vec![],
         python_path: vec![test_envs()],
+        frame_stack: 1,
     };
     let mut e = source.make().unwrap();
     let spec = e.spec().clone();

@@ -197,13 +197,21 @@ impl SeedClient {
     }
 
     fn check_obs(&self, obs: &[f32]) -> anyhow::Result<()> {
-        let want = self.welcome.obs_dim as usize;
+        // With `frame_stack`, the simulator gives single frames; the
+        // learner stacks them.
+        let stack = self.welcome.frame_stack.max(1);
+        let want = (self.welcome.obs_dim / stack) as usize;
         anyhow::ensure!(
             obs.len() == want,
-            "the observation has {} values, run `{}`'s env has {want} (shape {:?})",
+            "the observation has {} values, run `{}`'s env has {want} (shape {:?}{})",
             obs.len(),
             self.welcome.run_id,
-            self.welcome.obs_shape
+            self.welcome.obs_shape,
+            if stack > 1 {
+                format!(", a stack of {stack} frames")
+            } else {
+                String::new()
+            }
         );
         if let Some(i) = obs.iter().position(|x| !x.is_finite()) {
             anyhow::bail!("observation value {i} is {} (not finite)", obs[i]);

@@ -11,6 +11,7 @@ use super::flight::{Acked, Flight};
 use super::{Carry, Link, Player, SessionEnd, answer};
 use crate::envs::EnvSlots;
 use rlfleet_shared::config::WorkflowKind;
+use rlfleet_shared::env::newest;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{
     EpisodeResult, Experience, Message, RUN_GOES_ON, Steps, Submission, Welcome, WorkRequest,
@@ -32,6 +33,9 @@ struct Play<'a, L> {
     sync: bool,
     /// Observations travel as uint8 (`Welcome.obs_u8`).
     obs_u8: bool,
+    /// The run's `frame_stack`: the policy acts on stacks, batches carry
+    /// each step's newest frame only.
+    stack: usize,
     /// Scratch for one step: the running envs, their observations, the
     /// policy's actions.
     running: Vec<usize>,
@@ -89,6 +93,7 @@ pub(super) async fn play_experience<L: Link>(
         every,
         sync,
         obs_u8: w.obs_u8,
+        stack: w.frame_stack.max(1) as usize,
         running: Vec::new(),
         obs: Vec::new(),
         actions: Vec::new(),
@@ -214,6 +219,7 @@ impl<L: Link> Play<'_, L> {
         let envs = &mut self.envs;
         let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
         let (running, obs, actions) = (&mut self.running, &mut self.obs, &mut self.actions);
+        let stack = self.stack;
         let per_env = &mut self.per_env;
         per_env.resize_with(n, Steps::default);
         let mut finished = Vec::new();
@@ -241,7 +247,7 @@ impl<L: Link> Play<'_, L> {
                         .last()
                         .is_some_and(|r| r.episode == episode && r.end == RUN_GOES_ON)
                     {
-                        per_env[i].drop_last_run(od, ad);
+                        per_env[i].drop_last_run(od / stack, ad);
                     }
                     ended = true;
                     continue;
@@ -253,15 +259,10 @@ impl<L: Link> Play<'_, L> {
                     .last()
                     .is_none_or(|r| r.episode != episode || r.end != RUN_GOES_ON)
                 {
-                    env.begin(
-                        i as u32,
-                        episode,
-                        first,
-                        &obs[k * od..(k + 1) * od],
-                        self.obs_u8,
-                    );
+                    let seen = newest(&obs[k * od..(k + 1) * od], stack);
+                    env.begin(i as u32, episode, first, seen, self.obs_u8);
                 }
-                env.step(a, step.reward as f32, &slot.obs, self.obs_u8);
+                env.step(a, step.reward as f32, newest(&slot.obs, stack), self.obs_u8);
                 if step.done() {
                     env.end(step.terminated);
                     finished.push(EpisodeResult {

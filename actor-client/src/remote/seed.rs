@@ -4,6 +4,7 @@
 
 use super::{Carry, Link, Player, SessionEnd, answer};
 use crate::envs::EnvSlots;
+use rlfleet_shared::env::newest;
 use rlfleet_shared::wire::{Message, Observations, Welcome, flags};
 
 /// `seed`: no model here. Send every env's observation (with the outcome
@@ -31,15 +32,19 @@ pub(super) async fn play_seed<L: Link>(
         })
         .collect();
     let mut rewards = vec![0f32; n];
+    // With `frame_stack`, the learner keeps each env's stack: only the
+    // newest frame goes.
+    let stack = w.frame_stack.max(1) as usize;
     let mut seq = 0;
     loop {
         seq += 1;
         let (mut obs, mut obs_u8) = (Vec::new(), Vec::new());
         for s in &envs.slots {
+            let frame = newest(&s.obs, stack);
             if w.obs_u8 {
-                obs_u8.extend(s.obs.iter().map(|&x| x as u8));
+                obs_u8.extend(frame.iter().map(|&x| x as u8));
             } else {
-                obs.extend_from_slice(&s.obs);
+                obs.extend_from_slice(frame);
             }
         }
         let req = Observations {

@@ -29,6 +29,8 @@ pub struct ProbeLine {
     pub terminated: bool,
     pub obs: String,
     pub next_obs: String,
+    /// The episode the transition belongs to.
+    pub episode: u64,
 }
 
 #[derive(Debug)]
@@ -103,6 +105,7 @@ impl Agent for Probe {
                 terminated: t.terminated,
                 obs: joined(t.obs),
                 next_obs: joined(t.next_obs),
+                episode: t.episode,
             };
             if let Err(e) = w.write(&line) {
                 tracing::error!("probe.csv: {e}");

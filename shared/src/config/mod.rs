@@ -71,6 +71,14 @@ pub struct RunConfig {
     /// Seeds the networks, replay sampling, exploration and environments.
     #[serde(default)]
     pub seed: u64,
+    /// Frames an observation stacks (Gymnasium's `FrameStackObservation`:
+    /// the last `frame_stack` frames, oldest first, the first frame of an
+    /// episode filling every place). The env gives single frames; actors
+    /// send only each step's newest, and the learner keeps each env's
+    /// stack. 1: the env's observations as they are.
+    #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 16)]
+    pub frame_stack: u32,
     /// Where the run writes its resolved config, episodes, checkpoint and
     /// plots. Relative paths are relative to the working directory.
     #[schema(value_type = String)]
@@ -223,6 +231,7 @@ impl RunConfig {
                 .iter()
                 .map(|p| cwd.join(p).to_string_lossy().into_owned())
                 .collect(),
+            frame_stack: self.frame_stack,
         }
     }
 
@@ -237,6 +246,11 @@ mod tests;
 
 /// The OpenAPI schema of a `hidden` list: 1 to 8 layer widths, each in
 /// 1..=65536 (what `validate` requires).
+/// `frame_stack`'s default: no stacking.
+fn one() -> u32 {
+    1
+}
+
 fn hidden_widths_schema() -> utoipa::openapi::schema::Array {
     use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
     ArrayBuilder::new()

@@ -69,6 +69,12 @@ impl RunConfig {
                     .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
             "1 to 128 characters of letters, digits, '-', '_' or '.'",
         )?;
+        require(
+            "frame_stack",
+            self.frame_stack,
+            (1..=16).contains(&self.frame_stack),
+            "an integer in 1..=16",
+        )?;
         let spec = self.env_source().spec().map_err(|e| match e {
             env::EnvError::Unknown(_) => ConfigError::Unsupported {
                 key: "env",
@@ -135,6 +141,15 @@ impl RunConfig {
             )));
         }
         self.validate_distributed()?;
+        if self.frame_stack > 1 && spec.obs_shape.len() > 3 {
+            return Err(ConfigError::Conflict(format!(
+                "frame_stack = {} stacks frames of 1 or 2 axes (a vector or a \
+                 grayscale image); `{}` observes frames of shape {:?}",
+                self.frame_stack,
+                self.env,
+                &spec.obs_shape[1..]
+            )));
+        }
         self.validate_action_space(&spec.action_space)?;
         self.validate_model(&spec)?;
         self.validate_dqn()?;

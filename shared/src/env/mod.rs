@@ -10,6 +10,7 @@
 mod acrobot;
 mod cartpole;
 mod counting;
+mod frame_stack;
 mod mountain_car;
 mod mountain_car_continuous;
 mod numpy_scalar;
@@ -25,6 +26,7 @@ mod timed;
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
 pub use counting::{COUNTING_MAX_STEPS, Counting};
+pub use frame_stack::{FrameStack, Stacker, newest, stacked_spec};
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;

@@ -4,7 +4,7 @@
 
 #[cfg(feature = "python")]
 use super::python::{PyEnv, Recipe};
-use super::{Env, EnvFault, EnvSpec, UnknownEnv};
+use super::{Env, EnvFault, EnvSpec, FrameStack, UnknownEnv, stacked_spec};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -26,6 +26,9 @@ pub struct EnvSource {
     pub wrappers: Vec<String>,
     /// Folders put in front of `sys.path` (absolute).
     pub python_path: Vec<String>,
+    /// The run's `frame_stack`: above 1, the env's observations are its
+    /// last `frame_stack` frames ([`FrameStack`]).
+    pub frame_stack: u32,
 }
 
 /// Why an environment could not be built.
@@ -60,8 +63,21 @@ impl EnvSource {
         is_python_id(&self.id)
     }
 
-    /// The env's spec; a Python env is built once per process to read it.
+    /// Frames its observations stack (1: none).
+    pub fn stack(&self) -> usize {
+        self.frame_stack.max(1) as usize
+    }
+
+    /// The env's spec (its observations stacked, with `frame_stack`); a
+    /// Python env is built once per process to read it.
     pub fn spec(&self) -> Result<EnvSpec, EnvError> {
+        if self.stack() > 1 {
+            let frames = EnvSource {
+                frame_stack: 1,
+                ..self.clone()
+            };
+            return Ok(stacked_spec(&frames.spec()?, self.stack()));
+        }
         if !self.is_python() {
             self.check_builtin_options()?;
             return super::spec(&self.id).map_err(EnvError::from);
@@ -83,8 +99,16 @@ impl EnvSource {
         Ok(spec)
     }
 
-    /// A new instance of the env.
+    /// A new instance of the env (its observations stacked, with
+    /// `frame_stack`).
     pub fn make(&self) -> Result<Box<dyn Env>, EnvError> {
+        if self.stack() > 1 {
+            let frames = EnvSource {
+                frame_stack: 1,
+                ..self.clone()
+            };
+            return Ok(Box::new(FrameStack::new(frames.make()?, self.stack())));
+        }
         if !self.is_python() {
             self.check_builtin_options()?;
             return super::make(&self.id).map_err(EnvError::from);

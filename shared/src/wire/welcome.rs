@@ -17,6 +17,7 @@ impl Welcome {
             kwargs_json: self.env_kwargs.clone(),
             wrappers: self.env_wrappers.clone(),
             python_path: self.python_path.clone(),
+            frame_stack: self.frame_stack,
         }
     }
 }

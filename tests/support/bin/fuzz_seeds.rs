@@ -44,6 +44,7 @@ fn messages() -> Vec<Message> {
             obs_dim: 4,
             obs_shape: vec![4],
             obs_u8: false,
+            frame_stack: 1,
             action_dim: 1,
             action_n: 2,
             agent: AgentKind::Dqn,

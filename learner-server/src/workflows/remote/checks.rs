@@ -11,6 +11,8 @@ pub(super) type Refusal = (ErrorCode, String);
 /// The shapes a run's batches must have.
 #[derive(Debug, Clone)]
 pub(super) struct Shapes {
+    /// Values per observation row: one frame (the whole observation
+    /// unless `frame_stack` > 1).
     pub obs_dim: usize,
     /// Observations travel as uint8 (`Welcome.obs_u8`).
     pub obs_u8: bool,

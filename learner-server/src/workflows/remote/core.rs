@@ -5,6 +5,7 @@
 //! ingesting and training in `ingest.rs`.)
 
 use super::accounts::Accounts;
+use super::frames::FrameContexts;
 use super::ledger::EpisodeLedger;
 use crate::agents::{Agent, Weights};
 use crate::metrics::Metrics;
@@ -120,6 +121,9 @@ pub(super) struct Core {
     /// The policy as an ONNX model with its weights as an input (every
     /// `Welcome` carries it).
     onnx: Vec<u8>,
+    /// With `frame_stack` > 1, each actor env's stack (batches carry
+    /// single frames).
+    pub(super) frames: Option<FrameContexts>,
 }
 
 impl std::fmt::Debug for Core {
@@ -146,7 +150,9 @@ impl Core {
         let cfg = &book.cfg;
         let ledger = EpisodeLedger::new(cfg.stop.max_episodes, book.counters.episodes);
         let accounts = Accounts::new(metrics.clone(), cfg.distributed.batch_log, &cfg.output_dir)?;
+        let k = cfg.frame_stack.max(1) as usize;
         let mut core = Core {
+            frames: (k > 1).then(|| FrameContexts::new(k, spec.obs_dim() / k)),
             onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
             trained_upto: book.counters.env_steps,
@@ -211,10 +217,16 @@ impl Core {
         self.spec.obs_dim()
     }
 
+    /// Values of one frame: what batches and requests carry per
+    /// observation (the observation itself unless `frame_stack` > 1).
+    pub fn frame_dim(&self) -> usize {
+        self.obs_dim() / self.cfg().frame_stack.max(1) as usize
+    }
+
     /// The shapes this run's batches must have.
     pub(super) fn shapes(&self) -> super::checks::Shapes {
         super::checks::Shapes {
-            obs_dim: self.obs_dim(),
+            obs_dim: self.frame_dim(),
             obs_u8: self.spec.obs_dtype.is_bytes(),
             action_space: self.spec.action_space.clone(),
         }
@@ -274,6 +286,9 @@ impl Core {
     pub fn release(&mut self, conn: ConnId) -> Option<usize> {
         let slot = self.actors.remove(&conn)?;
         let requeued = self.ledger().release(conn);
+        if let Some(frames) = &mut self.frames {
+            frames.forget(conn);
+        }
         // Its unfinished episodes will be played again from their start.
         let mut abandoned = 0;
         self.episode_steps.retain(|&(c, _), n| {
@@ -325,6 +340,7 @@ impl Core {
             obs_dim: self.spec.obs_dim() as u32,
             obs_shape: self.spec.obs_shape.iter().map(|&d| d as u32).collect(),
             obs_u8: self.spec.obs_dtype.is_bytes(),
+            frame_stack: cfg.frame_stack.max(1),
             action_dim: self.spec.action_space.flat_dim() as u32,
             action_n: self.spec.action_space.n().unwrap_or(0) as u32,
             agent: cfg.agent,

@@ -111,6 +111,10 @@ impl Core {
             .is_some_and(|m| lag > m);
         if stale {
             self.accounts.dropped(e, version, DropReason::Stale);
+            // Not trained on, but the env's frame stack moves on.
+            if let Some(frames) = &mut self.frames {
+                frames.stack_steps(conn, &e.steps, |_, _| {});
+            }
         } else {
             self.observe(conn, e, !from_pool, resend);
             self.accounts.trained(e, version);
@@ -147,7 +151,26 @@ impl Core {
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
         let t = &e.steps;
-        if learns {
+        if learns && let Some(frames) = &mut self.frames {
+            // Single frames: each env's stack, kept here, makes the
+            // observations.
+            let agent = &mut self.agent;
+            let missing = frames.stack_steps(conn, t, |s, stacks| {
+                if let Some((obs, next)) = stacks {
+                    agent.observe(&Transition {
+                        episode: s.episode,
+                        obs,
+                        action: &t.actions[s.step * ad..(s.step + 1) * ad],
+                        reward: t.rewards[s.step],
+                        next_obs: next,
+                        terminated: s.terminated,
+                    });
+                }
+            });
+            self.metrics
+                .transitions_unstacked
+                .inc_by(u64::from(missing));
+        } else if learns {
             // Each observation is in the batch once: the last one read is
             // the next one's first.
             let (mut obs, mut next) = (vec![0f32; od], vec![0f32; od]);

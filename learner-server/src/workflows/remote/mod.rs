@@ -16,6 +16,7 @@ mod checks;
 mod core;
 mod episodes;
 mod families;
+mod frames;
 mod immediate;
 mod ingest;
 mod input;

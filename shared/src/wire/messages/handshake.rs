@@ -38,8 +38,12 @@ pub struct Welcome {
     /// The observation's shape before flattening (its product is `obs_dim`).
     pub obs_shape: Vec<u32>,
     /// The env's observations are uint8 (images): experience carries them
-    /// as bytes (`Transitions::obs_u8`).
+    /// as bytes (`Steps::obs_u8`).
     pub obs_u8: bool,
+    /// The run's `frame_stack`: observations (`obs_dim`, `obs_shape`) are
+    /// the env's last `frame_stack` frames, and requests and batches carry
+    /// single frames (`obs_dim / frame_stack` values each).
+    pub frame_stack: u32,
     /// Scalars per action (1 for a discrete index).
     pub action_dim: u32,
     /// Discrete actions: how many (0: a continuous `Box`).

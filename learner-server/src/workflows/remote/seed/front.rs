@@ -15,8 +15,10 @@ use crate::metrics::Metrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
 use rlfleet_shared::config::DistributedConfig;
+use rlfleet_shared::env::Stacker;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -58,6 +60,10 @@ pub struct Front {
     act_dim: usize,
     /// Observations arrive as uint8 (`Welcome.obs_u8`).
     obs_u8: bool,
+    /// The run's `frame_stack`: requests carry single frames, and each
+    /// actor env's stack is kept here (a new connection, a new stack).
+    stack: usize,
+    stacks: HashMap<ConnId, Vec<Stacker>>,
     policy: ActorPolicy,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
@@ -86,11 +92,20 @@ impl Front {
             obs_dim,
             act_dim,
             obs_u8: false,
+            stack: 1,
+            stacks: HashMap::new(),
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
             sent: 0,
         }
+    }
+
+    /// Requests carry single frames, stacked here `k` deep per actor env
+    /// (the run's `frame_stack`).
+    pub fn frame_stack(mut self, k: usize) -> Front {
+        self.stack = k.max(1);
+        self
     }
 
     /// Observations arrive as uint8 (an image env's): they are widened to
@@ -148,11 +163,15 @@ impl Front {
             );
             return;
         };
-        if let Err((code, text)) = widen(&mut obs, n_envs, self.obs_dim, self.obs_u8)
-            .and_then(|()| check_observations(&obs, n_envs, self.obs_dim))
+        let frame_dim = self.obs_dim / self.stack;
+        if let Err((code, text)) = widen(&mut obs, n_envs, frame_dim, self.obs_u8)
+            .and_then(|()| check_observations(&obs, n_envs, frame_dim))
         {
             self.refuse(reply, code, text);
             return;
+        }
+        if self.stack > 1 {
+            self.stack_frames(conn, &mut obs, n_envs);
         }
         self.metrics.inference_requests.inc();
         let done = flags::IDLE | flags::TERMINATED | flags::TRUNCATED;
@@ -183,6 +202,35 @@ impl Front {
                 act,
             });
         }
+    }
+
+    /// Puts each env's frame on its stack (a fresh episode's first frame
+    /// fills it) and replaces the frames with the stacks.
+    fn stack_frames(&mut self, conn: ConnId, obs: &mut Observations, n_envs: usize) {
+        let (k, frame_dim) = (self.stack, self.obs_dim / self.stack);
+        if !self.stacks.contains_key(&conn) {
+            // A new connection: the stacks of those that left go.
+            let conns = self.link.conns.lock().expect("conns lock");
+            self.stacks.retain(|c, _| conns.contains_key(c));
+        }
+        let stacks = self
+            .stacks
+            .entry(conn)
+            .or_insert_with(|| vec![Stacker::new(k, frame_dim); n_envs]);
+        let mut stacked = Vec::with_capacity(n_envs * k * frame_dim);
+        for (i, stack) in stacks.iter_mut().enumerate() {
+            let frame = &obs.obs[i * frame_dim..(i + 1) * frame_dim];
+            let f = obs.flags[i];
+            if f & flags::IDLE != 0 {
+                // No episode: whatever it holds is not acted on.
+            } else if f & flags::FRESH != 0 {
+                stack.reset(frame);
+            } else {
+                stack.push(frame);
+            }
+            stacked.extend_from_slice(stack.stack());
+        }
+        obs.obs = stacked;
     }
 
     fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {

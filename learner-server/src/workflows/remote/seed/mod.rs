@@ -214,7 +214,8 @@ impl Workflow for Seed {
             (core.obs_dim(), core.act_dim()),
             policy,
         )
-        .u8_observations(core.shapes().obs_u8);
+        .u8_observations(core.shapes().obs_u8)
+        .frame_stack(cfg.frame_stack as usize);
         rt.spawn(front.serve());
         Some(Arc::new(door::FrontDoor(tx)))
     }

@@ -1,0 +1,104 @@
+//! `frame_stack`: actors send single frames and the learner keeps each
+//! env's stack. Over every single-learner workflow, in process, with the
+//! counting env (a frame is `[tag, t, last action]`) and the probe agent
+//! (which records every transition it trains on): every stack the learner
+//! built holds its episode's last 3 frames, oldest first, the first frame
+//! repeated at the start (Gymnasium's `FrameStackObservation`), never a
+//! frame of another episode or env; and each transition's next stack is
+//! its stack moved on by one frame. Steps whose earlier frames a pool
+//! pushed out are counted, not trained on.
+
+use learner_server::agents::ProbeLine;
+use learner_server::output::read_csv;
+use rlfleet_shared::config::{DataStructure, Overflow, TransportKind};
+use rlfleet_tests::{counting_probe, heavy, run_embedded};
+
+const K: usize = 3;
+const FRAME: usize = 3;
+
+fn floats(s: &str) -> Vec<f32> {
+    s.split(';').map(|v| v.parse().unwrap()).collect()
+}
+
+/// Checks one recorded transition's stacks; returns its episode tag and
+/// newest step.
+fn check_row(row: &ProbeLine, what: &str) -> (f32, f32) {
+    let (obs, next) = (floats(&row.obs), floats(&row.next_obs));
+    assert_eq!((obs.len(), next.len()), (K * FRAME, K * FRAME), "{what}");
+    let frame = |v: &[f32], j: usize| v[j * FRAME..(j + 1) * FRAME].to_vec();
+    let (tag, t) = (obs[(K - 1) * FRAME], obs[(K - 1) * FRAME + 1]);
+    for j in 0..K {
+        let f = frame(&obs, j);
+        let want_t = (t - (K - 1 - j) as f32).max(0.0);
+        assert_eq!((f[0], f[1]), (tag, want_t), "{what}: stack {obs:?}");
+    }
+    // The next stack is this one moved on by a frame.
+    for j in 0..K - 1 {
+        assert_eq!(
+            frame(&next, j),
+            frame(&obs, j + 1),
+            "{what}: {obs:?} -> {next:?}"
+        );
+    }
+    let newest = frame(&next, K - 1);
+    assert_eq!((newest[0], newest[1]), (tag, t + 1.0), "{what}: {next:?}");
+    assert_eq!(newest[2], row.action.parse::<f32>().unwrap(), "{what}");
+    (tag, t)
+}
+
+#[test]
+fn every_workflow_stacks_single_frames_on_the_learner_exactly() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let cases: [(&str, Option<(DataStructure, Overflow)>); 9] = [
+        ("async", None),
+        ("sync", None),
+        ("nb-async", None),
+        ("async-window", None),
+        ("rma", Some((DataStructure::Queue, Overflow::Reject))),
+        ("rma", Some((DataStructure::Stack, Overflow::DropOldest))),
+        ("rma-queue-pop-all", None),
+        ("orchestrated", None),
+        ("seed", None),
+    ];
+    for (n, (workflow, pool)) in cases.into_iter().enumerate() {
+        let what = format!("{workflow} {pool:?}");
+        let out = dir.path().join(format!("{workflow}-{n}"));
+        let mut cfg = counting_probe("stacks", workflow, TransportKind::Inproc, 5, 40, &out);
+        cfg.frame_stack = K as u32;
+        cfg.distributed.steps_per_round = 3;
+        cfg.distributed.in_flight = 3;
+        cfg.dqn.hidden = vec![8];
+        if let Some((structure, overflow)) = pool {
+            cfg.distributed.data_structure = structure;
+            cfg.distributed.overflow = overflow;
+            cfg.distributed.data_structure_length = 3;
+        }
+        cfg.validate().unwrap();
+        let run = run_embedded(&cfg, dir.path(), &[]);
+        assert!(run.success, "{what}: {}\n{}", run.stdout, run.stderr);
+        let rows: Vec<ProbeLine> = read_csv(&out.join("probe.csv")).unwrap();
+        assert!(!rows.is_empty(), "{what}: nothing trained");
+        let mut tags = std::collections::BTreeMap::new();
+        for row in &rows {
+            let (tag, _) = check_row(row, &what);
+            // One episode, one tag: no stack mixes episodes.
+            assert_eq!(*tags.entry(row.episode).or_insert(tag), tag, "{what}");
+        }
+        let prom = std::fs::read_to_string(out.join("metrics.prom")).unwrap();
+        let unstacked = rlfleet_tests::metric_value(&prom, "rlfleet_transitions_unstacked_total");
+        let summary = rlfleet_tests::read_summary(&out);
+        let trained = summary["learner"]["batches_trained"].as_integer().unwrap();
+        eprintln!(
+            "{what}: {} transitions with whole stacks, {unstacked} without, {trained} batches trained",
+            rows.len()
+        );
+        // Only a pool that pushes batches out loses frames; elsewhere
+        // every step of every episode is trained on, with a whole stack.
+        if pool.is_none_or(|p| p.1 == Overflow::Reject) {
+            assert_eq!(unstacked, 0.0, "{what}");
+            let steps = summary["env_steps"].as_integer().unwrap();
+            assert_eq!(rows.len() as i64, steps, "{what}");
+        }
+    }
+}
