@@ -11,6 +11,7 @@
 //! see a run only as its [`Intake`](crate::vocab::Intake).
 
 mod accounts;
+mod actors;
 mod books;
 mod checks;
 mod core;

@@ -8,6 +8,7 @@ mod batcher;
 mod door;
 pub mod front;
 pub mod link;
+mod request;
 
 use super::core::Core;
 use super::input::{Acted, Bypass, Input, Internal};
