@@ -27,6 +27,8 @@
 //!   replay, with 50k and 1M transitions) and the time from a daemon's
 //!   start on a killed run's state directory to its first gradient step
 //!   (see `durability.rs`).
+//! - `wire`: bytes received per env step and kept per replay slot, as
+//!   frames, for the shipped image configs (see `wire.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
 
@@ -48,6 +50,7 @@ mod seed;
 mod soak;
 mod solve;
 mod torch_python;
+mod wire;
 mod workflows;
 
 use clap::{Parser, Subcommand, ValueEnum};
@@ -248,6 +251,21 @@ enum What {
         #[arg(long, default_value_t = 4)]
         actors: usize,
     },
+    /// Bytes the learner receives per env step and keeps per replay slot,
+    /// against one frame, for image configs with local actors over QUIC.
+    Wire {
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "config/pong-dqn-async.toml,config/pong-ppo-seed-a2c.toml,config/breakout-dqn-rma.toml"
+        )]
+        configs: Vec<String>,
+        /// Env steps per run.
+        #[arg(long, default_value_t = 4_000)]
+        steps: u64,
+        #[arg(long, default_value_t = 2)]
+        actors: usize,
+    },
     /// The same DQN run under every workflow, vs. `single`.
     Workflows {
         /// Env steps per run.
@@ -352,6 +370,11 @@ fn main() -> anyhow::Result<()> {
         What::MpiTransports { steps, actors } => mpi::transports(steps, actors, &cli.out),
         #[cfg(feature = "mpi")]
         What::MpiLearners { steps, actors } => mpi::learners(steps, actors, &cli.out),
+        What::Wire {
+            configs,
+            steps,
+            actors,
+        } => wire::bench(&configs, steps, actors, &cli.out),
         What::Workflows {
             steps,
             workflows,
