@@ -102,3 +102,115 @@ fn every_workflow_stacks_single_frames_on_the_learner_exactly() {
         }
     }
 }
+
+/// Real Atari frames (ale-py's Breakout behind Gymnasium's
+/// `AtariPreprocessing`, 12 x 12 frames to keep the record small): under
+/// `async` (the learner stacks the frames of each run at ingest) and
+/// `seed` (its inference front stacks each request's frames), every
+/// transition the learner trained on, replayed through Gymnasium itself
+/// with `FrameStackObservation(stack_size=4)` from the same seed and
+/// actions, has bit for bit the same stack, next stack, reward and end.
+#[test]
+fn atari_stacks_built_on_the_learner_equal_frame_stack_observation() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    for workflow in ["async", "seed"] {
+        let out = dir.path().join(format!("atari-{workflow}"));
+        let mut cfg = counting_probe("atari-stacks", workflow, TransportKind::Quic, 9, 6, &out);
+        cfg.env = "gymnasium:ALE/Breakout-v5".into();
+        cfg.env_wrappers = vec!["gymnasium.wrappers:AtariPreprocessing(screen_size=12)".into()];
+        cfg.env_kwargs.insert("frameskip".into(), 1.into());
+        cfg.env_kwargs
+            .insert("max_num_frames_per_episode".into(), 400.into());
+        cfg.frame_stack = 4;
+        cfg.probe.epsilon = 0.5;
+        cfg.distributed.batch_step_frequency = 7;
+        cfg.validate().unwrap();
+        let run = run_embedded(&cfg, dir.path(), &[]);
+        assert!(run.success, "{workflow}: {}\n{}", run.stdout, run.stderr);
+        let rows: Vec<ProbeLine> = read_csv(&out.join("probe.csv")).unwrap();
+        let seeds: std::collections::BTreeMap<String, u64> = rows
+            .iter()
+            .map(|r| {
+                let seed = learner_server::workflows::episode_seed(cfg.seed, r.episode);
+                (r.episode.to_string(), seed)
+            })
+            .collect();
+        let seeds_path = dir.path().join(format!("{workflow}-seeds.json"));
+        std::fs::write(&seeds_path, serde_json::to_string(&seeds).unwrap()).unwrap();
+        let env_path = dir.path().join(format!("{workflow}-env.json"));
+        let env = serde_json::json!({
+            "id": "ALE/Breakout-v5",
+            "kwargs": {"frameskip": 1, "max_num_frames_per_episode": 400},
+            "screen_size": 12,
+            "stack": 4,
+        });
+        std::fs::write(&env_path, env.to_string()).unwrap();
+        let parity = rlfleet_tests::output_within(
+            std::process::Command::new(rlfleet_tests::reference_python())
+                .arg(rlfleet_tests::workspace_root().join("tests/python/frame_stack_parity.py"))
+                .arg(out.join("probe.csv"))
+                .arg(&seeds_path)
+                .arg(&env_path),
+            std::time::Duration::from_secs(300),
+            "the FrameStackObservation replay",
+        );
+        let said = String::from_utf8_lossy(&parity.stdout);
+        assert!(
+            parity.status.success(),
+            "{workflow}: {said}\n{}",
+            String::from_utf8_lossy(&parity.stderr)
+        );
+        let report: serde_json::Value = serde_json::from_str(said.trim()).unwrap();
+        assert_eq!(
+            report["transitions"].as_u64(),
+            Some(rows.len() as u64),
+            "{report}"
+        );
+        assert!(report["episodes"].as_u64().unwrap() >= 6, "{report}");
+        eprintln!("{workflow}: {report}");
+    }
+}
+
+/// An actor killed mid-episode comes back as a new connection: its
+/// episodes are played again from their start, and no stack the learner
+/// builds — in the `seed` front or at `async` ingest — holds frames of two
+/// plays.
+#[test]
+fn a_reconnect_mid_episode_never_splices_two_stacks() {
+    let _heavy = heavy();
+    for workflow in ["seed", "async"] {
+        let d = rlfleet_tests::daemon::Daemon::start("", "");
+        let out = d.dir.path().join(workflow);
+        let mut cfg = counting_probe("splice", workflow, TransportKind::Quic, 7, 80, &out);
+        cfg.frame_stack = K as u32;
+        // Slow enough that the kill lands inside episodes.
+        cfg.probe.train_sleep_ms = 3;
+        let id = d.start_run(&cfg);
+        let mut victim = d.actor("victim", 2, &[]);
+        let steady = d.actor("steady", 2, &["--once"]);
+        d.wait_until(&id, std::time::Duration::from_secs(60), |v| {
+            v["episodes_finished"].as_u64().unwrap() >= 15
+        });
+        victim.kill().unwrap();
+        victim.wait().unwrap();
+        let back = d.actor("victim", 2, &["--once"]);
+        let status = d.wait_finished(&id, std::time::Duration::from_secs(120));
+        assert_eq!(status["state"], "finished", "{workflow}: {status}");
+        assert!(
+            status["episodes_reissued"].as_u64().unwrap() > 0,
+            "{workflow}: the kill left an episode to play again: {status}"
+        );
+        for a in [steady, back] {
+            let (ok, err) = rlfleet_tests::daemon::finish_actor(a);
+            assert!(ok, "{workflow}: {err}");
+        }
+        let rows: Vec<ProbeLine> = read_csv(&out.join("probe.csv")).unwrap();
+        let mut tags = std::collections::BTreeMap::new();
+        for row in &rows {
+            let (tag, _) = check_row(row, workflow);
+            assert_eq!(*tags.entry(row.episode).or_insert(tag), tag, "{workflow}");
+        }
+        eprintln!("{workflow}: {} transitions, {status}", rows.len());
+    }
+}
