@@ -10,7 +10,7 @@
 
 use crate::measure::write_json;
 use crate::workflows::{finished_summary, learner_server};
-use rlfleet_shared::config::RunConfig;
+use rlfleet_shared::config::{AgentKind, RunConfig};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Command;
@@ -28,9 +28,10 @@ pub struct WireRow {
     bytes_per_env_step: f64,
     /// `bytes_per_env_step / frame_bytes`.
     frames_per_env_step: f64,
-    replay_slots: u64,
-    replay_bytes_per_slot: f64,
-    replay_frames_per_slot: f64,
+    /// The replay's figures, for an agent with one (DQN).
+    replay_slots: Option<u64>,
+    replay_bytes_per_slot: Option<f64>,
+    replay_frames_per_slot: Option<f64>,
 }
 
 /// The value of an unlabelled (or first-labelled) series in a metrics dump.
@@ -86,10 +87,17 @@ fn row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<W
     )
     .ok_or_else(|| anyhow::anyhow!("no QUIC received bytes in {shipped}'s metrics"))?
         as u64;
-    let replay = metric(&prom, "rlfleet_replay_bytes").unwrap_or(0.0);
-    let slots = u64::from(cfg.dqn.buffer_size);
     let per_step = received as f64 / env_steps.max(1) as f64;
-    let per_slot = replay / slots as f64;
+    // DQN's replay is sized by `buffer_size` and allocated whole; an agent
+    // without one has no slots to count.
+    let slots = (cfg.agent == AgentKind::Dqn).then_some(u64::from(cfg.dqn.buffer_size));
+    let per_slot = slots
+        .map(|slots| {
+            metric(&prom, "rlfleet_replay_bytes")
+                .map(|bytes| bytes / slots as f64)
+                .ok_or_else(|| anyhow::anyhow!("no replay bytes in {shipped}'s metrics"))
+        })
+        .transpose()?;
     let r = WireRow {
         config: shipped.into(),
         workflow: cfg.workflow.to_string(),
@@ -102,12 +110,19 @@ fn row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<W
         frames_per_env_step: per_step / frame_bytes as f64,
         replay_slots: slots,
         replay_bytes_per_slot: per_slot,
-        replay_frames_per_slot: per_slot / frame_bytes as f64,
+        replay_frames_per_slot: per_slot.map(|b| b / frame_bytes as f64),
+    };
+    let replay = match per_slot {
+        Some(b) => format!(
+            "; replay {b:.0} bytes per slot = {:.3} frames",
+            b / frame_bytes as f64
+        ),
+        None => String::new(),
     };
     println!(
         "{shipped} ({}, frame_stack {}, {actors} actors): {per_step:.0} bytes received per env step \
-         = {:.3}x one {frame_bytes}-byte frame; replay {per_slot:.0} bytes per slot = {:.2} frames",
-        r.workflow, r.frame_stack, r.frames_per_env_step, r.replay_frames_per_slot
+         = {:.3}x one {frame_bytes}-byte frame{replay}",
+        r.workflow, r.frame_stack, r.frames_per_env_step
     );
     Ok(r)
 }

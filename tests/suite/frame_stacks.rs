@@ -103,13 +103,113 @@ fn every_workflow_stacks_single_frames_on_the_learner_exactly() {
     }
 }
 
+/// The recorded transitions (each proven equal to `FrameStackObservation`'s
+/// by the Gymnasium replay) go, in the order the learner took them, through
+/// the replay's frame chains with `n`-step returns, in a ring smaller than
+/// the run (it wraps: chains lose their oldest steps): every step the ring
+/// can sample is the `n`-step transition computed from the rows themselves
+/// — stack, next stack `n` steps on (or at the episode's end), return and
+/// discount — bit for bit, and a step whose window is still open is not
+/// sampled. Returns how many steps were checked.
+fn sampled_replay_equals_the_rows(
+    rows: &[ProbeLine],
+    finished: &std::collections::BTreeSet<u64>,
+    k: usize,
+    n: usize,
+    capacity: usize,
+) -> usize {
+    use learner_server::replay::{FrameChains, SampledBatch, Transition};
+    let gamma = 0.97f32;
+    let od = floats(&rows[0].obs).len();
+    let mut chains = FrameChains::new(capacity, od / k, k, 1, n as u32, f64::from(gamma));
+    let mut plays: std::collections::BTreeMap<u64, Vec<usize>> = Default::default();
+    let mut slot_of = vec![(0u64, 0usize); capacity];
+    for (r, row) in rows.iter().enumerate() {
+        let (obs, next) = (floats(&row.obs), floats(&row.next_obs));
+        let action = [row.action.parse::<f32>().unwrap()];
+        let steps = plays.entry(row.episode).or_default();
+        let (slot, _) = chains.push(&Transition {
+            obs: &obs,
+            action: &action,
+            reward: row.reward,
+            next_obs: &next,
+            terminated: row.terminated,
+            episode: row.episode,
+        });
+        slot_of[slot] = (row.episode, steps.len());
+        steps.push(r);
+        let last = rows[r + 1..].iter().all(|x| x.episode != row.episode);
+        if last && !row.terminated && finished.contains(&row.episode) {
+            chains.end_episode(row.episode);
+        }
+    }
+    // Each slot's expected window, or `None` while it is open.
+    let want = |slot: usize| {
+        let (e, t) = slot_of[slot];
+        let steps = &plays[&e];
+        let (mut ret, mut scale) = (0.0f32, 1.0f32);
+        for i in t..t + n {
+            let row = &rows[steps[i]];
+            ret += scale * row.reward;
+            scale *= gamma;
+            let end = i + 1 == steps.len();
+            if row.terminated {
+                return Some((steps[t], steps[i], ret, 0.0));
+            }
+            if i + 1 == t + n || (end && finished.contains(&e)) {
+                return Some((steps[t], steps[i], ret, scale));
+            }
+            if end {
+                return None;
+            }
+        }
+        unreachable!()
+    };
+    let len = chains.len();
+    let complete: Vec<usize> = (0..len).filter(|&s| chains.is_complete(s)).collect();
+    let expected: Vec<usize> = (0..len).filter(|&s| want(s).is_some()).collect();
+    assert_eq!(complete, expected, "the sampleable slots");
+    let mut b = SampledBatch {
+        indices: complete.clone(),
+        ..SampledBatch::default()
+    };
+    chains.gather_into(&mut b);
+    let [o_obs, o_next, _, o_rew, o_disc] = b.offsets();
+    for (j, &slot) in complete.iter().enumerate() {
+        let (first, last, ret, disc) = want(slot).unwrap();
+        let what = format!(
+            "slot {slot}: episode {} step {}",
+            slot_of[slot].0, slot_of[slot].1
+        );
+        assert_eq!(
+            b.data[o_obs + j * od..o_obs + (j + 1) * od],
+            floats(&rows[first].obs)[..],
+            "{what}: stack"
+        );
+        assert_eq!(
+            b.data[o_next + j * od..o_next + (j + 1) * od],
+            floats(&rows[last].next_obs)[..],
+            "{what}: next stack"
+        );
+        assert_eq!(
+            (b.data[o_rew + j], b.data[o_disc + j]),
+            (ret, disc),
+            "{what}: return"
+        );
+    }
+    complete.len()
+}
+
 /// Real Atari frames (ale-py's Breakout behind Gymnasium's
 /// `AtariPreprocessing`, 12 x 12 frames to keep the record small): under
 /// `async` (the learner stacks the frames of each run at ingest) and
 /// `seed` (its inference front stacks each request's frames), every
 /// transition the learner trained on, replayed through Gymnasium itself
 /// with `FrameStackObservation(stack_size=4)` from the same seed and
-/// actions, has bit for bit the same stack, next stack, reward and end.
+/// actions, has bit for bit the same stack, next stack, reward and end;
+/// and the replay's frame chains, fed those transitions, sample every step
+/// as they give it, with 1- and 3-step returns, across episode ends, in a
+/// ring that wraps.
 #[test]
 fn atari_stacks_built_on_the_learner_equal_frame_stack_observation() {
     let _heavy = heavy();
@@ -169,6 +269,19 @@ fn atari_stacks_built_on_the_learner_equal_frame_stack_observation() {
         );
         assert!(report["episodes"].as_u64().unwrap() >= 6, "{report}");
         eprintln!("{workflow}: {report}");
+        let finished: std::collections::BTreeSet<u64> =
+            learner_server::output::read_episodes(&out.join("episodes.csv"))
+                .unwrap()
+                .iter()
+                .map(|e| e.episode)
+                .collect();
+        for (n, capacity) in [(1, 1_000), (3, 150)] {
+            let sampled = sampled_replay_equals_the_rows(&rows, &finished, 4, n, capacity);
+            eprintln!(
+                "{workflow}: {sampled} steps sampled from a {capacity}-slot replay with {n}-step returns"
+            );
+            assert!(sampled > capacity.min(rows.len()) / 2, "{sampled}");
+        }
     }
 }
 

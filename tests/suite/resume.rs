@@ -173,6 +173,23 @@ fn every_agent_resumes_with_its_whole_state() {
     }
 }
 
+/// Resumes `cfg` from `ck_path`, checks that its replay is `img` again,
+/// and runs it on; returns its train steps.
+fn resume_with_the_replay(
+    cfg: &RunConfig,
+    ck_path: std::path::PathBuf,
+    img: &learner_server::replay::ReplayImage,
+    what: &str,
+) -> u64 {
+    let run = SingleRun::new(cfg, &RunOptions::new(Some(ck_path), false)).unwrap();
+    assert_eq!(
+        run.agent().replay_image().as_ref(),
+        Some(img),
+        "{what}: the restored replay differs from the saved one"
+    );
+    run.run(&CancellationToken::new()).unwrap().train_steps
+}
+
 /// With `checkpoint.replay = true` the replay is in the checkpoint — every
 /// transition's fields and, for prioritized replay, every priority — and a
 /// resumed run trains from its first step instead of refilling; TD3 too.
@@ -233,13 +250,83 @@ fn a_checkpointed_replay_comes_back_exactly_and_training_resumes_at_once() {
         }
 
         cfg.stop.max_env_steps = Some(steps + 500);
-        let run = SingleRun::new(&cfg, &RunOptions::new(Some(ck_path), false)).unwrap();
-        assert_eq!(
-            run.agent().replay_image().as_ref(),
-            Some(img),
-            "{name}: the restored replay differs from the saved one"
-        );
-        let summary = run.run(&CancellationToken::new()).unwrap();
-        assert_eq!(summary.train_steps, total, "{name}: training waited");
+        let train_steps = resume_with_the_replay(&cfg, ck_path, img, name);
+        assert_eq!(train_steps, total, "{name}: training waited");
     }
+}
+
+/// A frame-stacked byte replay (frame chains: each frame kept once) with
+/// n-step returns and priorities comes back from its checkpoint exactly,
+/// wrapped around (its oldest chains overwritten) and with episodes cut by
+/// a time limit, and the resumed run trains at once.
+#[test]
+fn a_checkpointed_frame_chain_replay_comes_back_exactly() {
+    let _heavy = rlfleet_tests::heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let text = format!(
+        r#"
+name = "chains-resume"
+env = "python:rlfleet_test_envs:Frames"
+env_kwargs = {{ shape = [12, 12], n_actions = 3, length = 37 }}
+python_path = ["{envs}"]
+agent = "dqn"
+workflow = "single"
+frame_stack = 4
+seed = 5
+output_dir = "{out}"
+[stop]
+max_env_steps = 1500
+[eval]
+period_steps = 1000
+episodes = 1
+[checkpoint]
+replay = true
+[model]
+torso = "nature-cnn"
+channels = [8]
+kernels = [3]
+strides = [1]
+[dqn]
+hidden = [16]
+batch_size = 16
+buffer_size = 1000
+learning_starts = 200
+train_freq = 1
+gradient_steps = 1
+n_step = 3
+prioritized = true
+"#,
+        envs = crate::python_envs::test_envs(),
+        out = dir.path().display(),
+    );
+    let mut cfg = RunConfig::from_toml(&text, "chains-resume").unwrap();
+    let summary = SingleRun::new(&cfg, &RunOptions::default())
+        .unwrap()
+        .run(&CancellationToken::new())
+        .unwrap();
+    assert_eq!(summary.counters.env_steps, 1_500);
+    let first = summary.train_steps;
+    assert!(first > 1_000, "{first} train steps");
+    let ck_path = dir.path().join("checkpoint.safetensors");
+    let saved = Checkpoint::load(&ck_path).unwrap();
+    let img = saved
+        .replay
+        .as_ref()
+        .expect("the replay is in the checkpoint");
+    // The ring wrapped: every slot holds a step, and 1,500 went in.
+    assert_eq!(
+        (
+            img.counters["len"],
+            img.counters["pushed"],
+            img.counters["frame"]
+        ),
+        (1_000, 1_500, 144)
+    );
+    // One frame a slot, not a stack and a next frame.
+    assert_eq!(img.blobs["chain.frames"].bytes.len(), 1_000 * 144);
+    assert!(img.blobs.contains_key("priorities"));
+    cfg.stop.max_env_steps = Some(1_700);
+    // One gradient step per env step from the first resumed step.
+    let train_steps = resume_with_the_replay(&cfg, ck_path, img, "chains");
+    assert_eq!(train_steps, first + 200, "training waited");
 }

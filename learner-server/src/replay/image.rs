@@ -75,6 +75,31 @@ pub struct ReplayImage {
 pub struct ImageError(pub String);
 
 impl ReplayImage {
+    /// The saved ring's length and head, once its `shape` counters (name,
+    /// this ring's value; `capacity` first) equal this ring's: an image of
+    /// another ring is refused by the counter that differs.
+    pub fn ring(&self, shape: &[(&str, usize)]) -> Result<(usize, usize), ImageError> {
+        for &(name, want) in shape {
+            let got = self.counter(name)?;
+            if got != want as u64 {
+                return Err(ImageError(format!(
+                    "its replay's {name} is {got}, this run's is {want}"
+                )));
+            }
+        }
+        let capacity = shape.first().map_or(0, |&(_, c)| c);
+        let (n, head) = (
+            self.counter("len")? as usize,
+            self.counter("head")? as usize,
+        );
+        if n > capacity || head >= capacity || (n < capacity && head != n) {
+            return Err(ImageError(format!(
+                "len {n} and head {head} do not fit a ring of {capacity}"
+            )));
+        }
+        Ok((n, head))
+    }
+
     pub fn counter(&self, name: &str) -> Result<u64, ImageError> {
         self.counters
             .get(name)

@@ -2,17 +2,17 @@
 //! tensors, no clock and no IO (sans-IO): workflows push transitions, agents
 //! sample batches into reusable buffers; a rate limiter paces the two.
 
+mod chains;
 mod image;
 mod n_step;
-mod next_obs;
 mod obs_store;
 mod prioritized;
 mod rate_limiter;
 mod uniform;
 
+pub use chains::FrameChains;
 pub use image::{Blob, BlobType, ImageError, ReplayImage};
 pub use n_step::NStep;
-pub use next_obs::NextObs;
 pub use obs_store::ObsStore;
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;

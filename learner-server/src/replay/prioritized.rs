@@ -113,6 +113,11 @@ impl Prioritized {
         self.tree.set(slot, self.max_priority.powf(self.alpha));
     }
 
+    /// `slot` holds a transition that must not be drawn yet.
+    pub fn withhold(&mut self, slot: usize) {
+        self.tree.set(slot, 0.0);
+    }
+
     /// Draws `batch` slots (one per equal segment of the total priority)
     /// into `indices`, and their importance weights `(N P(i))^-beta`
     /// scaled by the largest of them into `weights`.

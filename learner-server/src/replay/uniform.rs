@@ -1,8 +1,8 @@
 //! [`UniformReplay`]: a preallocated ring of transitions with uniform
 //! sampling.
 
+use super::ObsStore;
 use super::image::{Blob, ImageError, ReplayImage};
-use super::{NextObs, ObsStore};
 use rand::Rng;
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
@@ -26,7 +26,7 @@ pub struct UniformReplay {
     obs_dim: usize,
     act_dim: usize,
     obs: ObsStore,
-    next_obs: NextObs,
+    next_obs: ObsStore,
     actions: Vec<f32>,
     rewards: Vec<f32>,
     /// Per transition, what multiplies the value of `next_obs` in its
@@ -81,7 +81,7 @@ impl UniformReplay {
             obs_dim,
             act_dim,
             obs: ObsStore::new(capacity * obs_dim, u8_obs),
-            next_obs: NextObs::new(capacity, obs_dim, u8_obs, None),
+            next_obs: ObsStore::new(capacity * obs_dim, u8_obs),
             actions: vec![0.0; capacity * act_dim],
             rewards: vec![0.0; capacity],
             discounts: vec![0.0; capacity],
@@ -89,15 +89,6 @@ impl UniformReplay {
             len: 0,
             pushed: 0,
         }
-    }
-
-    /// Observations that are stacks of uint8 frames of `frame` values each,
-    /// whose next observation moves the stack on by one frame: each slot
-    /// keeps only its next observation's newest frame (`NextObs`).
-    pub fn stacked(mut self, frame: Option<usize>) -> Self {
-        let u8_obs = matches!(self.obs, ObsStore::U8(_));
-        self.next_obs = NextObs::new(self.capacity, self.obs_dim, u8_obs, frame);
-        self
     }
 
     pub fn len(&self) -> usize {
@@ -134,7 +125,7 @@ impl UniformReplay {
         let i = self.head;
         let (od, ad) = (self.obs_dim, self.act_dim);
         self.obs.write(i * od, t.obs);
-        self.next_obs.write(i, t.obs, t.next_obs);
+        self.next_obs.write(i * od, t.next_obs);
         self.actions[i * ad..(i + 1) * ad].copy_from_slice(t.action);
         self.rewards[i] = t.reward;
         self.discounts[i] = if t.terminated { 0.0 } else { discount };
@@ -150,7 +141,7 @@ impl UniformReplay {
         let (n, od, ad) = (self.len, self.obs_dim, self.act_dim);
         let blobs = [
             ("obs", self.obs.image(n * od)),
-            ("next_obs", self.next_obs.image(n, od, &self.obs)),
+            ("next_obs", self.next_obs.image(n * od)),
             ("actions", Blob::f32(&self.actions[..n * ad])),
             ("rewards", Blob::f32(&self.rewards[..n])),
             ("discounts", Blob::f32(&self.discounts[..n])),
@@ -173,34 +164,21 @@ impl UniformReplay {
     /// Puts back what [`UniformReplay::image`] saved; a ring of another
     /// size or shape is refused and left as it was.
     pub fn restore(&mut self, img: &ReplayImage) -> Result<(), ImageError> {
-        for (name, want) in [
+        let (n, head) = img.ring(&[
             ("capacity", self.capacity),
             ("obs_dim", self.obs_dim),
             ("act_dim", self.act_dim),
-        ] {
-            let got = img.counter(name)?;
-            if got != want as u64 {
-                return Err(ImageError(format!(
-                    "its replay's {name} is {got}, this run's is {want}"
-                )));
-            }
-        }
-        let (n, head) = (img.counter("len")? as usize, img.counter("head")? as usize);
-        if n > self.capacity || head >= self.capacity || (n < self.capacity && head != n) {
-            return Err(ImageError(format!(
-                "len {n} and head {head} do not fit a ring of {}",
-                self.capacity
-            )));
-        }
+        ])?;
         let (od, ad) = (self.obs_dim, self.act_dim);
         // Read everything before writing anything.
         let actions = img.f32s("actions", n * ad)?;
         let rewards = img.f32s("rewards", n)?;
         let discounts = img.f32s("discounts", n)?;
-        let mut obs = ObsStore::new(self.capacity * od, matches!(self.obs, ObsStore::U8(_)));
-        let mut next_obs = self.next_obs.empty_like(self.capacity, od);
+        let u8_obs = matches!(self.obs, ObsStore::U8(_));
+        let mut obs = ObsStore::new(self.capacity * od, u8_obs);
+        let mut next_obs = ObsStore::new(self.capacity * od, u8_obs);
         obs.restore(img, "obs", n * od)?;
-        next_obs.restore(img, n, od, &obs)?;
+        next_obs.restore(img, "next_obs", n * od)?;
         self.obs = obs;
         self.next_obs = next_obs;
         self.actions[..n * ad].copy_from_slice(&actions);
@@ -236,8 +214,7 @@ impl UniformReplay {
             self.obs
                 .read(i * od, &mut out.data[o_obs + k * od..o_obs + (k + 1) * od]);
             self.next_obs.read(
-                i,
-                &self.obs,
+                i * od,
                 &mut out.data[o_next + k * od..o_next + (k + 1) * od],
             );
             out.data[o_act + k * ad..o_act + (k + 1) * ad]
@@ -292,67 +269,5 @@ mod tests {
             seen.insert(v as i32);
         }
         assert_eq!(seen.into_iter().collect::<Vec<_>>(), vec![2, 3, 4]);
-    }
-
-    /// Pushes the same transitions into a ring of rows and a stacked ring
-    /// (frames of 3 bytes, 4 to a stack); returns both.
-    fn stacked_pair(capacity: usize) -> (UniformReplay, UniformReplay) {
-        let mut rows = UniformReplay::with_obs(capacity, 12, 1, true);
-        let mut stacked = UniformReplay::with_obs(capacity, 12, 1, true).stacked(Some(3));
-        let frame =
-            |t: usize| -> Vec<f32> { (0..3).map(|j| ((t * 7 + j * 3) % 256) as f32).collect() };
-        let stack = |t: usize| -> Vec<f32> { (0..4).flat_map(|k| frame(t + k)).collect() };
-        for t in 0..capacity + 4 {
-            // Every third next observation is not a shift (an env that
-            // rebuilt its stack): it is kept whole.
-            let next = if t % 3 == 2 {
-                stack(t + 50)
-            } else {
-                stack(t + 1)
-            };
-            let tr = Transition {
-                episode: 0,
-                obs: &stack(t),
-                action: &[t as f32],
-                reward: t as f32,
-                next_obs: &next,
-                terminated: false,
-            };
-            rows.push(&tr, 0.9);
-            stacked.push(&tr, 0.9);
-        }
-        (rows, stacked)
-    }
-
-    fn everything(r: &UniformReplay) -> Vec<f32> {
-        let mut b = SampledBatch {
-            indices: (0..r.len()).collect(),
-            ..SampledBatch::default()
-        };
-        r.gather_into(&mut b);
-        b.data
-    }
-
-    #[test]
-    fn a_stacked_ring_keeps_one_new_frame_per_next_observation_and_gives_back_every_value() {
-        let (rows, stacked) = stacked_pair(5);
-        assert_eq!(everything(&stacked), everything(&rows));
-        // Per slot 12 bytes of observation and 3 of newest frame; 2 of the 5
-        // live slots (t = 5, 8) keep their 12-byte next observation whole
-        // (t = 2's whole row went with its slot, to t = 7).
-        let scalars = 4 * (5 + 2 * 5);
-        assert_eq!(rows.memory_bytes(), 5 * 24 + scalars);
-        assert_eq!(stacked.memory_bytes(), 5 * (12 + 3) + 2 * 12 + scalars);
-
-        // A checkpoint keeps whole rows: it restores into either kind.
-        let mut img = ReplayImage::default();
-        stacked.image(&mut img);
-        let mut back = UniformReplay::with_obs(5, 12, 1, true).stacked(Some(3));
-        back.restore(&img).unwrap();
-        assert_eq!(everything(&back), everything(&rows));
-        assert_eq!(back.memory_bytes(), stacked.memory_bytes());
-        let mut as_rows = UniformReplay::with_obs(5, 12, 1, true);
-        as_rows.restore(&img).unwrap();
-        assert_eq!(everything(&as_rows), everything(&rows));
     }
 }

@@ -1,21 +1,34 @@
-//! [`DqnReplay`]: DQN's experience path — transitions through n-step
-//! windows into a uniform ring, prioritized sampling over the ring's slots
-//! when configured, and the batch a gradient step reads.
+//! [`DqnReplay`]: DQN's experience path — transitions into a ring (whole
+//! rows through n-step windows, or, for a network that reads a stack of
+//! byte frames, [`FrameChains`] that keep each frame once), prioritized
+//! sampling over the ring's slots when configured, and the batch a
+//! gradient step reads.
 
 use crate::agents::AgentError;
-use crate::replay::{NStep, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay};
+use crate::replay::{
+    FrameChains, NStep, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay,
+};
+use rand::Rng;
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::DqnConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;
 
+/// Where the transitions are kept.
+#[derive(Debug)]
+enum Store {
+    /// Whole rows; n-step windows are assembled on the way in.
+    Rows { ring: UniformReplay, n_step: NStep },
+    /// Each frame once; windows are read at sample time.
+    Chains(FrameChains),
+}
+
 /// The replay a [`super::Dqn`] trains from.
 #[derive(Debug)]
 pub(super) struct DqnReplay {
-    ring: UniformReplay,
-    /// Assembles n-step transitions on their way into `ring`.
-    n_step: NStep,
-    /// Prioritized sampling over `ring`'s slots, when configured.
+    store: Store,
+    /// Prioritized sampling over the store's slots, when configured (a
+    /// chain's slot has priority 0 until its window is complete).
     per: Option<Prioritized>,
     /// The last sample.
     pub batch: SampledBatch,
@@ -27,21 +40,28 @@ pub(super) struct DqnReplay {
 
 impl DqnReplay {
     /// Sized by `cfg.buffer_size`; a network that reads a channels-first
-    /// stack of uint8 frames keeps one frame per next observation.
+    /// stack of uint8 frames gets frame chains.
     pub fn new(cfg: &DqnConfig, spec: &EnvSpec, shape: &NetShape) -> DqnReplay {
-        let ring = UniformReplay::with_obs(
-            cfg.buffer_size as usize,
-            spec.obs_dim(),
-            1,
-            spec.obs_dtype.is_bytes(),
-        )
-        .stacked(stacked_frame(shape, cfg.n_step));
+        let capacity = cfg.buffer_size as usize;
+        let store = match stacked_frames(shape) {
+            Some((frame, k)) => Store::Chains(FrameChains::new(
+                capacity, frame, k, 1, cfg.n_step, cfg.gamma,
+            )),
+            None => Store::Rows {
+                ring: UniformReplay::with_obs(
+                    capacity,
+                    spec.obs_dim(),
+                    1,
+                    spec.obs_dtype.is_bytes(),
+                ),
+                n_step: NStep::new(cfg.n_step, cfg.gamma),
+            },
+        };
         DqnReplay {
-            ring,
-            n_step: NStep::new(cfg.n_step, cfg.gamma),
+            store,
             per: cfg
                 .prioritized
-                .then(|| Prioritized::new(cfg.buffer_size as usize, cfg.per_alpha)),
+                .then(|| Prioritized::new(capacity, cfg.per_alpha)),
             batch: SampledBatch::default(),
             is_weights: Vec::new(),
             n: cfg.n_step,
@@ -49,12 +69,19 @@ impl DqnReplay {
         }
     }
 
+    /// Transitions that can be sampled.
     pub fn len(&self) -> usize {
-        self.ring.len()
+        match &self.store {
+            Store::Rows { ring, .. } => ring.len(),
+            Store::Chains(c) => c.sampleable(),
+        }
     }
 
     pub fn memory_bytes(&self) -> usize {
-        self.ring.memory_bytes()
+        match &self.store {
+            Store::Rows { ring, .. } => ring.memory_bytes(),
+            Store::Chains(c) => c.memory_bytes(),
+        }
     }
 
     /// Sampled by priority (the last sample has importance weights).
@@ -64,35 +91,61 @@ impl DqnReplay {
 
     /// One step of an episode.
     pub fn observe(&mut self, t: &Transition<'_>) {
-        self.n_step.push(t, store(&mut self.ring, &mut self.per));
+        match &mut self.store {
+            Store::Rows { ring, n_step } => n_step.push(t, store(ring, &mut self.per)),
+            Store::Chains(c) => {
+                let (slot, done) = c.push(t);
+                if let Some(per) = &mut self.per {
+                    per.withhold(slot);
+                    done.into_iter().for_each(|s| per.pushed(s));
+                }
+            }
+        }
     }
 
     /// The episode ended: its window's tail goes in.
     pub fn end_episode(&mut self, episode: u64) {
-        self.n_step
-            .end_episode(episode, store(&mut self.ring, &mut self.per));
+        match &mut self.store {
+            Store::Rows { ring, n_step } => n_step.end_episode(episode, store(ring, &mut self.per)),
+            Store::Chains(c) => {
+                let done = c.end_episode(episode);
+                if let Some(per) = &mut self.per {
+                    done.into_iter().for_each(|s| per.pushed(s));
+                }
+            }
+        }
     }
 
     /// The episode is played again elsewhere: its window goes.
     pub fn abandon(&mut self, episode: u64) {
-        self.n_step.abandon(episode);
+        match &mut self.store {
+            Store::Rows { n_step, .. } => n_step.abandon(episode),
+            Store::Chains(c) => c.abandon(episode),
+        }
     }
 
     /// Samples `b` transitions into [`DqnReplay::batch`] (by priority,
     /// with importance weights at exponent `beta`, when prioritized).
     pub fn sample(&mut self, b: usize, beta: f64, rng: &mut Pcg64) {
-        if let Some(per) = &self.per {
-            per.sample(
-                b,
-                self.ring.len(),
-                beta,
-                rng,
-                &mut self.batch.indices,
-                &mut self.is_weights,
-            );
-            self.ring.gather_into(&mut self.batch);
-        } else {
-            self.ring.sample_into(b, rng, &mut self.batch);
+        let (indices, weights) = (&mut self.batch.indices, &mut self.is_weights);
+        match (&self.store, &self.per) {
+            (Store::Rows { ring, .. }, Some(per)) => {
+                per.sample(b, ring.len(), beta, rng, indices, weights);
+                ring.gather_into(&mut self.batch);
+            }
+            (Store::Rows { ring, .. }, None) => ring.sample_into(b, rng, &mut self.batch),
+            (Store::Chains(c), Some(per)) => {
+                per.sample(b, c.len(), beta, rng, indices, weights);
+                // A slot the tree's rounding lands on that is not complete
+                // (priority 0) gives way to a uniform complete one.
+                for i in indices.iter_mut() {
+                    while !c.is_complete(*i) {
+                        *i = rng.random_range(0..c.len());
+                    }
+                }
+                c.gather_into(&mut self.batch);
+            }
+            (Store::Chains(c), None) => c.sample_into(b, rng, &mut self.batch),
         }
     }
 
@@ -103,24 +156,41 @@ impl DqnReplay {
         }
     }
 
-    /// The ring (and priorities) for a checkpoint.
+    /// The store (and priorities) for a checkpoint.
     pub fn image(&self) -> ReplayImage {
         let mut img = ReplayImage::default();
-        self.ring.image(&mut img);
+        let len = match &self.store {
+            Store::Rows { ring, .. } => {
+                ring.image(&mut img);
+                ring.len()
+            }
+            Store::Chains(c) => {
+                c.image(&mut img);
+                c.len()
+            }
+        };
         if let Some(per) = &self.per {
-            per.image(self.ring.len(), &mut img);
+            per.image(len, &mut img);
         }
         img
     }
 
-    /// Takes a checkpoint's ring (and priorities); episodes open then are
+    /// Takes a checkpoint's store (and priorities); episodes open then are
     /// played again from their start, so no window survives.
     pub fn restore(&mut self, img: &ReplayImage) -> Result<(), AgentError> {
+        match &mut self.store {
+            Store::Rows { ring, n_step } => {
+                ring.restore(img)?;
+                *n_step = NStep::new(self.n, self.gamma);
+            }
+            Store::Chains(c) => {
+                c.restore(img)?;
+                c.abandon_all();
+            }
+        }
         if let Some(per) = &mut self.per {
             per.restore(img, img.counter("len")? as usize)?;
         }
-        self.ring.restore(img)?;
-        self.n_step = NStep::new(self.n, self.gamma);
         Ok(())
     }
 }
@@ -138,12 +208,11 @@ fn store<'a>(
     }
 }
 
-/// The bytes of one frame when the network reads a channels-first stack of
-/// uint8 frames and transitions are one-step (so a next observation is the
-/// observation moved on by one frame): the replay then keeps only each next
-/// observation's newest frame.
-fn stacked_frame(shape: &NetShape, n_step: u32) -> Option<usize> {
+/// The bytes of one frame and the frames in a stack, when the network
+/// reads a channels-first stack of uint8 frames (the replay then keeps
+/// each frame once).
+fn stacked_frames(shape: &NetShape) -> Option<(usize, usize)> {
     let t = shape.torso()?;
     let [c, h, w] = t.input;
-    (t.bytes && !t.channels_last && c > 1 && n_step == 1).then_some(h * w)
+    (t.bytes && !t.channels_last && c > 1).then_some((h * w, c))
 }
