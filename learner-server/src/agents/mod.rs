@@ -25,7 +25,7 @@ pub use probe::{Probe, ProbeLine};
 pub use sac::Sac;
 pub use td3::Td3;
 
-use crate::replay::Transition;
+use crate::replay::{SampledBatch, Transition};
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
 use tch::Device;
@@ -223,6 +223,22 @@ pub(crate) fn check_weights(data: &[f32], expected: usize) -> Result<(), AgentEr
         Some(i) => Err(AgentError::NonFinite(i)),
         None => Ok(()),
     }
+}
+
+/// A sampled batch on `device`: its observations and next observations
+/// `[2 * batch, obs_dim]` (uint8 when the replay keeps bytes: they cross
+/// to the device as bytes and the network converts them there), and
+/// `data` (actions, rewards and discounts at the batch's offsets; the
+/// observations too when they are f32).
+pub(crate) fn batch_on_device(batch: &SampledBatch, device: Device) -> (tch::Tensor, tch::Tensor) {
+    let (b, od) = (batch.batch as i64, batch.obs_dim as i64);
+    let data = tch::Tensor::from_slice(&batch.data).to_device(device);
+    let both = if batch.bytes {
+        tch::Tensor::from_slice(&batch.obs_bytes).to_device(device)
+    } else {
+        data.narrow(0, 0, 2 * b * od)
+    };
+    (both.view([2 * b, od]), data)
 }
 
 /// Copies a flat f32 tensor out to host memory.

@@ -10,7 +10,7 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// The settings [`OffPolicy`] takes from an agent's table.
 #[derive(Debug, Clone, Copy)]
@@ -38,7 +38,6 @@ pub struct OffPolicy {
     learning_starts: u64,
     batch_size: u32,
     gamma: f32,
-    obs_dim: i64,
     act_dim: i64,
     device: Device,
 }
@@ -79,7 +78,6 @@ impl OffPolicy {
             learning_starts: s.learning_starts,
             batch_size: s.batch_size,
             gamma: s.gamma as f32,
-            obs_dim: obs_dim as i64,
             act_dim: act_dim as i64,
             device,
         }
@@ -162,12 +160,15 @@ impl OffPolicy {
     pub fn sample(&mut self) -> Batch {
         let b = self.batch_size as usize;
         self.replay.sample_into(b, &mut self.rng, &mut self.sampled);
-        let (bi, od, ad) = (b as i64, self.obs_dim, self.act_dim);
-        let data = Tensor::from_slice(&self.sampled.data).to_device(self.device);
-        let [o_obs, o_next, o_act, o_rew, o_disc] = self.sampled.offsets().map(|o| o as i64);
+        let (bi, ad) = (b as i64, self.act_dim);
+        let (both, data) = crate::agents::batch_on_device(&self.sampled, self.device);
+        // The critics read observations beside actions: values, converted
+        // on the device.
+        let both = both.to_kind(Kind::Float);
+        let [_, _, o_act, o_rew, o_disc] = self.sampled.offsets().map(|o| o as i64);
         Batch {
-            obs: data.narrow(0, o_obs, bi * od).view([bi, od]),
-            next: data.narrow(0, o_next, bi * od).view([bi, od]),
+            obs: both.narrow(0, 0, bi),
+            next: both.narrow(0, bi, bi),
             act: data.narrow(0, o_act, bi * ad).view([bi, ad]),
             rewards: data.narrow(0, o_rew, bi),
             discounts: data.narrow(0, o_disc, bi),

@@ -7,7 +7,7 @@
 
 use super::FlatNet;
 use rlfleet_shared::config::SeedInference;
-use rlfleet_shared::nets::{Forward, NetShape};
+use rlfleet_shared::nets::{Forward, NetShape, Rows};
 use rlfleet_shared::policy::ActorPolicy;
 use tch::{Device, Kind, Tensor};
 
@@ -57,13 +57,27 @@ impl Forward for DeviceForward {
 
     /// Panics when nothing is loaded or `x` has the wrong size.
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+        self.forward_rows(Rows::Values(x), batch)
+    }
+
+    /// Bytes go to the device as bytes; the network converts them there.
+    fn forward_rows(&mut self, x: Rows<'_>, batch: usize) -> &[f32] {
         let params = self
             .params
             .as_ref()
             .expect("forward before any weights were loaded");
         let obs_dim = self.net.shape().obs_dim();
-        assert_eq!(x.len(), batch * obs_dim, "input size");
-        let x = Tensor::from_slice(x)
+        let x = match x {
+            Rows::Values(v) => {
+                assert_eq!(v.len(), batch * obs_dim, "input size");
+                Tensor::from_slice(v)
+            }
+            Rows::Bytes(b) => {
+                assert_eq!(b.len(), batch * obs_dim, "input size");
+                Tensor::from_slice(b)
+            }
+        };
+        let x = x
             .view([batch as i64, obs_dim as i64])
             .to_device(self.device);
         let y = tch::no_grad(|| self.net.forward(params, &x))
@@ -90,4 +104,44 @@ pub fn place(policy: ActorPolicy, choice: SeedInference, what: &str) -> ActorPol
     policy
         .with_forward(Box::new(DeviceForward::new(shape, device)))
         .expect("built for the same network")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy, TorsoKind};
+
+    /// A byte image's rows reach the device as bytes and give what the
+    /// same values give, and what the plain-Rust copy computes.
+    #[test]
+    fn bytes_and_values_give_the_same_outputs() {
+        let torso = ConvTorso {
+            input: [4, 7, 6],
+            channels_last: false,
+            bytes: true,
+            kind: TorsoKind::Plain,
+            layers: vec![ConvLayer {
+                out: 5,
+                kernel: 3,
+                stride: 2,
+            }],
+        };
+        let shape = NetShape::with_torso(Some(torso), 4 * 7 * 6, &[16], 3);
+        tch::manual_seed(3);
+        let params: Vec<f32> =
+            Vec::try_from(FlatNet::from_shape(shape.clone()).init(Device::Cpu)).unwrap();
+        let mut dev = DeviceForward::new(shape.clone(), Device::Cpu);
+        dev.load(&params).unwrap();
+        let batch = 6;
+        let bytes: Vec<u8> = (0..batch * 168).map(|i| ((i * 131) % 256) as u8).collect();
+        let values: Vec<f32> = bytes.iter().map(|&b| f32::from(b)).collect();
+        let from_bytes = dev.forward_rows(Rows::Bytes(&bytes), batch).to_vec();
+        let from_values = dev.forward(&values, batch).to_vec();
+        assert_eq!(from_bytes, from_values);
+        let mut copy = NetCopy::new(shape);
+        copy.load(&params).unwrap();
+        for (a, b) in from_bytes.iter().zip(copy.forward(&values, batch)) {
+            assert!((a - b).abs() < 1e-5, "device {a}, copy {b}");
+        }
+    }
 }

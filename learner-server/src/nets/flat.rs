@@ -87,8 +87,8 @@ impl FlatNet {
     }
 
     /// Applies the network with parameters `params` to `x` of shape
-    /// `[batch, obs_dim]` (f32; bytes as their values 0..=255), giving
-    /// `[batch, output]`.
+    /// `[batch, obs_dim]` (f32, or uint8: bytes are converted here, on
+    /// `x`'s device, to their values 0..=255), giving `[batch, output]`.
     ///
     /// The parameters are cut into layers with one `split_with_sizes`, not a
     /// `narrow` per weight and bias: the backward of a split is one
@@ -97,6 +97,7 @@ impl FlatNet {
     pub fn forward(&self, params: &Tensor, x: &Tensor) -> Tensor {
         let parts = params.split_with_sizes(&self.parts, 0);
         let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
+        let x = &x.to_kind(Kind::Float);
         let mut h = match self.shape.torso() {
             Some(torso) => self.torso(torso, conv_parts, x),
             None => x.shallow_clone(),

@@ -1,6 +1,6 @@
 //! [`ObsStore`]: a replay's observations — `f32`, or for envs whose
 //! observations are uint8 (images) the bytes themselves, a quarter of the
-//! memory, widened back to `f32` when a batch is sampled.
+//! memory, handed on as bytes when a batch is sampled.
 
 use super::image::{Blob, BlobType, ImageError, ReplayImage};
 
@@ -45,6 +45,19 @@ impl ObsStore {
                     *dst = f32::from(x);
                 }
             }
+        }
+    }
+
+    /// Whether the values are kept as bytes.
+    pub fn is_bytes(&self) -> bool {
+        matches!(self, ObsStore::U8(_))
+    }
+
+    /// Copies `out.len()` bytes from offset `at` of a byte store.
+    pub fn read_bytes(&self, at: usize, out: &mut [u8]) {
+        match self {
+            ObsStore::U8(v) => out.copy_from_slice(&v[at..at + out.len()]),
+            ObsStore::F32(_) => panic!("read_bytes from an f32 store"),
         }
     }
 

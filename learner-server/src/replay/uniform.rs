@@ -41,10 +41,16 @@ pub struct UniformReplay {
 
 /// A sampled batch laid out as one contiguous buffer
 /// `[obs | next_obs | actions | rewards | discounts]`, so that it becomes a
-/// tensor with a single copy.
+/// tensor with a single copy. A replay that keeps bytes hands its
+/// observations over as bytes: `[obs | next_obs]` in `obs_bytes`, and
+/// `data` without them (their parts empty), so they reach the device as
+/// the env made them.
 #[derive(Debug, Default)]
 pub struct SampledBatch {
     pub data: Vec<f32>,
+    /// The observations and next observations, when `bytes`.
+    pub obs_bytes: Vec<u8>,
+    pub bytes: bool,
     /// The replay slots the rows came from.
     pub indices: Vec<usize>,
     pub batch: usize,
@@ -53,10 +59,11 @@ pub struct SampledBatch {
 }
 
 impl SampledBatch {
-    /// Offsets of the five parts in `data`.
+    /// Offsets of the five parts in `data` (the first two empty when
+    /// `bytes`).
     pub fn offsets(&self) -> [usize; 5] {
         let b = self.batch;
-        let o = b * self.obs_dim;
+        let o = if self.bytes { 0 } else { b * self.obs_dim };
         [
             0,
             o,
@@ -64,6 +71,31 @@ impl SampledBatch {
             2 * o + b * self.act_dim,
             2 * o + b * self.act_dim + b,
         ]
+    }
+
+    /// Sizes the batch for `batch` rows: `data` for what it carries, and
+    /// `obs_bytes` when the observations travel as bytes.
+    pub fn shape(&mut self, batch: usize, obs_dim: usize, act_dim: usize, bytes: bool) {
+        (self.batch, self.obs_dim, self.act_dim, self.bytes) = (batch, obs_dim, act_dim, bytes);
+        let obs = 2 * batch * obs_dim;
+        self.data
+            .resize(if bytes { 0 } else { obs } + batch * (act_dim + 2), 0.0);
+        self.obs_bytes.resize(if bytes { obs } else { 0 }, 0);
+    }
+
+    /// Row `k`'s observation (`next`: its next observation) as values,
+    /// whichever way it is held.
+    pub fn obs_row(&self, k: usize, next: bool) -> Vec<f32> {
+        let od = self.obs_dim;
+        let at = (usize::from(next) * self.batch + k) * od;
+        if self.bytes {
+            self.obs_bytes[at..at + od]
+                .iter()
+                .map(|&x| f32::from(x))
+                .collect()
+        } else {
+            self.data[at..at + od].to_vec()
+        }
     }
 }
 
@@ -204,19 +236,19 @@ impl UniformReplay {
     pub fn gather_into(&self, out: &mut SampledBatch) {
         let (od, ad) = (self.obs_dim, self.act_dim);
         let batch = out.indices.len();
-        out.batch = batch;
-        out.obs_dim = od;
-        out.act_dim = ad;
-        out.data.resize(batch * (2 * od + ad + 2), 0.0);
-        let [o_obs, o_next, o_act, o_rew, o_disc] = out.offsets();
+        let bytes = self.obs.is_bytes();
+        out.shape(batch, od, ad, bytes);
+        let [_, _, o_act, o_rew, o_disc] = out.offsets();
         for k in 0..batch {
             let i = out.indices[k];
-            self.obs
-                .read(i * od, &mut out.data[o_obs + k * od..o_obs + (k + 1) * od]);
-            self.next_obs.read(
-                i * od,
-                &mut out.data[o_next + k * od..o_next + (k + 1) * od],
-            );
+            let (row, next) = (k * od..(k + 1) * od, (batch + k) * od..(batch + k + 1) * od);
+            if bytes {
+                self.obs.read_bytes(i * od, &mut out.obs_bytes[row]);
+                self.next_obs.read_bytes(i * od, &mut out.obs_bytes[next]);
+            } else {
+                self.obs.read(i * od, &mut out.data[row]);
+                self.next_obs.read(i * od, &mut out.data[next]);
+            }
             out.data[o_act + k * ad..o_act + (k + 1) * ad]
                 .copy_from_slice(&self.actions[i * ad..(i + 1) * ad]);
             out.data[o_rew + k] = self.rewards[i];

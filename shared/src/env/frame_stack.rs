@@ -7,39 +7,40 @@
 
 use super::{Action, Env, EnvFault, EnvSpec, Space, Step};
 
-/// The last `k` frames of `frame_dim` values each, oldest first.
+/// The last `k` frames of `frame_dim` values each, oldest first (values,
+/// or the bytes of a uint8 env).
 #[derive(Debug, Clone, PartialEq)]
-pub struct Stacker {
+pub struct Stacker<T = f32> {
     k: usize,
     frame_dim: usize,
-    stack: Vec<f32>,
+    stack: Vec<T>,
 }
 
-impl Stacker {
-    pub fn new(k: usize, frame_dim: usize) -> Stacker {
+impl<T: Copy + Default> Stacker<T> {
+    pub fn new(k: usize, frame_dim: usize) -> Stacker<T> {
         Stacker {
             k,
             frame_dim,
-            stack: vec![0.0; k * frame_dim],
+            stack: vec![T::default(); k * frame_dim],
         }
     }
 
     /// An episode's first frame: every place holds it.
-    pub fn reset(&mut self, frame: &[f32]) {
+    pub fn reset(&mut self, frame: &[T]) {
         for place in self.stack.chunks_exact_mut(self.frame_dim) {
             place.copy_from_slice(frame);
         }
     }
 
     /// The next frame: the oldest goes.
-    pub fn push(&mut self, frame: &[f32]) {
+    pub fn push(&mut self, frame: &[T]) {
         self.stack.copy_within(self.frame_dim.., 0);
         let at = (self.k - 1) * self.frame_dim;
         self.stack[at..].copy_from_slice(frame);
     }
 
     /// The stack, `k × frame_dim` values.
-    pub fn stack(&self) -> &[f32] {
+    pub fn stack(&self) -> &[T] {
         &self.stack
     }
 

@@ -118,6 +118,15 @@ impl NetShape {
     }
 }
 
+/// Observation rows as a network takes them.
+#[derive(Debug, Clone, Copy)]
+pub enum Rows<'a> {
+    Values(&'a [f32]),
+    /// A uint8 env's bytes: the network converts them to their values
+    /// 0..=255 (a device network on its device).
+    Bytes(&'a [u8]),
+}
+
 /// Something that runs a [`NetShape`]'s forward pass from flat parameters in
 /// the learner's layout: [`NetCopy`] in plain Rust, or an ONNX Runtime
 /// session on the actor (`actor-client`'s `ort` backend).
@@ -129,6 +138,17 @@ pub trait Forward: Send + std::fmt::Debug {
     fn loaded(&self) -> bool;
     /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32];
+    /// [`Forward::forward`] for rows held either way: bytes are widened
+    /// here unless the backend takes them as they are.
+    fn forward_rows(&mut self, x: Rows<'_>, batch: usize) -> &[f32] {
+        match x {
+            Rows::Values(v) => self.forward(v, batch),
+            Rows::Bytes(b) => {
+                let v: Vec<f32> = b.iter().map(|&x| f32::from(x)).collect();
+                self.forward(&v, batch)
+            }
+        }
+    }
 }
 
 /// Index of the largest value (the first one on ties, like `argmax`).

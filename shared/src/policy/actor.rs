@@ -6,7 +6,7 @@
 use super::{ContinuousPolicy, QPolicy, continuous_head};
 use crate::config::AgentKind;
 use crate::env::{EnvSpec, Space};
-use crate::nets::{ConvTorso, Forward, NetShape};
+use crate::nets::{ConvTorso, Forward, NetShape, Rows};
 use crate::wire::Welcome;
 
 #[derive(Debug)]
@@ -133,11 +133,17 @@ impl ActorPolicy {
     /// Actions for `n` observations (`actions` gets `n` rows), exploring
     /// unless the policy was made [`ActorPolicy::greedy`].
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
+        self.act_rows(Rows::Values(obs), n, actions);
+    }
+
+    /// [`ActorPolicy::act`] for rows held either way (a uint8 env's bytes
+    /// reach a device network as bytes).
+    pub fn act_rows(&mut self, obs: Rows<'_>, n: usize, actions: &mut Vec<f32>) {
         match self {
-            ActorPolicy::Discrete(q) => q.act(obs, n, actions),
+            ActorPolicy::Discrete(q) => q.act_rows(obs, n, actions),
             ActorPolicy::Continuous(c) => {
                 let explore = c.explore;
-                c.act(obs, n, explore, actions)
+                c.act_rows(obs, n, explore, actions)
             }
         }
     }

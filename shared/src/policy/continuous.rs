@@ -4,7 +4,7 @@
 //! with a learned state-independent log std for PPO).
 
 use crate::config::AgentKind;
-use crate::nets::{Forward, NetCopy, NetShape};
+use crate::nets::{Forward, NetCopy, NetShape, Rows};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -151,6 +151,11 @@ impl ContinuousPolicy {
     /// when `explore`, greedy otherwise; uniform in the box before any
     /// weights were loaded.
     pub fn act(&mut self, obs: &[f32], n: usize, explore: bool, actions: &mut Vec<f32>) {
+        self.act_rows(Rows::Values(obs), n, explore, actions);
+    }
+
+    /// [`ContinuousPolicy::act`] for rows held either way.
+    pub fn act_rows(&mut self, obs: Rows<'_>, n: usize, explore: bool, actions: &mut Vec<f32>) {
         actions.clear();
         let d = self.dim;
         if !self.net.loaded() {
@@ -162,7 +167,7 @@ impl ContinuousPolicy {
             }
             return;
         }
-        let out = self.net.forward(obs, n);
+        let out = self.net.forward_rows(obs, n);
         let width = out.len() / n.max(1);
         for i in 0..n {
             let row = &out[i * width..(i + 1) * width];

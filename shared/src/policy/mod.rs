@@ -12,7 +12,7 @@ pub use continuous::{
     ContinuousHead, ContinuousPolicy, LOG_STD_MAX, LOG_STD_MIN, continuous_head, standard_normal,
 };
 
-use crate::nets::{Forward, NetCopy, NetShape, argmax};
+use crate::nets::{Forward, NetCopy, NetShape, Rows, argmax};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
@@ -98,12 +98,17 @@ impl QPolicy {
     /// Epsilon-greedy (or sampled) actions for `n` observations (one index
     /// each).
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
+        self.act_rows(Rows::Values(obs), n, actions);
+    }
+
+    /// [`QPolicy::act`] for rows held either way.
+    pub fn act_rows(&mut self, obs: Rows<'_>, n: usize, actions: &mut Vec<f32>) {
         actions.clear();
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
         let k = width - skip;
         let q: &[f32] = if self.net.loaded() {
-            self.net.forward(obs, n)
+            self.net.forward_rows(obs, n)
         } else {
             &[]
         };

@@ -161,12 +161,10 @@ impl Dqn {
         let b = self.cfg.batch_size as usize;
         self.replay.sample(b, self.cfg.per_beta, &mut self.rng);
         let batch = &self.replay.batch;
-        let od = batch.obs_dim as i64;
         let bi = b as i64;
-        let data = Tensor::from_slice(&batch.data).to_device(self.device);
-        let [o_obs, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
         // obs and next_obs are adjacent: one forward pass over both.
-        let both = data.narrow(0, o_obs, 2 * bi * od).view([2 * bi, od]);
+        let (both, data) = crate::agents::batch_on_device(batch, self.device);
+        let [_, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
         let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
         let rewards = data.narrow(0, o_rew, bi);
         let discounts = data.narrow(0, o_disc, bi);

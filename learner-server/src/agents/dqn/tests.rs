@@ -137,3 +137,75 @@ fn dueling_q_values_and_actor_side_greedy_actions_agree() {
         "the inputs should not all pick one action"
     );
 }
+
+/// A network that reads a stack of byte frames trains from frame chains,
+/// and the sampled observations reach the device as bytes: the batch is
+/// uint8 `[2 * batch, obs_dim]`, and the network's output for it equals its
+/// output for the same values as f32 bit for bit (the conversion and the
+/// scaling happen in the network, on the device).
+#[test]
+fn stacked_byte_frames_reach_the_device_as_bytes() {
+    use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
+    use rlfleet_shared::nets::{ConvLayer, TorsoKind};
+    let (k, h, w) = (4usize, 6usize, 5usize);
+    let od = k * h * w;
+    let spec = EnvSpec {
+        id: "python:frames:Game".into(),
+        observation_space: Space::uniform_box(od, 0.0, 255.0),
+        obs_shape: vec![k, h, w],
+        obs_dtype: ObsDtype::U8,
+        action_space: Space::Discrete { n: 3 },
+        max_episode_steps: None,
+        reward_threshold: None,
+    };
+    let torso = ConvTorso {
+        input: [k, h, w],
+        channels_last: false,
+        bytes: true,
+        kind: TorsoKind::Plain,
+        layers: vec![ConvLayer {
+            out: 4,
+            kernel: 3,
+            stride: 1,
+        }],
+    };
+    let cfg = DqnConfig {
+        batch_size: 8,
+        learning_starts: 0,
+        n_step: 3,
+        ..DqnConfig::default()
+    };
+    let mut dqn = Dqn::new(&cfg, &spec, Some(torso), 3, Device::Cpu);
+    // Frames of one episode: frame t is all (7 * t) % 256.
+    let frame = |t: usize| vec![((7 * t) % 256) as f32; h * w];
+    let stack = |t: usize| -> Vec<f32> {
+        (0..k)
+            .flat_map(|j| frame((t + j).saturating_sub(k - 1)))
+            .collect()
+    };
+    for t in 0..40 {
+        dqn.observe(&Transition {
+            episode: 1,
+            obs: &stack(t),
+            action: &[(t % 3) as f32],
+            reward: 1.0,
+            next_obs: &stack(t + 1),
+            terminated: t == 39,
+        });
+    }
+    assert_eq!(dqn.train(0), 1);
+    let batch = &dqn.replay.batch;
+    assert!(batch.bytes && batch.data.len() == 8 * (1 + 2));
+    let (both, _) = crate::agents::batch_on_device(batch, Device::Cpu);
+    assert_eq!(both.kind(), Kind::Uint8);
+    assert_eq!(both.size(), [16, od as i64]);
+    let as_bytes = dqn.q(&dqn.params, &both);
+    let as_values = dqn.q(&dqn.params, &both.to_kind(Kind::Float));
+    assert!(as_bytes.equal(&as_values));
+    // Each sampled stack is one of the episode's.
+    for r in 0..8 {
+        let obs = batch.obs_row(r, false);
+        let t = (0..40).find(|&t| stack(t) == obs);
+        assert!(t.is_some(), "row {r} is no stack of the episode");
+    }
+}

@@ -359,37 +359,24 @@ impl FrameChains {
     }
 
     /// The steps at `out.indices` (complete slots) as transitions into
-    /// `out`: stack, next stack n steps on, action, return, discount.
+    /// `out`: stack and next stack n steps on (as bytes), action, return,
+    /// discount.
     pub fn gather_into(&self, out: &mut SampledBatch) {
         let (od, ad) = (self.obs_dim(), self.act_dim);
         let batch = out.indices.len();
-        out.batch = batch;
-        out.obs_dim = od;
-        out.act_dim = ad;
-        out.data.resize(batch * (2 * od + ad + 2), 0.0);
-        let [o_obs, o_next, o_act, o_rew, o_disc] = out.offsets();
-        let mut stack = vec![0u8; od];
+        out.shape(batch, od, ad, true);
+        let [_, _, o_act, o_rew, o_disc] = out.offsets();
         for k in 0..batch {
             let i = out.indices[k];
             let (last, ret, discount) = self.window(i).expect("a complete step");
-            self.obs_bytes(i, &mut stack);
-            widen(&stack, &mut out.data[o_obs + k * od..o_obs + (k + 1) * od]);
-            self.next_bytes(last, &mut stack);
-            widen(
-                &stack,
-                &mut out.data[o_next + k * od..o_next + (k + 1) * od],
-            );
+            self.obs_bytes(i, &mut out.obs_bytes[k * od..(k + 1) * od]);
+            let next = (batch + k) * od;
+            self.next_bytes(last, &mut out.obs_bytes[next..next + od]);
             out.data[o_act + k * ad..o_act + (k + 1) * ad]
                 .copy_from_slice(&self.actions[i * ad..(i + 1) * ad]);
             out.data[o_rew + k] = ret;
             out.data[o_disc + k] = discount;
         }
-    }
-}
-
-fn widen(bytes: &[u8], out: &mut [f32]) {
-    for (d, &x) in out.iter_mut().zip(bytes) {
-        *d = f32::from(x);
     }
 }
 

@@ -120,13 +120,11 @@ fn sampled(chains: &FrameChains) -> Rows {
         ..SampledBatch::default()
     };
     chains.gather_into(&mut b);
-    let od = K * F;
-    let [o_obs, o_next, o_act, o_rew, o_disc] = b.offsets();
+    let [_, _, o_act, o_rew, o_disc] = b.offsets();
     (0..b.batch)
         .map(|k| {
-            let obs = b.data[o_obs + k * od..o_obs + (k + 1) * od].to_vec();
-            let next = b.data[o_next + k * od..o_next + (k + 1) * od].to_vec();
-            let key = (obs[od - 2] as u32, obs[od - 1] as u32);
+            let (obs, next) = (b.obs_row(k, false), b.obs_row(k, true));
+            let key = (obs[K * F - 2] as u32, obs[K * F - 1] as u32);
             let row = (
                 obs,
                 next,

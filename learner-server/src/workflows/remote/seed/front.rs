@@ -11,12 +11,13 @@
 use super::super::input::{Acted, Input, Internal};
 use super::batcher::{Batcher, Pending};
 use super::link::SeedLink;
-use super::request::{check_observations, widen};
+use super::request::check_observations;
 use crate::metrics::Metrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
 use rlfleet_shared::config::DistributedConfig;
 use rlfleet_shared::env::Stacker;
+use rlfleet_shared::nets::Rows;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
 use std::collections::HashMap;
@@ -65,6 +66,8 @@ pub struct Front {
     /// actor env's stack is kept here (a new connection, a new stack).
     stack: usize,
     stacks: HashMap<ConnId, Vec<Stacker>>,
+    /// The same for a run whose observations are bytes.
+    byte_stacks: HashMap<ConnId, Vec<Stacker<u8>>>,
     policy: ActorPolicy,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
@@ -95,6 +98,7 @@ impl Front {
             obs_u8: false,
             stack: 1,
             stacks: HashMap::new(),
+            byte_stacks: HashMap::new(),
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
@@ -109,8 +113,9 @@ impl Front {
         self
     }
 
-    /// Observations arrive as uint8 (an image env's): they are widened to
-    /// f32 here, on receipt.
+    /// Observations arrive as uint8 (an image env's): they stay bytes here,
+    /// stacked as bytes and handed to the network as bytes (a device
+    /// network converts them on its device).
     pub fn u8_observations(mut self, yes: bool) -> Front {
         self.obs_u8 = yes;
         self
@@ -165,9 +170,7 @@ impl Front {
             return;
         };
         let frame_dim = self.obs_dim / self.stack;
-        if let Err((code, text)) = widen(&mut obs, n_envs, frame_dim, self.obs_u8)
-            .and_then(|()| check_observations(&obs, n_envs, frame_dim))
-        {
+        if let Err((code, text)) = check_observations(&obs, n_envs, frame_dim, self.obs_u8) {
             self.refuse(reply, code, text);
             return;
         }
@@ -209,29 +212,21 @@ impl Front {
     /// fills it) and replaces the frames with the stacks.
     fn stack_frames(&mut self, conn: ConnId, obs: &mut Observations, n_envs: usize) {
         let (k, frame_dim) = (self.stack, self.obs_dim / self.stack);
-        if !self.stacks.contains_key(&conn) {
+        if !self.stacks.contains_key(&conn) && !self.byte_stacks.contains_key(&conn) {
             // A new connection: the stacks of those that left go.
             let conns = self.link.conns.lock().expect("conns lock");
             self.stacks.retain(|c, _| conns.contains_key(c));
+            self.byte_stacks.retain(|c, _| conns.contains_key(c));
         }
-        let stacks = self
-            .stacks
-            .entry(conn)
-            .or_insert_with(|| vec![Stacker::new(k, frame_dim); n_envs]);
-        let mut stacked = Vec::with_capacity(n_envs * k * frame_dim);
-        for (i, stack) in stacks.iter_mut().enumerate() {
-            let frame = &obs.obs[i * frame_dim..(i + 1) * frame_dim];
-            let f = obs.flags[i];
-            if f & flags::IDLE != 0 {
-                // No episode: whatever it holds is not acted on.
-            } else if f & flags::FRESH != 0 {
-                stack.reset(frame);
-            } else {
-                stack.push(frame);
-            }
-            stacked.extend_from_slice(stack.stack());
+        if self.obs_u8 {
+            let new = || vec![Stacker::new(k, frame_dim); n_envs];
+            let stacks = self.byte_stacks.entry(conn).or_insert_with(new);
+            obs.obs_u8 = stack_rows(stacks, &obs.obs_u8, &obs.flags);
+        } else {
+            let new = || vec![Stacker::new(k, frame_dim); n_envs];
+            let stacks = self.stacks.entry(conn).or_insert_with(new);
+            obs.obs = stack_rows(stacks, &obs.obs, &obs.flags);
         }
-        obs.obs = stacked;
     }
 
     fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
@@ -296,15 +291,14 @@ impl Front {
         let pending = std::mem::take(&mut self.batcher.pending);
         let (od, ad) = (self.obs_dim, self.act_dim);
         let n: usize = pending.iter().map(|p| p.act.len()).sum();
-        let mut obs = Vec::with_capacity(n * od);
-        for p in &pending {
-            for &i in &p.act {
-                let i = i as usize;
-                obs.extend_from_slice(&p.obs.obs[i * od..(i + 1) * od]);
-            }
-        }
         let mut chosen = Vec::with_capacity(n * ad);
-        self.policy.act(&obs, n, &mut chosen);
+        if self.obs_u8 {
+            let bytes = gather(&pending, |p| &p.obs.obs_u8, od);
+            self.policy.act_rows(Rows::Bytes(&bytes), n, &mut chosen);
+        } else {
+            let values = gather(&pending, |p| &p.obs.obs, od);
+            self.policy.act_rows(Rows::Values(&values), n, &mut chosen);
+        }
         self.metrics.inference_batch_size.observe(n as f64);
         let mut items = Vec::with_capacity(pending.len());
         let mut row = 0;
@@ -353,4 +347,39 @@ impl Front {
             let _ = r.reply.send(stop());
         }
     }
+}
+
+/// Puts each env's frame of `rows` on its stack (a fresh episode's first
+/// frame fills it; an idle env's is not acted on) and returns the stacks.
+fn stack_rows<T: Copy + Default>(stacks: &mut [Stacker<T>], rows: &[T], flags: &[u8]) -> Vec<T> {
+    let Some((frame_dim, depth)) = stacks.first().map(|s| (s.frame_dim(), s.stack().len())) else {
+        return Vec::new();
+    };
+    let mut stacked = Vec::with_capacity(stacks.len() * depth);
+    for (i, stack) in stacks.iter_mut().enumerate() {
+        let frame = &rows[i * frame_dim..(i + 1) * frame_dim];
+        let f = flags[i];
+        if f & flags::IDLE != 0 {
+            // No episode: whatever it holds is not acted on.
+        } else if f & flags::FRESH != 0 {
+            stack.reset(frame);
+        } else {
+            stack.push(frame);
+        }
+        stacked.extend_from_slice(stack.stack());
+    }
+    stacked
+}
+
+/// The rows the pending requests act for, in order, from each request's
+/// `rows` of `od` each.
+fn gather<T: Copy>(pending: &[Pending], rows: impl Fn(&Pending) -> &Vec<T>, od: usize) -> Vec<T> {
+    let mut out = Vec::new();
+    for p in pending {
+        for &i in &p.act {
+            let i = i as usize;
+            out.extend_from_slice(&rows(p)[i * od..(i + 1) * od]);
+        }
+    }
+    out
 }

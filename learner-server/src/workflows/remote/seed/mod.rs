@@ -100,9 +100,13 @@ impl Seed {
     fn ingest_acted(&mut self, core: &mut Core, item: Acted) -> anyhow::Result<()> {
         let Acted {
             conn,
-            obs: o,
+            obs: mut o,
             actions,
         } = item;
+        if !o.obs_u8.is_empty() {
+            // The agent takes values (the front acted on the bytes).
+            o.obs = o.obs_u8.iter().map(|&x| f32::from(x)).collect();
+        }
         core.accounts
             .tally
             .lock()
