@@ -104,6 +104,13 @@ pub trait Agent: Send {
     }
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
+    /// Stores experience whose observations are a uint8 env's bytes: an
+    /// agent whose replay keeps bytes takes them as they are; by default
+    /// they are widened to values.
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        let (obs, next_obs) = t.widened();
+        self.observe(&t.with_obs(&obs, &next_obs));
+    }
     /// Episode `episode` ended: every transition of it has been observed
     /// (on-policy agents train on it).
     fn end_episode(&mut self, _episode: u64) {}

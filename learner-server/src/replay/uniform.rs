@@ -6,17 +6,44 @@ use super::image::{Blob, ImageError, ReplayImage};
 use rand::Rng;
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
-/// their index in `action[0]` (exact in f32 below 2^24).
+/// their index in `action[0]` (exact in f32 below 2^24). Observations are
+/// values, or (`Transition<'_, u8>`) a uint8 env's bytes.
 #[derive(Debug, Clone, Copy)]
-pub struct Transition<'a> {
-    pub obs: &'a [f32],
+pub struct Transition<'a, T = f32> {
+    pub obs: &'a [T],
     pub action: &'a [f32],
     pub reward: f32,
-    pub next_obs: &'a [f32],
+    pub next_obs: &'a [T],
     /// True only for a terminal MDP state: truncation still bootstraps.
     pub terminated: bool,
     /// The episode it belongs to (on-policy agents assemble trajectories).
     pub episode: u64,
+}
+
+impl<'a, T> Transition<'a, T> {
+    /// The same step with other observations (values for bytes, or the
+    /// other way).
+    pub fn with_obs<'b, U>(&self, obs: &'b [U], next_obs: &'b [U]) -> Transition<'b, U>
+    where
+        'a: 'b,
+    {
+        Transition {
+            obs,
+            next_obs,
+            action: self.action,
+            reward: self.reward,
+            terminated: self.terminated,
+            episode: self.episode,
+        }
+    }
+}
+
+impl Transition<'_, u8> {
+    /// The observation and next observation as values.
+    pub fn widened(&self) -> (Vec<f32>, Vec<f32>) {
+        let widen = |b: &[u8]| b.iter().map(|&x| f32::from(x)).collect();
+        (widen(self.obs), widen(self.next_obs))
+    }
 }
 
 /// A ring buffer with all storage allocated up front.

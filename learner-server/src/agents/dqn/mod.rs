@@ -261,6 +261,10 @@ impl Agent for Dqn {
         self.replay.observe(t);
     }
 
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        self.replay.observe_bytes(t);
+    }
+
     fn end_episode(&mut self, episode: u64) {
         self.replay.end_episode(episode);
     }

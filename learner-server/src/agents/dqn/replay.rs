@@ -94,12 +94,34 @@ impl DqnReplay {
         match &mut self.store {
             Store::Rows { ring, n_step } => n_step.push(t, store(ring, &mut self.per)),
             Store::Chains(c) => {
-                let (slot, done) = c.push(t);
-                if let Some(per) = &mut self.per {
-                    per.withhold(slot);
-                    done.into_iter().for_each(|s| per.pushed(s));
-                }
+                let pushed = c.push(t);
+                self.chained(pushed);
             }
+        }
+    }
+
+    /// One step of a uint8 env's episode, its stacks as bytes: frame
+    /// chains take them as they are; rows go through the n-step windows as
+    /// values.
+    pub fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        match &mut self.store {
+            Store::Chains(c) => {
+                let pushed = c.push_bytes(t);
+                self.chained(pushed);
+            }
+            Store::Rows { .. } => {
+                let (obs, next_obs) = t.widened();
+                self.observe(&t.with_obs(&obs, &next_obs));
+            }
+        }
+    }
+
+    /// A step went into a chain at `slot`, completing the windows of
+    /// `done`: the slot waits (priority 0) until its own is complete.
+    fn chained(&mut self, (slot, done): (usize, Vec<usize>)) {
+        if let Some(per) = &mut self.per {
+            per.withhold(slot);
+            done.into_iter().for_each(|s| per.pushed(s));
         }
     }
 

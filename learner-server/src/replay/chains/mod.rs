@@ -128,10 +128,17 @@ impl FrameChains {
     /// stack); returns its slot and the slots whose n-step window this
     /// step completed (they can be sampled from now on).
     pub fn push(&mut self, t: &Transition<'_>) -> (usize, Vec<usize>) {
+        let narrow = |v: &[f32]| v.iter().map(|&x| x as u8).collect::<Vec<u8>>();
+        let (obs, next) = (narrow(t.obs), narrow(t.next_obs));
+        self.push_bytes(&t.with_obs(&obs, &next))
+    }
+
+    /// [`FrameChains::push`] of a step whose stacks are bytes, as they
+    /// arrived.
+    pub fn push_bytes(&mut self, t: &Transition<'_, u8>) -> (usize, Vec<usize>) {
         let (f, od) = (self.frame, self.obs_dim());
-        debug_assert_eq!((t.obs.len(), t.next_obs.len()), (od, od));
-        let obs: Vec<u8> = t.obs.iter().map(|&x| x as u8).collect();
-        let next: Vec<u8> = t.next_obs.iter().map(|&x| x as u8).collect();
+        assert_eq!((t.obs.len(), t.next_obs.len()), (od, od), "stack sizes");
+        let (obs, next) = (t.obs, t.next_obs);
         if self.len == self.capacity {
             self.evict(self.head);
         }
@@ -168,7 +175,7 @@ impl FrameChains {
         if next[..od - f] == obs[f..] {
             self.tails.insert(s, next[od - f..].to_vec());
         } else {
-            self.whole.insert(s, next);
+            self.whole.insert(s, next.to_vec());
         }
         self.head = (self.head + 1) % self.capacity;
         self.len = (self.len + 1).min(self.capacity);

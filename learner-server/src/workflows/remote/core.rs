@@ -5,7 +5,7 @@
 //! `episodes.rs`, ingesting and training in `ingest.rs`.)
 
 use super::accounts::Accounts;
-use super::frames::FrameContexts;
+use super::frames::Frames;
 use super::ledger::EpisodeLedger;
 use crate::agents::Agent;
 use crate::metrics::Metrics;
@@ -123,7 +123,7 @@ pub(super) struct Core {
     pub(super) onnx: Vec<u8>,
     /// With `frame_stack` > 1, each actor env's stack (batches carry
     /// single frames).
-    pub(super) frames: Option<FrameContexts>,
+    pub(super) frames: Option<Frames>,
 }
 
 impl std::fmt::Debug for Core {
@@ -152,7 +152,7 @@ impl Core {
         let accounts = Accounts::new(metrics.clone(), cfg.distributed.batch_log, &cfg.output_dir)?;
         let k = cfg.frame_stack.max(1) as usize;
         let mut core = Core {
-            frames: (k > 1).then(|| FrameContexts::new(k, spec.obs_dim() / k)),
+            frames: (k > 1).then(|| Frames::new(k, spec.obs_dim() / k, spec.obs_dtype.is_bytes())),
             onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
             trained_upto: book.counters.env_steps,

@@ -4,34 +4,89 @@
 //! `FrameStackObservation`); a run that goes on continues the stack the
 //! env's last run left. A run whose earlier frames never arrived (a batch
 //! an `rma` pool pushed out) has no whole stack for its first steps: those
-//! are counted and not trained on.
+//! are counted and not trained on. A uint8 run's frames are stacked as
+//! bytes ([`Frames::Bytes`]) and reach the agent as bytes.
 
 use crate::vocab::ConnId;
 use rlfleet_shared::env::Stacker;
 use rlfleet_shared::wire::{RUN_GOES_ON, StepRef, StepRun, Steps};
 use std::collections::HashMap;
 
+/// A frame's element as the learner keeps it: a value, or a uint8 run's
+/// byte.
+pub(super) trait Frame: Copy + Default + PartialEq + std::fmt::Debug {
+    /// Row `row` of `t`'s observations into `out`.
+    fn read(t: &Steps, row: usize, out: &mut [Self]);
+}
+
+impl Frame for f32 {
+    fn read(t: &Steps, row: usize, out: &mut [f32]) {
+        t.obs_into(row, out);
+    }
+}
+
+impl Frame for u8 {
+    fn read(t: &Steps, row: usize, out: &mut [u8]) {
+        let n = out.len();
+        out.copy_from_slice(&t.obs_u8[row * n..(row + 1) * n]);
+    }
+}
+
+/// The stacks of a run, of values or of bytes.
+#[derive(Debug)]
+pub(super) enum Frames {
+    Values(FrameContexts<f32>),
+    Bytes(FrameContexts<u8>),
+}
+
+impl Frames {
+    /// Stacks of `k` frames of `frame_dim` (`bytes`: a uint8 run's).
+    pub fn new(k: usize, frame_dim: usize, bytes: bool) -> Frames {
+        if bytes {
+            Frames::Bytes(FrameContexts::new(k, frame_dim))
+        } else {
+            Frames::Values(FrameContexts::new(k, frame_dim))
+        }
+    }
+
+    /// `conn` left: its stacks go.
+    pub fn forget(&mut self, conn: ConnId) {
+        match self {
+            Frames::Values(f) => f.forget(conn),
+            Frames::Bytes(f) => f.forget(conn),
+        }
+    }
+
+    /// The stacks move on over `t`'s steps, which are not trained on.
+    pub fn skip_steps(&mut self, conn: ConnId, t: &Steps) {
+        match self {
+            Frames::Values(f) => f.stack_steps(conn, t, |_, _| {}),
+            Frames::Bytes(f) => f.stack_steps(conn, t, |_, _| {}),
+        };
+    }
+}
+
 /// One env's stack and where its episode is.
 #[derive(Debug)]
-struct Context {
+struct Context<T> {
     episode: u64,
     /// The episode step of the stack's newest frame.
     at: u32,
     /// The first episode step whose stack holds only frames that arrived.
     whole_from: u32,
-    stacker: Stacker,
+    stacker: Stacker<T>,
 }
 
 /// The stacks of every env of every connection.
 #[derive(Debug)]
-pub(super) struct FrameContexts {
+pub(super) struct FrameContexts<T> {
     k: usize,
     frame_dim: usize,
-    envs: HashMap<(ConnId, u32), Context>,
+    envs: HashMap<(ConnId, u32), Context<T>>,
 }
 
-impl FrameContexts {
-    pub fn new(k: usize, frame_dim: usize) -> FrameContexts {
+impl<T: Frame> FrameContexts<T> {
+    pub fn new(k: usize, frame_dim: usize) -> FrameContexts<T> {
         FrameContexts {
             k,
             frame_dim,
@@ -47,11 +102,11 @@ impl FrameContexts {
         &mut self,
         conn: ConnId,
         run: &StepRun,
-        frame: impl Fn(usize, &mut [f32]),
-        mut step: impl FnMut(usize, Option<(&[f32], &[f32])>),
+        frame: impl Fn(usize, &mut [T]),
+        mut step: impl FnMut(usize, Option<(&[T], &[T])>),
     ) -> u32 {
         let (k, frame_dim) = (self.k, self.frame_dim);
-        let mut buf = vec![0f32; frame_dim];
+        let mut buf = vec![T::default(); frame_dim];
         frame(0, &mut buf);
         let key = (conn, run.env);
         let goes_on = self
@@ -105,7 +160,7 @@ impl FrameContexts {
         &mut self,
         conn: ConnId,
         t: &Steps,
-        mut each: impl FnMut(&StepRef, Option<(&[f32], &[f32])>),
+        mut each: impl FnMut(&StepRef, Option<(&[T], &[T])>),
     ) -> u32 {
         let refs: Vec<StepRef> = t.transitions().collect();
         let (mut missing, mut at) = (0, 0);
@@ -114,7 +169,7 @@ impl FrameContexts {
             missing += self.stack_run(
                 conn,
                 run,
-                |i, f| t.obs_into(first_row + i, f),
+                |i, f| T::read(t, first_row + i, f),
                 |i, stacks| each(&refs[at + i], stacks),
             );
             at += run.steps as usize;
@@ -146,7 +201,7 @@ mod tests {
     type Stacks = Option<(Vec<f32>, Vec<f32>)>;
 
     /// Frames `first..=first + steps` of an episode whose frame `t` is `[t]`.
-    fn stacks(c: &mut FrameContexts, r: StepRun) -> (Vec<Stacks>, u32) {
+    fn stacks(c: &mut FrameContexts<f32>, r: StepRun) -> (Vec<Stacks>, u32) {
         let mut out = Vec::new();
         let missing = c.stack_run(
             1,

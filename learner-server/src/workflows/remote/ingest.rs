@@ -5,12 +5,13 @@
 
 use super::checks::{Refusal, check_submission};
 use super::core::{Core, Parked};
+use super::frames::Frames;
 use super::ledger::Standing;
 use crate::replay::Transition;
 use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::wire::{Experience, Submission};
+use rlfleet_shared::wire::{Experience, StepRef, Submission};
 
 impl Core {
     /// Counts a batch received and checks the submission; a batch that
@@ -113,7 +114,7 @@ impl Core {
             self.accounts.dropped(e, version, DropReason::Stale);
             // Not trained on, but the env's frame stack moves on.
             if let Some(frames) = &mut self.frames {
-                frames.stack_steps(conn, &e.steps, |_, _| {});
+                frames.skip_steps(conn, &e.steps);
             }
         } else {
             self.observe(conn, e, !from_pool, resend);
@@ -155,18 +156,27 @@ impl Core {
             // Single frames: each env's stack, kept here, makes the
             // observations.
             let agent = &mut self.agent;
-            let missing = frames.stack_steps(conn, t, |s, stacks| {
-                if let Some((obs, next)) = stacks {
-                    agent.observe(&Transition {
-                        episode: s.episode,
-                        obs,
-                        action: &t.actions[s.step * ad..(s.step + 1) * ad],
-                        reward: t.rewards[s.step],
-                        next_obs: next,
-                        terminated: s.terminated,
-                    });
-                }
-            });
+            let step = |s: &StepRef| Transition::<'_, u8> {
+                episode: s.episode,
+                obs: &[],
+                action: &t.actions[s.step * ad..(s.step + 1) * ad],
+                reward: t.rewards[s.step],
+                next_obs: &[],
+                terminated: s.terminated,
+            };
+            let missing = match frames {
+                Frames::Values(f) => f.stack_steps(conn, t, |s, stacks| {
+                    if let Some((obs, next)) = stacks {
+                        agent.observe(&step(s).with_obs(obs, next));
+                    }
+                }),
+                // A uint8 run's stacks reach the agent as bytes.
+                Frames::Bytes(f) => f.stack_steps(conn, t, |s, stacks| {
+                    if let Some((obs, next)) = stacks {
+                        agent.observe_bytes(&step(s).with_obs(obs, next));
+                    }
+                }),
+            };
             self.metrics
                 .transitions_unstacked
                 .inc_by(u64::from(missing));

@@ -27,20 +27,29 @@ use std::sync::{Arc, mpsc};
 struct EnvTrack {
     episode: Option<u64>,
     /// The observation the last action was chosen for (empty until the
-    /// episode's first observation arrives).
+    /// episode's first observation arrives): values, or a uint8 run's
+    /// bytes.
     prev_obs: Vec<f32>,
+    prev_bytes: Vec<u8>,
     prev_action: Vec<f32>,
     ret: f64,
     len: u32,
 }
 
 impl EnvTrack {
-    /// The observation an action was just chosen for, and that action.
-    fn remember(&mut self, obs: &[f32], action: &[f32]) {
+    /// The observation an action was just chosen for (as values or as
+    /// bytes), and that action.
+    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32]) {
         self.prev_obs.clear();
         self.prev_obs.extend_from_slice(obs);
+        self.prev_bytes.clear();
+        self.prev_bytes.extend_from_slice(bytes);
         self.prev_action.clear();
         self.prev_action.extend_from_slice(action);
+    }
+
+    fn remembers(&self) -> bool {
+        !self.prev_obs.is_empty() || !self.prev_bytes.is_empty()
     }
 }
 
@@ -100,13 +109,11 @@ impl Seed {
     fn ingest_acted(&mut self, core: &mut Core, item: Acted) -> anyhow::Result<()> {
         let Acted {
             conn,
-            obs: mut o,
+            obs: o,
             actions,
         } = item;
-        if !o.obs_u8.is_empty() {
-            // The agent takes values (the front acted on the bytes).
-            o.obs = o.obs_u8.iter().map(|&x| f32::from(x)).collect();
-        }
+        // A uint8 run's observations reach the agent as bytes.
+        let bytes = !o.obs_u8.is_empty();
         core.accounts
             .tally
             .lock()
@@ -134,21 +141,32 @@ impl Seed {
             if track.episode.is_none() || f & flags::IDLE != 0 {
                 continue;
             }
-            let obs = &o.obs[i * od..(i + 1) * od];
+            let row = i * od..(i + 1) * od;
+            let (obs, raw) = if bytes {
+                (&[][..], &o.obs_u8[row])
+            } else {
+                (&o.obs[row], &[][..])
+            };
             let action = &actions[i * ad..(i + 1) * ad];
-            if f & flags::FRESH != 0 || track.prev_obs.is_empty() {
-                track.remember(obs, action);
+            if f & flags::FRESH != 0 || !track.remembers() {
+                track.remember(obs, raw, action);
                 continue;
             }
             let terminated = f & flags::TERMINATED != 0;
-            core.agent.observe(&Transition {
+            let step = Transition::<'_, u8> {
                 episode: track.episode.expect("playing"),
-                obs: &track.prev_obs,
+                obs: &[],
                 action: &track.prev_action,
                 reward: o.rewards[i],
-                next_obs: obs,
+                next_obs: &[],
                 terminated,
-            });
+            };
+            if bytes {
+                core.agent
+                    .observe_bytes(&step.with_obs(&track.prev_bytes, raw));
+            } else {
+                core.agent.observe(&step.with_obs(&track.prev_obs, obs));
+            }
             core.book.counters.env_steps += 1;
             core.steps_ingested(conn, track.episode.expect("playing"), 1, true, false);
             track.ret += f64::from(o.rewards[i]);
@@ -158,7 +176,7 @@ impl Seed {
                 ended.push((i as u32, episode, track.ret, track.len));
                 *track = EnvTrack::default();
             } else {
-                track.remember(obs, action);
+                track.remember(obs, raw, action);
             }
         }
         let n = core.book.counters.env_steps - before;
