@@ -8,7 +8,11 @@ batch size, with the thread count the Rust side uses:
   replay sample would be;
 - "infer": greedy actions for a uint8 batch copied from the host (no grad),
   as an inference front answers.
-Prints one JSON line per measurement: {"what": W, "batch": B, "per_sec": S}.
+On a GPU (when torch sees one, as rlfleet's libtorch does) the networks
+live there and each batch is uploaded as uint8 and converted there, the
+rate loop synchronising after every step.
+Prints one JSON line per measurement: {"what": W, "batch": B, "per_sec": S,
+"device": D}.
 Usage: cnn_step.py SECS THREADS BATCH [BATCH ...]
 """
 
@@ -36,31 +40,41 @@ def nature_cnn(actions=6):
     )
 
 
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def sync():
+    if DEVICE.type == "cuda":
+        torch.cuda.synchronize()
+
+
 def rate(secs, step):
     warm = time.perf_counter()
     while time.perf_counter() - warm < secs * 0.1:
         step()
+    sync()
     start = time.perf_counter()
     n = 0
     while time.perf_counter() - start < secs:
         step()
+        sync()
         n += 1
     return n / (time.perf_counter() - start)
 
 
 def update(batch, secs):
     torch.manual_seed(0)
-    q, q_target = nature_cnn(), nature_cnn()
+    q, q_target = nature_cnn().to(DEVICE), nature_cnn().to(DEVICE)
     q_target.load_state_dict(q.state_dict())
     opt = torch.optim.Adam(q.parameters(), lr=1e-4)
     rng = np.random.default_rng(0)
     host = rng.integers(0, 256, (2 * batch, 4, 84, 84), dtype=np.uint8)
-    actions = torch.randint(0, 6, (batch, 1))
-    rewards = torch.ones(batch)
-    discounts = torch.full((batch,), 0.99)
+    actions = torch.randint(0, 6, (batch, 1), device=DEVICE)
+    rewards = torch.ones(batch, device=DEVICE)
+    discounts = torch.full((batch,), 0.99, device=DEVICE)
 
     def step():
-        both = torch.from_numpy(host).float() / 255.0
+        both = torch.from_numpy(host).to(DEVICE).float() / 255.0
         obs, nxt = both[:batch], both[batch:]
         q_all = q(both)
         q_sa = q_all[:batch].gather(1, actions).squeeze(1)
@@ -80,13 +94,14 @@ def update(batch, secs):
 
 def infer(batch, secs):
     torch.manual_seed(0)
-    q = nature_cnn()
+    q = nature_cnn().to(DEVICE)
     rng = np.random.default_rng(1)
     host = rng.integers(0, 256, (batch, 4, 84, 84), dtype=np.uint8)
 
     def step():
         with torch.no_grad():
-            q(torch.from_numpy(host).float() / 255.0).argmax(1).numpy()
+            x = torch.from_numpy(host).to(DEVICE).float() / 255.0
+            q(x).argmax(1).cpu().numpy()
 
     return rate(secs, step) * batch
 
@@ -96,7 +111,8 @@ def main():
     torch.set_num_threads(threads)
     for b in sys.argv[3:]:
         for what, f in (("update", update), ("infer", infer)):
-            print(json.dumps({"what": what, "batch": int(b), "per_sec": f(int(b), secs)}), flush=True)
+            row = {"what": what, "batch": int(b), "per_sec": f(int(b), secs), "device": DEVICE.type}
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,10 +8,14 @@
 //!   [`DeviceForward`] (what the `seed` front runs for a CNN), and through
 //!   ONNX Runtime and the plain-Rust copy (what actors could run);
 //! - Atari frames per second end to end: `config/pong-dqn-async.toml`
-//!   with 4 local actors for a fixed number of env steps (training from
-//!   the 1,000th), against the same actors playing the same env under
-//!   `random` (no network anywhere). Episodes are cut at 4,000 frames so
-//!   that the closing evaluation of an untrained policy stays short.
+//!   (or the configs named) with 4 local actors (or as many as asked) for
+//!   a fixed number of env steps (training from the 1,000th), against the
+//!   same actors playing the same env under `random` (no network
+//!   anywhere). Episodes are cut at 4,000 frames so that the closing
+//!   evaluation of an untrained policy stays short.
+//!
+//! Inference takes the frames as bytes (`Rows::Bytes`), as the `seed`
+//! front does for a uint8 run: on a GPU they are uploaded as uint8.
 
 use crate::measure::write_json;
 use crate::torch_python;
@@ -21,9 +25,9 @@ use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;
 use learner_server::replay::Transition;
 use rand::{Rng, SeedableRng};
-use rlfleet_shared::config::{DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind};
+use rlfleet_shared::config::{AgentKind, DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind};
 use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
-use rlfleet_shared::nets::{Forward, NetCopy, NetShape};
+use rlfleet_shared::nets::{Forward, NetCopy, NetShape, Rows};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
 use serde::Serialize;
 use std::path::Path;
@@ -82,9 +86,9 @@ pub struct NetRow {
     plain_rust_obs_per_sec: f64,
 }
 
-/// Random frames as the replay would hold them (bytes as f32 values).
-fn frames(n: usize, rng: &mut rand_pcg::Pcg64) -> Vec<f32> {
-    (0..n).map(|_| rng.random_range(0..256u32) as f32).collect()
+/// Random frames as bytes.
+fn frames(n: usize, rng: &mut rand_pcg::Pcg64) -> Vec<u8> {
+    (0..n).map(|_| rng.random_range(0..256u32) as u8).collect()
 }
 
 fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<NetRow>> {
@@ -122,7 +126,7 @@ fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<Ne
         let mut dqn = Dqn::new(&cfg, &spec, torso.clone(), 0, device);
         for i in 0..cfg.buffer_size as usize {
             let (obs, next) = (frames(od, &mut rng), frames(od, &mut rng));
-            dqn.observe(&Transition {
+            dqn.observe_bytes(&Transition {
                 episode: 0,
                 obs: &obs,
                 action: &[(i % 6) as f32],
@@ -136,11 +140,12 @@ fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<Ne
         });
         let weights = dqn.weights().data;
         let shape = NetShape::with_torso(torso.clone(), od, &cfg.hidden, 6);
-        let x = frames(batch as usize * od, &mut rng);
+        let bytes = frames(batch as usize * od, &mut rng);
+        let x: Vec<f32> = bytes.iter().map(|&b| f32::from(b)).collect();
         let mut front = DeviceForward::new(shape.clone(), device);
         front.load(&weights).map_err(anyhow::Error::msg)?;
         let infer = per_sec(secs, || {
-            front.forward(&x, batch as usize);
+            front.forward_rows(Rows::Bytes(&bytes), batch as usize);
         }) * f64::from(batch);
         let graph = PolicyGraph {
             net: shape.clone(),
@@ -224,11 +229,17 @@ fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, 
     Ok((int("env_steps"), int("train_steps"), wall))
 }
 
-fn atari_row(steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let shipped = "config/pong-dqn-async.toml";
-    let mut cfg = RunConfig::load(&root.join(shipped))?;
-    cfg.output_dir = dir.join("pong-dqn");
+fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
+    // From the working directory (a checkout the binary was carried to),
+    // else from the checkout it was built in.
+    let path = match Path::new(shipped) {
+        p if p.exists() => p.to_path_buf(),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(shipped),
+    };
+    let mut cfg = RunConfig::load(&path)?;
+    cfg.output_dir = dir.join(&cfg.name);
     cfg.env_kwargs
         .insert("max_num_frames_per_episode".into(), 4_000.into());
     cfg.eval.episodes = 1;
@@ -243,9 +254,11 @@ fn atari_row(steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> 
     cfg.dqn.buffer_size = 10_000;
     let (env_steps, train_steps, wall) = embedded(&cfg, actors, dir)?;
     let mut random = cfg.clone();
-    random.name = "pong-random".into();
+    random.name = format!("{}-random", cfg.name);
     random.workflow = WorkflowKind::Random;
-    random.output_dir = dir.join("pong-random");
+    // `random` plays no policy; an on-policy agent would refuse it.
+    random.agent = AgentKind::Dqn;
+    random.output_dir = dir.join(&random.name);
     let (r_steps, _, r_wall) = embedded(&random, actors, dir)?;
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
@@ -273,22 +286,25 @@ fn atari_row(steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> 
 #[derive(Debug, Serialize)]
 struct CnnResults {
     nets: Vec<NetRow>,
-    atari: Option<AtariRow>,
+    atari: Vec<AtariRow>,
 }
 
+/// `(atari_steps, actors, configs)`: the end-to-end runs (none with 0
+/// steps).
 pub fn bench(
     secs: f64,
     threads: usize,
     batches: &[u32],
-    atari_steps: u64,
+    (atari_steps, actors, configs): (u64, usize, &[String]),
     out: &Path,
 ) -> anyhow::Result<()> {
     let nets = net_rows(secs, threads, batches)?;
-    let atari = if atari_steps > 0 {
+    let mut atari = Vec::new();
+    if atari_steps > 0 {
         let dir = tempfile::tempdir()?;
-        Some(atari_row(atari_steps, 4, dir.path())?)
-    } else {
-        None
-    };
+        for shipped in configs {
+            atari.push(atari_row(shipped, atari_steps, actors, dir.path())?);
+        }
+    }
     write_json(out, "cnn", &CnnResults { nets, atari })
 }

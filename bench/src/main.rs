@@ -173,6 +173,16 @@ enum What {
         /// Env steps of the end-to-end Atari run (0: skip it).
         #[arg(long, default_value_t = 10_000)]
         atari_steps: u64,
+        /// Local actor processes of the end-to-end runs.
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
+        /// The shipped configs run end to end.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "config/pong-dqn-async.toml"
+        )]
+        configs: Vec<String>,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -315,7 +325,15 @@ fn main() -> anyhow::Result<()> {
             threads,
             batches,
             atari_steps,
-        } => cnn::bench(secs, threads, &batches, atari_steps, &cli.out),
+            actors,
+            configs,
+        } => cnn::bench(
+            secs,
+            threads,
+            &batches,
+            (atari_steps, actors, &configs),
+            &cli.out,
+        ),
         What::Inference { secs } => inference::bench(secs, &cli.out),
         What::Learn {
             only,

@@ -13,6 +13,7 @@ mod daemon_accounting;
 mod durable_runs;
 mod env_parity;
 mod frame_stacks;
+mod gpu_check;
 mod inproc;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;

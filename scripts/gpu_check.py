@@ -1,0 +1,345 @@
+"""The device half of scripts/gpu-check.sh: runs rlfleet's binaries on the
+machine it is on (a GPU machine, or with --dry-run this CPU machine on tiny
+budgets) and writes gpu.json and gpu.log under OUT.
+
+usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
+                    [--torch-python PY] [--python-venv DIR]
+
+Steps, each bounded by its share of the budget, each recorded even when it
+fails (its "error" says why):
+- machine: nvidia-smi's card, the Python and torch seen, the binaries'
+  missing shared libraries;
+- cartpole: DQN `single` CartPole to a confirmed solve; the learner's
+  logged device;
+- resume: a checkpoint written on the default device (the GPU) resumed on
+  the CPU and one written on the CPU resumed on the default device, each
+  resumed run's checkpoint holding the same weights bit for bit;
+- cnn: `rlfleet-bench cnn` (DQN-Nature update and seed inference from
+  uint8 frames at batch 32 and 256 against PyTorch-Python on the same
+  device), once on the default device and once on the CPU;
+- atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors,
+  each against the same actors under `random`, GPU utilisation sampled
+  with nvidia-smi.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LOG = None
+
+
+def log(*parts):
+    line = " ".join(str(p) for p in parts)
+    print(line, flush=True)
+    LOG.write(line + "\n")
+    LOG.flush()
+
+
+def run(cmd, timeout, env=None, cwd=None):
+    """Runs cmd; (exit code, stdout + stderr). A timeout is code 124."""
+    log("$", " ".join(str(c) for c in cmd))
+    try:
+        p = subprocess.run(
+            [str(c) for c in cmd],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=timeout,
+            env=env,
+            cwd=cwd,
+            text=True,
+        )
+        out = p.stdout
+        code = p.returncode
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        code = 124
+    LOG.write(out)
+    LOG.flush()
+    return code, out
+
+
+def cpu_env(env):
+    """The same environment with every GPU hidden from libtorch."""
+    e = dict(env)
+    e["CUDA_VISIBLE_DEVICES"] = ""
+    return e
+
+
+def set_keys(text, table, values):
+    """`text` (TOML) with `values` set in `[table]` (keys replaced or added)."""
+    lines = text.splitlines()
+    try:
+        start = lines.index(f"[{table}]")
+    except ValueError:
+        lines += ["", f"[{table}]"]
+        start = len(lines) - 1
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].startswith("[")),
+        len(lines),
+    )
+    for key, value in values.items():
+        new = f"{key} = {value}"
+        for i in range(start + 1, end):
+            if re.match(rf"{key}\s*=", lines[i]):
+                lines[i] = new
+                break
+        else:
+            lines.insert(end, new)
+            end += 1
+    return "\n".join(lines) + "\n"
+
+
+def config(name, out_dir, stop, extra=None):
+    """The shipped cartpole-dqn-single config under `name`, its output in
+    `out_dir`, with `stop` (and `extra` tables) set."""
+    text = (ROOT / "config/cartpole-dqn-single.toml").read_text()
+    text = re.sub(r'(?m)^name = .*$', f'name = "{name}"', text)
+    text = re.sub(r'(?m)^output_dir = .*$', f'output_dir = "{out_dir}"', text)
+    text = set_keys(text, "stop", stop)
+    for table, values in (extra or {}).items():
+        text = set_keys(text, table, values)
+    path = Path(out_dir).parent / f"{name}.toml"
+    path.write_text(text)
+    return path
+
+
+def summary(out_dir):
+    """summary.toml's flat `key = value` lines."""
+    s = {}
+    p = Path(out_dir) / "summary.toml"
+    if p.exists():
+        for line in p.read_text().splitlines():
+            m = re.match(r'^(\w+) = (.*)$', line)
+            if m:
+                v = m.group(2).strip()
+                try:
+                    s[m.group(1)] = json.loads(v)
+                except ValueError:
+                    s[m.group(1)] = v.strip('"')
+    return s
+
+
+def tensors(path):
+    """A safetensors file's tensors as raw bytes by name (metadata aside)."""
+    data = Path(path).read_bytes()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + n])
+    body = data[8 + n :]
+    return {
+        k: body[v["data_offsets"][0] : v["data_offsets"][1]]
+        for k, v in header.items()
+        if k != "__metadata__"
+    }
+
+
+def device_logged(text):
+    if "training on CUDA" in text:
+        return "cuda"
+    if "training on CPU" in text:
+        return "cpu"
+    return None
+
+
+def machine(args, env):
+    m = {}
+    code, out = run(
+        ["nvidia-smi", "--query-gpu=name,memory.total,driver_version", "--format=csv,noheader"],
+        20,
+    ) if shutil.which("nvidia-smi") else (1, "")
+    m["gpu"] = out.strip() if code == 0 else None
+    m["python"] = sys.version.split()[0]
+    code, out = run(
+        [args.torch_python, "-c", "import torch; print(torch.__version__, torch.cuda.is_available())"],
+        60,
+        env=env,
+    )
+    m["torch"] = out.strip().splitlines()[-1] if code == 0 and out.strip() else None
+    missing = {}
+    for b in ("learner-server", "actor-client", "rlfleet-bench"):
+        code, out = run(["ldd", Path(args.bin) / b], 20, env=env)
+        missing[b] = sorted({l.split()[0] for l in out.splitlines() if "not found" in l})
+    m["missing_libraries"] = missing
+    m["libpython"] = [l for l in run(["ldd", Path(args.bin) / "learner-server"], 20, env=env)[1].splitlines() if "libpython" in l]
+    return m
+
+
+def cartpole(args, env, work, secs):
+    out = work / "cartpole"
+    stop = {"max_wall_secs": f"{secs:.1f}"}
+    cfg = config("gpu-cartpole", out, stop)
+    t0 = time.time()
+    code, text = run(
+        [Path(args.bin) / "learner-server", "run", "--no-progress", "--state-dir", work / "state", cfg],
+        secs + 60,
+        env=env,
+    )
+    s = summary(out)
+    reason = str(s.get("reason", ""))
+    return {
+        "exit": code,
+        "device": device_logged(text),
+        "reason": reason or None,
+        "solved": reason.startswith("target reached"),
+        "env_steps": s.get("env_steps"),
+        "wall_secs": round(time.time() - t0, 1),
+    }
+
+
+def resume(args, env, work, steps):
+    """A run of `steps` on one device, resumed (with no more to do) on the
+    other: the resumed run's checkpoint has the same tensors."""
+    result = {}
+    devices = {"default": env, "cpu": cpu_env(env)}
+    for first, second in (("default", "cpu"), ("cpu", "default")):
+        key = f"{first}_to_{second}"
+        out = work / f"resume-{key}"
+        extra = {"checkpoint": {"period_steps": str(steps)}, "dqn": {"learning_starts": "200"}}
+        cfg = config(f"gpu-resume-{key}", out, {"max_env_steps": str(steps), "target_eval_return": "1000000.0"}, extra)
+        code, text = run(
+            [Path(args.bin) / "learner-server", "run", "--no-progress", "--state-dir", work / f"state-{key}", cfg],
+            300,
+            env=devices[first],
+        )
+        ck = out / "checkpoint.safetensors"
+        if code != 0 or not ck.exists():
+            result[key] = {"error": f"first run exit {code}, checkpoint {ck.exists()}"}
+            continue
+        saved = tensors(ck)
+        # The resumed run writes to a folder of its own: its checkpoint is
+        # the one it wrote on the other device.
+        out2 = work / f"resumed-{key}"
+        cfg2 = config(f"gpu-resumed-{key}", out2, {"max_env_steps": str(steps), "target_eval_return": "1000000.0"}, extra)
+        code2, text2 = run(
+            [Path(args.bin) / "learner-server", "run", "--no-progress", "--state-dir", work / f"state2-{key}", "--resume", ck, cfg2],
+            300,
+            env=devices[second],
+        )
+        ck2 = out2 / "checkpoint.safetensors"
+        back = tensors(ck2) if ck2.exists() else {}
+        same = sorted(k for k in saved if back.get(k) == saved[k])
+        result[key] = {
+            "first_device": device_logged(text),
+            "second_device": device_logged(text2),
+            "second_exit": code2,
+            "second_checkpoint": ck2.exists(),
+            "tensors": len(saved),
+            "identical": len(same) == len(saved) and len(saved) > 0,
+            "differing": sorted(set(saved) - set(same))[:8],
+        }
+    return result
+
+
+def bench_cnn(args, env, work, secs, atari_steps, actors, tag):
+    out = work / f"bench-{tag}"
+    e = dict(env)
+    e["RLFLEET_TORCH_PYTHON"] = args.torch_python
+    cmd = [
+        Path(args.bin) / "rlfleet-bench", "--out", out, "cnn",
+        "--secs", str(secs), "--threads", str(args.threads),
+        "--batches", "32,256", "--atari-steps", str(atari_steps),
+        "--actors", str(actors),
+        "--configs", "config/pong-dqn-async.toml,config/pong-ppo-seed-a2c.toml",
+    ]
+    code, text = run(cmd, args.budget, env=e, cwd=ROOT)
+    res = out / "cnn.json"
+    r = json.loads(res.read_text()) if res.exists() else {"error": f"exit {code}: {text[-600:]}"}
+    r["exit"] = code
+    return r
+
+
+class GpuSampler:
+    """nvidia-smi's utilisation every second while a step runs."""
+
+    def __init__(self):
+        self.samples, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self.loop, daemon=True)
+
+    def loop(self):
+        while not self.stop.is_set() and shutil.which("nvidia-smi"):
+            try:
+                out = subprocess.run(
+                    ["nvidia-smi", "--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"],
+                    capture_output=True, text=True, timeout=5,
+                ).stdout.strip().split(",")
+                self.samples.append([float(x) for x in out])
+            except Exception:
+                pass
+            self.stop.wait(1.0)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=5)
+
+    def summary(self):
+        if not self.samples:
+            return None
+        util = [s[0] for s in self.samples]
+        return {"samples": len(util), "mean_util": sum(util) / len(util), "max_util": max(util),
+                "max_memory_mib": max(s[1] for s in self.samples)}
+
+
+def main():
+    global LOG
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--dry-run", action="store_true")
+    ap.add_argument("--budget", type=float, default=420.0)
+    ap.add_argument("--threads", type=int, default=4)
+    ap.add_argument("--torch-python", default=sys.executable)
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    LOG = open(out / "gpu.log", "w")
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "info")
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
+    dry = args.dry_run
+    report = {"dry_run": dry, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    steps = [
+        ("machine", lambda: machine(args, env)),
+        ("cartpole", lambda: cartpole(args, env, work, 10 if dry else 120)),
+        ("resume", lambda: resume(args, env, work, 400 if dry else 2000)),
+        ("cnn", lambda: bench_cnn(args, env, work, 0.3 if dry else 3, 0, 0, "default")),
+        ("cnn_cpu", lambda: bench_cnn(args, cpu_env(env), work, 0.3 if dry else 2, 0, 0, "cpu")),
+    ]
+    for name, step in steps:
+        t0 = time.time()
+        try:
+            report[name] = step()
+        except Exception as e:  # recorded, and the next step runs
+            report[name] = {"error": f"{type(e).__name__}: {e}"}
+        report[name + "_secs"] = round(time.time() - t0, 1)
+        log(name, json.dumps(report[name])[:2000])
+        (out / "gpu.json").write_text(json.dumps(report, indent=1))
+    t0 = time.time()
+    with GpuSampler() as sampler:
+        try:
+            r = bench_cnn(args, env, work, 0.1, 300 if dry else 6000, 2 if dry else 10, "atari")
+            report["atari"] = r.get("atari", r)
+        except Exception as e:
+            report["atari"] = {"error": f"{type(e).__name__}: {e}"}
+    report["atari_gpu"] = sampler.summary()
+    report["atari_secs"] = round(time.time() - t0, 1)
+    log("atari", json.dumps(report["atari"])[:2000])
+    (out / "gpu.json").write_text(json.dumps(report, indent=1))
+    log("wrote", out / "gpu.json")
+
+
+if __name__ == "__main__":
+    main()

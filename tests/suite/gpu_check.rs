@@ -1,0 +1,72 @@
+//! The GPU check (`scripts/gpu-check.sh`) cannot rot: its `--dry-run` runs
+//! every step of the device run against this checkout's CPU build on tiny
+//! budgets, and every field the device run reports is there, measured.
+
+use rlfleet_tests::{heavy, output_within, workspace_root};
+use std::process::Command;
+use std::time::Duration;
+
+#[test]
+fn the_gpu_check_dry_run_measures_every_step() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = output_within(
+        Command::new("bash")
+            .arg(workspace_root().join("scripts/gpu-check.sh"))
+            .arg("--dry-run")
+            .env("OUT", dir.path()),
+        Duration::from_secs(600),
+        "the GPU check's dry run",
+    );
+    let log = std::fs::read_to_string(dir.path().join("gpu.log")).unwrap_or_default();
+    assert!(
+        out.status.success(),
+        "{}\n{}\n{log}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.path().join("gpu.json")).unwrap();
+    let r: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(r["dry_run"], true, "{r}");
+    // The binaries start: nothing they link is missing.
+    for bin in ["learner-server", "actor-client", "rlfleet-bench"] {
+        assert_eq!(
+            r["machine"]["missing_libraries"][bin],
+            serde_json::json!([]),
+            "{r}"
+        );
+    }
+    // The learner trained CartPole and said where.
+    assert_eq!(r["cartpole"]["exit"], 0, "{r}");
+    assert_eq!(r["cartpole"]["device"], "cpu", "{r}");
+    assert!(r["cartpole"]["env_steps"].as_u64().unwrap() > 1_000, "{r}");
+    // A checkpoint resumed (here CPU to CPU) holds the same tensors.
+    for way in ["default_to_cpu", "cpu_to_default"] {
+        let w = &r["resume"][way];
+        assert_eq!(w["second_checkpoint"], true, "{way}: {r}");
+        assert_eq!(w["identical"], true, "{way}: {r}");
+        assert!(w["tensors"].as_u64().unwrap() >= 2, "{way}: {r}");
+    }
+    // The Nature-CNN update and seed inference at both batches, twice.
+    for run in ["cnn", "cnn_cpu"] {
+        let nets = r[run]["nets"].as_array().unwrap();
+        let batches: Vec<u64> = nets.iter().map(|n| n["batch"].as_u64().unwrap()).collect();
+        assert_eq!(batches, [32, 256], "{run}: {r}");
+        for n in nets {
+            assert!(n["update_per_sec"].as_f64().unwrap() > 0.0, "{run}: {n}");
+            assert!(n["infer_obs_per_sec"].as_f64().unwrap() > 0.0, "{run}: {n}");
+        }
+    }
+    // Pong end to end, DQN async and PPO seed-a2c, each against `random`.
+    let atari = r["atari"].as_array().expect("atari rows");
+    let workflows: Vec<&str> = atari
+        .iter()
+        .map(|a| a["workflow"].as_str().unwrap())
+        .collect();
+    assert_eq!(workflows, ["async", "seed-a2c"], "{r}");
+    for a in atari {
+        assert!(a["env_steps"].as_u64().unwrap() >= 300, "{a}");
+        assert!(a["frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
+        assert!(a["random_frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
+    }
+}
