@@ -33,7 +33,7 @@ build() {
         unzip -q -o -j "$cache"/wheels/torch-2.11.0-*.whl torch/lib/libtorch_cuda.so \
             torch/lib/libc10_cuda.so -d "$torch/lib"
     fi
-    local target="$cache/gpu-target"
+    local target="${RLFLEET_GPU_TARGET:-$cache/gpu-target}"
     # libtorch_cuda's own CUDA libraries are not here: leave them to run time.
     LIBTORCH="$torch" PYO3_PYTHON="$py312" CARGO_TARGET_DIR="$target" \
         CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=symbols \

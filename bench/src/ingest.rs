@@ -1,7 +1,9 @@
 //! `ingest`: experience ingest over QUIC — transitions per second the
 //! learner accepts into replay (validated, deduplicated, pushed, acked)
 //! from N actor connections sending `Experience` batches in closed loop,
-//! against memcpy of the same bytes on this machine.
+//! against memcpy of the same bytes on this machine. With `--atari`, the
+//! steps carry one uint8 84 x 84 frame each into Pong's frame-stacked DQN
+//! (frame chains): frames per second.
 
 use crate::loopback::{quiet_run, start_daemon};
 use crate::seed::hello;
@@ -12,7 +14,25 @@ use serde::Serialize;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-const OBS_DIM: usize = 4;
+/// What a step's observation is: its values, and whether they travel as
+/// bytes.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Obs {
+    dim: usize,
+    bytes: bool,
+}
+
+/// CartPole's four floats.
+pub(crate) const CARTPOLE: Obs = Obs {
+    dim: 4,
+    bytes: false,
+};
+
+/// One Atari frame after `AtariPreprocessing`.
+const ATARI: Obs = Obs {
+    dim: 84 * 84,
+    bytes: true,
+};
 
 #[derive(Debug, Serialize)]
 pub struct Row {
@@ -26,7 +46,7 @@ pub struct Row {
     pub ratio_vs_memcpy: f64,
 }
 
-pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
+pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64, o: Obs) -> Message {
     Message::Experience(Experience {
         actor_id: format!("bench-{actor}"),
         session_id: actor as u64,
@@ -35,14 +55,15 @@ pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
         steps: {
             // Runs of 16 steps, one per env, as an actor's batch is laid out.
             let mut s = Steps::default();
+            let scale = if o.bytes { 1.0 } else { 0.01 };
             let obs = |i: usize| -> Vec<f32> {
-                (0..OBS_DIM).map(|d| ((i + d) % 11) as f32 * 0.01).collect()
+                (0..o.dim).map(|d| ((i + d) % 11) as f32 * scale).collect()
             };
             for i in 0..n {
                 if i % 16 == 0 {
-                    s.begin((i / 16) as u32, episode, 0, &obs(i), false);
+                    s.begin((i / 16) as u32, episode, 0, &obs(i), o.bytes);
                 }
-                s.step(&[(i % 2) as f32], 1.0, &obs(i + 1), false);
+                s.step(&[(i % 2) as f32], 1.0, &obs(i + 1), o.bytes);
             }
             s
         },
@@ -55,7 +76,7 @@ pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64) -> Message {
 
 /// N connections sending batches of `n` transitions for `secs`; returns
 /// the transitions acknowledged.
-async fn drive(addr: SocketAddr, pin: &str, actors: usize, n: usize, secs: f64) -> u64 {
+async fn drive(addr: SocketAddr, pin: &str, actors: usize, n: usize, secs: f64, o: Obs) -> u64 {
     let mut tasks = Vec::new();
     for i in 0..actors {
         let pin = pin.to_string();
@@ -73,7 +94,7 @@ async fn drive(addr: SocketAddr, pin: &str, actors: usize, n: usize, secs: f64) 
             let (mut seq, mut acked) = (0, 0u64);
             while start.elapsed().as_secs_f64() < secs {
                 seq += 1;
-                fs.send(&batch(i, seq, n, episode)).await.unwrap();
+                fs.send(&batch(i, seq, n, episode, o)).await.unwrap();
                 match fs.recv().await {
                     Ok(Some(Message::Ack(a))) if !a.duplicate => acked += n as u64,
                     other => panic!("expected an ack, got {other:?}"),
@@ -113,22 +134,24 @@ pub async fn bench(
     counts: &[usize],
     per_batch: usize,
     secs: f64,
+    o: Obs,
 ) -> anyhow::Result<Vec<Row>> {
     let dir = tempfile::tempdir()?;
-    let frame = wire::encode(&batch(0, 1, per_batch, 0)).len();
+    let frame = wire::encode(&batch(0, 1, per_batch, 0, o)).len();
     let mut rows = Vec::new();
     for &actors in counts {
         // An `async` run that ingests and never trains, evaluates or
         // checkpoints before the end.
         let mut cfg = quiet_run(&base, dir.path(), &format!("run-{actors}"));
         cfg.stop.max_episodes = Some(u64::MAX / 2);
-        cfg.dqn.buffer_size = 1 << 20;
+        // A replay that fits: a million CartPole slots, or 50,000 frames.
+        cfg.dqn.buffer_size = if o.bytes { 50_000 } else { 1 << 20 };
         let (d, shutdown) = start_daemon(dir.path()).await?;
         let id = d.hub.start_run(cfg, Default::default())?;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let before = d.hub.metrics().transitions_ingested.get();
         let start = Instant::now();
-        let acked = drive(d.actors_addr, &d.fingerprint, actors, per_batch, secs).await;
+        let acked = drive(d.actors_addr, &d.fingerprint, actors, per_batch, secs, o).await;
         let wall = start.elapsed().as_secs_f64();
         let counted = d.hub.metrics().transitions_ingested.get() - before;
         anyhow::ensure!(
@@ -164,10 +187,16 @@ pub fn command(
     secs: f64,
     actors: &[usize],
     transitions: usize,
+    atari: bool,
     out: &std::path::Path,
 ) -> anyhow::Result<()> {
     let rt = crate::measure::runtime()?;
-    let cfg = RunConfig::load(std::path::Path::new("config/cartpole-dqn-async.toml"))?;
-    let rows = rt.block_on(bench(cfg, actors, transitions, secs))?;
-    crate::measure::write_json(out, "ingest", &rows)
+    let (config, obs, name) = if atari {
+        ("config/pong-dqn-async.toml", ATARI, "ingest_atari")
+    } else {
+        ("config/cartpole-dqn-async.toml", CARTPOLE, "ingest")
+    };
+    let cfg = RunConfig::load(std::path::Path::new(config))?;
+    let rows = rt.block_on(bench(cfg, actors, transitions, secs, obs))?;
+    crate::measure::write_json(out, name, &rows)
 }

@@ -105,6 +105,10 @@ enum What {
         /// Transitions per `Experience` batch (16 steps x 8 envs).
         #[arg(long, default_value_t = 128)]
         transitions: usize,
+        /// Atari-sized frames instead of CartPole's: `config/pong-dqn-async.toml`
+        /// (one uint8 84 x 84 frame a step, `frame_stack = 4`, frame chains).
+        #[arg(long)]
+        atari: bool,
     },
     /// Many actor connections against one daemon process for a long time
     /// (`seed` and `async`): its RSS over time, latency vs. few
@@ -358,7 +362,8 @@ fn main() -> anyhow::Result<()> {
             secs,
             actors,
             transitions,
-        } => ingest::command(secs, &actors, transitions, &cli.out),
+            atari,
+        } => ingest::command(secs, &actors, transitions, atari, &cli.out),
         What::Checkpoint {
             secs,
             restart_transitions,

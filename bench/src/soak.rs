@@ -236,7 +236,7 @@ async fn connection(
         let msg = if seed {
             obs_msg(seq, false)
         } else {
-            crate::ingest::batch(i, seq, PER_BATCH, episode)
+            crate::ingest::batch(i, seq, PER_BATCH, episode, crate::ingest::CARTPOLE)
         };
         fs.send(&msg).await.map_err(|e| lost(e.into()))?;
         t.sent += 1;
