@@ -33,6 +33,9 @@ pub struct Metrics {
     /// Steps counted but not trained on: their frame stack misses frames
     /// of a batch that never reached the learner (`frame_stack` > 1).
     pub transitions_unstacked: IntCounter,
+    /// Weights frames encoded for QUIC actors (one per version sent, shared
+    /// by every actor's session).
+    pub weights_frames_encoded: IntCounter,
     pub inference_requests: IntCounter,
     /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
     pub rma_deposits: IntCounter,
@@ -201,6 +204,11 @@ impl Metrics {
                 &r,
                 "rlfleet_transitions_unstacked_total",
                 "Steps not trained on because earlier frames of their stack never reached the learner (frame_stack > 1, a batch an rma pool pushed out).",
+            ),
+            weights_frames_encoded: counter(
+                &r,
+                "rlfleet_weights_frames_encoded_total",
+                "Weights frames encoded for QUIC actors: one per version sent, its bytes shared by every actor's acknowledgement and welcome.",
             ),
             inference_requests: counter(
                 &r,

@@ -41,6 +41,8 @@ pub struct Registry {
     /// This daemon resumes interrupted runs when it starts again (`serve`):
     /// actors are told to reconnect when it shuts down, not to exit.
     pub comes_back: AtomicBool,
+    /// The latest weights frame, encoded once for every QUIC session.
+    pub weights_frames: std::sync::Arc<rlfleet_shared::wire::WeightsFrames>,
 }
 
 impl Registry {
@@ -55,6 +57,7 @@ impl Registry {
             freed: Notify::new(),
             active: watch::Sender::new(None),
             next_conn: AtomicU64::new(1),
+            weights_frames: Default::default(),
             patience: SLOT_PATIENCE,
             max_actors: max_actors as usize,
             shutdown,

@@ -388,6 +388,16 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
             "{workflow}: {replay} bytes in a {buffer}-slot replay of {episodes} episodes"
         );
         assert!(status["train_steps"].as_u64().unwrap() > 0, "{status}");
+        // The weights the actors got (async: in acknowledgements) went as
+        // one shared frame per version, not one encoding per actor.
+        let encoded = d.metric("rlfleet_weights_frames_encoded_total");
+        let versions = status["train_steps"].as_u64().unwrap() as f64 + 1.0;
+        if workflow == "async" {
+            assert!(
+                encoded >= 1.0 && encoded <= versions,
+                "{encoded} weights frames for {versions} versions"
+            );
+        }
         if workflow == "seed" {
             // The learner answered from libtorch (a convolutional network).
             assert!(

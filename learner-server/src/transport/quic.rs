@@ -9,7 +9,7 @@ use super::session::{End, Session, Wire};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use rlfleet_shared::quic::FramedStream;
-use rlfleet_shared::wire::{ErrorCode, FrameError, Message};
+use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames, take_weights};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -115,6 +115,7 @@ async fn connection(
         conn: conn.clone(),
         fs: stream,
         metrics: registry.metrics.clone(),
+        weights: registry.weights_frames.clone(),
         reported: (0, 0),
         max_frame: opts.max_frame_bytes,
         unauthenticated: Some(unauthenticated),
@@ -154,6 +155,8 @@ struct QuicWire {
     conn: quinn::Connection,
     fs: FramedStream,
     metrics: Arc<Metrics>,
+    /// Weights frames shared by every session.
+    weights: Arc<WeightsFrames>,
     /// Bytes already added to the metrics (in, out).
     reported: (u64, u64),
     /// The largest frame once the actor is authenticated.
@@ -189,7 +192,16 @@ impl Wire for QuicWire {
         Ok(m)
     }
 
-    async fn send(&mut self, msg: Message) -> Result<(), End> {
+    /// An `Ack` or `Welcome` with weights goes as the shared weights frame
+    /// and then the message without them.
+    async fn send(&mut self, mut msg: Message) -> Result<(), End> {
+        if let Some(w) = take_weights(&mut msg) {
+            let (frame, encoded) = self.weights.frame(&w);
+            if encoded {
+                self.metrics.weights_frames_encoded.inc();
+            }
+            self.fs.send_frame(&frame).await.map_err(|_| End::Lost)?;
+        }
         self.fs.send(&msg).await.map_err(|_| End::Lost)?;
         self.report_bytes();
         Ok(())

@@ -63,6 +63,16 @@ impl FramedStream {
         (self.send, reader)
     }
 
+    /// Sends a frame already encoded (length prefix included).
+    pub async fn send_frame(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        self.send
+            .write_all(frame)
+            .await
+            .map_err(std::io::Error::from)?;
+        self.bytes_out += frame.len() as u64;
+        Ok(())
+    }
+
     /// Sends raw bytes (tests and benchmarks use it for malformed frames).
     pub async fn send_raw(&mut self, bytes: &[u8]) -> std::io::Result<()> {
         self.send

@@ -55,10 +55,30 @@ fn decode_aligned(body: &AlignedVec<16>) -> Result<Message, FrameError> {
 /// arrive, up to the frame's declared length).
 const FIRST_READ: usize = 64 * 1024;
 
-/// Reads one frame. `Ok(None)` when the stream ended cleanly between
-/// frames. `buf` is reused between calls. Returns the message and the
-/// frame's size on the wire.
+/// Reads one message. `Ok(None)` when the stream ended cleanly between
+/// frames. `buf` is reused between calls. A weights frame and the message
+/// after it come back as one message (the weights put back in it). Returns
+/// the message and its size on the wire.
 pub async fn read_frame<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+    buf: &mut AlignedVec<16>,
+) -> Result<Option<(Message, usize)>, FrameError> {
+    let Some((first, n)) = read_one(r, max_bytes, buf).await? else {
+        return Ok(None);
+    };
+    let Message::Weights(w) = first else {
+        return Ok(Some((first, n)));
+    };
+    let (mut next, m) = read_one(r, max_bytes, buf)
+        .await?
+        .ok_or(FrameError::Truncated)?;
+    super::attach_weights(&mut next, w)?;
+    Ok(Some((next, n + m)))
+}
+
+/// Reads one frame.
+async fn read_one<R: AsyncRead + Unpin>(
     r: &mut R,
     max_bytes: u32,
     buf: &mut AlignedVec<16>,

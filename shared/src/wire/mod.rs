@@ -6,23 +6,28 @@
 //! exchange on one bidirectional stream: `Observations -> Actions` (seed) or
 //! `Experience -> Ack` (the others). Replies come in request order; an actor
 //! may have up to `Welcome::in_flight` experience requests outstanding. Any
-//! reply may be [`Stop`] or [`ErrorMsg`] instead.
+//! reply may be [`Stop`] or [`ErrorMsg`] instead. Over QUIC an `Ack` or
+//! `Welcome` that carries weights travels as a [`Message::Weights`] frame
+//! and then the message without them ([`WeightsFrames`]); [`read_frame`]
+//! puts them back together.
 
 mod frame;
 mod messages;
 mod names;
 mod steps;
 mod submission;
+mod weights;
 mod welcome;
 
 pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame};
 pub use messages::*;
 pub use steps::StepRef;
 pub use submission::Submission;
+pub use weights::{WeightsFrames, attach_weights, take_weights};
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

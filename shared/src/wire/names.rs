@@ -16,6 +16,7 @@ impl Message {
             Message::Stop(_) => "stop",
             Message::Error(_) => "error",
             Message::WorkRequest(_) => "work request",
+            Message::Weights(_) => "weights",
         }
     }
 }

@@ -33,4 +33,8 @@ pub enum Message {
     Stop(Stop),
     Error(ErrorMsg),
     WorkRequest(WorkRequest),
+    /// The weights of the message in the next frame (an `Ack` or `Welcome`
+    /// sent without them): a weights frame is encoded once per published
+    /// version and the same bytes go to every actor.
+    Weights(WeightsMsg),
 }

@@ -1,0 +1,137 @@
+//! Weights in a frame of their own. An `Ack` or `Welcome` that carries
+//! weights goes over QUIC as a [`Message::Weights`] frame and then the
+//! message without them: [`WeightsFrames`] encodes the weights frame once
+//! per published version, and every actor's session writes the same bytes
+//! (7 MB for DQN-Nature's network, once, instead of once per actor).
+//! [`super::read_frame`] puts the weights back into the message after them,
+//! so a reader sees the message whole.
+
+use super::{FrameError, Message, WeightsMsg, encode};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Takes the weights out of an `Ack` or `Welcome` (`None` for any other
+/// message, or one without weights).
+pub fn take_weights(msg: &mut Message) -> Option<WeightsMsg> {
+    match msg {
+        Message::Ack(a) => a.weights.take(),
+        Message::Welcome(w) => w.weights.take(),
+        _ => None,
+    }
+}
+
+/// Puts weights read from a weights frame into the message after it: an
+/// `Ack` or `Welcome` without weights of its own, else an error naming it.
+pub fn attach_weights(msg: &mut Message, weights: WeightsMsg) -> Result<(), FrameError> {
+    let slot = match msg {
+        Message::Ack(a) => &mut a.weights,
+        Message::Welcome(w) => &mut w.weights,
+        other => {
+            return Err(FrameError::Invalid(format!(
+                "a weights frame before a {} frame (only an ack or a welcome takes weights)",
+                other.kind()
+            )));
+        }
+    };
+    if slot.is_some() {
+        return Err(FrameError::Invalid(
+            "a weights frame before a message that carries weights of its own".into(),
+        ));
+    }
+    *slot = Some(weights);
+    Ok(())
+}
+
+/// The encoded weights frame of the latest version sent, shared by every
+/// session of a learner.
+#[derive(Debug, Default)]
+pub struct WeightsFrames {
+    last: Mutex<Option<(WeightsMsg, Arc<Vec<u8>>)>>,
+    encoded: AtomicU64,
+}
+
+impl WeightsFrames {
+    /// The frame of `weights` (length prefix included), and whether this
+    /// call encoded it: encoded the first time these weights (this copy,
+    /// this version) are asked for.
+    pub fn frame(&self, weights: &WeightsMsg) -> (Arc<Vec<u8>>, bool) {
+        let mut last = self.last.lock().expect("weights frames lock");
+        if let Some((held, frame)) = &*last
+            && held.version == weights.version
+            && Arc::ptr_eq(&held.data, &weights.data)
+        {
+            return (frame.clone(), false);
+        }
+        let frame = Arc::new(encode(&Message::Weights(weights.clone())));
+        self.encoded.fetch_add(1, Ordering::Relaxed);
+        *last = Some((weights.clone(), frame.clone()));
+        (frame, true)
+    }
+
+    /// Weights frames encoded so far.
+    pub fn encoded(&self) -> u64 {
+        self.encoded.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{Ack, read_frame};
+
+    fn ack(weights: Option<WeightsMsg>) -> Message {
+        Message::Ack(Ack {
+            seq: 3,
+            duplicate: false,
+            weights,
+            epsilon: 0.1,
+            starts: vec![],
+            full: false,
+        })
+    }
+
+    /// One encoding per version, shared; a reader gets the ack whole.
+    #[test]
+    fn a_version_is_encoded_once_and_read_back_into_its_message() {
+        let frames = WeightsFrames::default();
+        let w = WeightsMsg {
+            version: 4,
+            data: vec![0.5f32; 1000].into(),
+        };
+        let (a, first) = frames.frame(&w);
+        let (b, again) = frames.frame(&w.clone());
+        assert!(first && !again && Arc::ptr_eq(&a, &b));
+        assert_eq!(frames.encoded(), 1);
+        let next = WeightsMsg {
+            version: 5,
+            data: vec![0.25f32; 1000].into(),
+        };
+        frames.frame(&next);
+        assert_eq!(frames.encoded(), 2);
+
+        let mut msg = ack(Some(w.clone()));
+        let taken = take_weights(&mut msg).unwrap();
+        let mut bytes = a.as_ref().clone();
+        bytes.extend_from_slice(&encode(&msg));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let mut buf = rkyv::util::AlignedVec::new();
+        let (got, n) = rt
+            .block_on(read_frame(&mut &bytes[..], 1 << 24, &mut buf))
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, ack(Some(taken)));
+        assert_eq!(n, bytes.len());
+        // Weights before anything but an ack or a welcome are refused.
+        let mut stop = encode(&Message::Weights(w));
+        stop.extend_from_slice(&encode(&Message::Stop(crate::wire::Stop {
+            reason: "done".into(),
+            shutdown: false,
+        })));
+        let err = rt
+            .block_on(read_frame(&mut &stop[..], 1 << 24, &mut buf))
+            .unwrap_err();
+        assert!(err.to_string().contains("before a stop frame"), "{err}");
+    }
+}
