@@ -169,8 +169,9 @@ def machine(args, env):
     for b in ("learner-server", "actor-client", "rlfleet-bench"):
         code, out = run(["ldd", Path(args.bin) / b], 20, env=env)
         missing[b] = sorted({l.split()[0] for l in out.splitlines() if "not found" in l})
+        if b == "learner-server":
+            m["libpython"] = [l.strip() for l in out.splitlines() if "libpython" in l]
     m["missing_libraries"] = missing
-    m["libpython"] = [l for l in run(["ldd", Path(args.bin) / "learner-server"], 20, env=env)[1].splitlines() if "libpython" in l]
     return m
 
 

@@ -19,7 +19,7 @@
 
 use crate::measure::write_json;
 use crate::torch_python;
-use crate::workflows::{finished_summary, learner_server};
+use crate::workflows::{run_local, shipped as shipped_path};
 use actor_client::ort_net::OrtForward;
 use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;
@@ -31,7 +31,6 @@ use rlfleet_shared::nets::{Forward, NetCopy, NetShape, Rows};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
 use serde::Serialize;
 use std::path::Path;
-use std::process::Command;
 use std::time::Instant;
 
 /// Atari's observation after Gymnasium's preprocessing and a 4-frame stack.
@@ -208,19 +207,7 @@ pub struct AtariRow {
 /// One embedded run of `cfg` with `actors` local actors; (env steps, train
 /// steps, wall seconds).
 fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, u64, f64)> {
-    let path = dir.join(format!("{}.toml", cfg.name));
-    std::fs::write(&path, cfg.to_resolved_toml())?;
-    let out = Command::new(learner_server()?)
-        .args([
-            "run",
-            "--no-progress",
-            "--local-actors",
-            &actors.to_string(),
-        ])
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .output()?;
-    let s = finished_summary(&out, &cfg.name, &cfg.output_dir)?;
+    let s = run_local(cfg, actors, dir)?;
     let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
     let wall = s
         .get("wall_secs")
@@ -230,15 +217,7 @@ fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, 
 }
 
 fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
-    // From the working directory (a checkout the binary was carried to),
-    // else from the checkout it was built in.
-    let path = match Path::new(shipped) {
-        p if p.exists() => p.to_path_buf(),
-        _ => Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("..")
-            .join(shipped),
-    };
-    let mut cfg = RunConfig::load(&path)?;
+    let mut cfg = RunConfig::load(&shipped_path(shipped))?;
     cfg.output_dir = dir.join(&cfg.name);
     cfg.env_kwargs
         .insert("max_num_frames_per_episode".into(), 4_000.into());

@@ -9,11 +9,10 @@
 //! env's dtype travels as).
 
 use crate::measure::write_json;
-use crate::workflows::{finished_summary, learner_server};
+use crate::workflows::run_local;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use serde::Serialize;
 use std::path::Path;
-use std::process::Command;
 
 #[derive(Debug, Serialize)]
 pub struct WireRow {
@@ -43,8 +42,7 @@ fn metric(prom: &str, name: &str) -> Option<f64> {
 }
 
 fn row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<WireRow> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut cfg = RunConfig::load(&root.join(shipped))?;
+    let mut cfg = RunConfig::load(&crate::workflows::shipped(shipped))?;
     cfg.name = format!("wire-{}", cfg.name);
     cfg.output_dir = dir.join(&cfg.name);
     cfg.stop = Default::default();
@@ -61,21 +59,7 @@ fn row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<W
     let spec = cfg.env_source().spec()?;
     let per_value = if spec.obs_dtype.is_bytes() { 1 } else { 4 };
     let frame_bytes = (spec.obs_dim() / cfg.frame_stack.max(1) as usize) as u64 * per_value;
-    let path = dir.join(format!("{}.toml", cfg.name));
-    std::fs::write(&path, cfg.to_resolved_toml())?;
-    let out = Command::new(learner_server()?)
-        .args([
-            "run",
-            "--no-progress",
-            "--local-actors",
-            &actors.to_string(),
-        ])
-        .arg("--state-dir")
-        .arg(dir.join("state"))
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .output()?;
-    let summary = finished_summary(&out, &cfg.name, &cfg.output_dir)?;
+    let summary = run_local(&cfg, actors, dir)?;
     let env_steps = summary
         .get("env_steps")
         .and_then(toml::Value::as_integer)

@@ -41,6 +41,35 @@ pub(crate) fn learner_server() -> anyhow::Result<PathBuf> {
     Ok(b)
 }
 
+/// A shipped config's path: from the working directory (a checkout the
+/// binary was carried to), else from the checkout it was built in.
+pub(crate) fn shipped(path: &str) -> PathBuf {
+    match Path::new(path) {
+        p if p.exists() => p.to_path_buf(),
+        _ => Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(path),
+    }
+}
+
+/// Runs `cfg` with `learner-server run` and `actors` local actor processes
+/// (its config file and state directory in `dir`); the run's summary.
+pub(crate) fn run_local(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<toml::Value> {
+    let path = dir.join(format!("{}.toml", cfg.name));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let out = Command::new(learner_server()?)
+        .args([
+            "run",
+            "--no-progress",
+            "--local-actors",
+            &actors.to_string(),
+        ])
+        .arg("--state-dir")
+        .arg(dir.join("state"))
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    finished_summary(&out, &cfg.name, &cfg.output_dir)
+}
+
 /// The `summary.toml` a `learner-server` process (`out`) left in
 /// `output_dir`, once it has exited successfully; `what` names the run in
 /// the error otherwise.

@@ -226,7 +226,7 @@ class Frames(gym.Env):
         return self._obs(), reward, False, self.t >= self.length, {}
 
 
-class BoolCatch(gym.Env):
+class BoolCatch(Catch):
     """Catch as a third-party image game suite writes it (MinAtar's way):
     observations are boolean planes shaped (rows, columns, 2), channels
     last — the ball's plane, then the paddle's — and `reset` seeds numpy's
@@ -235,11 +235,8 @@ class BoolCatch(gym.Env):
     """
 
     def __init__(self, rows=10, columns=5):
-        self.rows, self.columns = rows, columns
+        super().__init__(rows, columns)
         self.observation_space = gym.spaces.Box(0, 1, (rows, columns, 2), bool)
-        self.action_space = gym.spaces.Discrete(3)
-        self.ball = (0, 0)
-        self.paddle = columns // 2
         self.random = np.random.RandomState(0)
 
     def _obs(self):
@@ -253,11 +250,3 @@ class BoolCatch(gym.Env):
         self.ball = (0, int(self.random.randint(self.columns)))
         self.paddle = self.columns // 2
         return self._obs(), {}
-
-    def step(self, action):
-        self.paddle = int(np.clip(self.paddle + int(action) - 1, 0, self.columns - 1))
-        self.ball = (self.ball[0] + 1, self.ball[1])
-        if self.ball[0] == self.rows - 1:
-            reward = 1.0 if self.paddle == self.ball[1] else -1.0
-            return self._obs(), reward, True, False, {}
-        return self._obs(), 0.0, False, False, {}

@@ -157,6 +157,28 @@ fn run_with_actors(
     (d, status, logs)
 }
 
+/// DQN with the small CNN on a Catch of `env` under `async` over QUIC,
+/// stopped by a confirmed 0.99 (`extra`: more tables).
+fn catch_over_quic(name: &str, env: &str, extra: &str, dir: &Path) -> RunConfig {
+    config(
+        name,
+        env,
+        "dqn",
+        "workflow = \"async\"\ntransport = \"quic\"\n",
+        &format!(
+            "[stop]\ntarget_eval_return = 0.99\nmax_env_steps = 40000\nmax_episodes = 10000\nmax_wall_secs = 300.0\n\
+             [eval]\nperiod_steps = 1000\nepisodes = 10\nconfirm_episodes = 100\n\
+             {extra}\
+             [distributed]\nbatch_step_frequency = 9\n\
+             {CATCH_MODEL}\
+             [dqn]\nhidden = [64]\nlr = 0.001\nbatch_size = 32\nbuffer_size = 10000\n\
+             learning_starts = 500\ntarget_update_interval = 200\neps_decay_steps = 4000\n\
+             eps_end = 0.02\n"
+        ),
+        dir,
+    )
+}
+
 /// A third-party image game suite, first try: boolean planes `(10, 5, 2)`
 /// channels last (accepted as 0/1 bytes, seen by the network unscaled;
 /// `layout = "auto"` reads the 2 as channels), and a `reset` that seeds
@@ -168,22 +190,7 @@ fn run_with_actors(
 fn a_bool_image_env_with_legacy_seeding_trains_evaluates_and_stops_on_its_target() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
-    let cfg = config(
-        "bool-catch",
-        "BoolCatch",
-        "dqn",
-        "workflow = \"async\"\ntransport = \"quic\"\n",
-        &format!(
-            "[stop]\ntarget_eval_return = 0.99\nmax_env_steps = 40000\nmax_episodes = 10000\nmax_wall_secs = 300.0\n\
-             [eval]\nperiod_steps = 1000\nepisodes = 10\nconfirm_episodes = 100\n\
-             [distributed]\nbatch_step_frequency = 9\n\
-             {CATCH_MODEL}\
-             [dqn]\nhidden = [64]\nlr = 0.001\nbatch_size = 32\nbuffer_size = 10000\n\
-             learning_starts = 500\ntarget_update_interval = 200\neps_decay_steps = 4000\n\
-             eps_end = 0.02\n"
-        ),
-        dir.path(),
-    );
+    let cfg = catch_over_quic("bool-catch", "BoolCatch", "", dir.path());
     let (d, status, _logs) = run_with_actors(&cfg, 4, 1, Duration::from_secs(360));
     assert_eq!(status["state"], "finished", "{status}");
     assert!(
@@ -222,21 +229,10 @@ fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
     // Catch is deterministic but for the ball's column: a greedy policy that
     // catches from all five columns scores 1.0 on every episode, one that
     // misses one scores at most 0.6 over 100.
-    let cfg = config(
+    let cfg = catch_over_quic(
         "catch-async",
         "Catch",
-        "dqn",
-        "workflow = \"async\"\ntransport = \"quic\"\n",
-        &format!(
-            "[stop]\ntarget_eval_return = 0.99\nmax_env_steps = 40000\nmax_episodes = 10000\nmax_wall_secs = 300.0\n\
-             [eval]\nperiod_steps = 1000\nepisodes = 10\nconfirm_episodes = 100\n\
-             [checkpoint]\nperiod_steps = 5000\n\
-             [distributed]\nbatch_step_frequency = 9\n\
-             {CATCH_MODEL}\
-             [dqn]\nhidden = [64]\nlr = 0.001\nbatch_size = 32\nbuffer_size = 10000\n\
-             learning_starts = 500\ntarget_update_interval = 200\neps_decay_steps = 4000\n\
-             eps_end = 0.02\n"
-        ),
+        "[checkpoint]\nperiod_steps = 5000\n",
         dir.path(),
     );
     let (d, status, logs) = run_with_actors(&cfg, 4, 1, Duration::from_secs(360));

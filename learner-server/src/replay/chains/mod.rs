@@ -149,12 +149,8 @@ impl FrameChains {
         // at a chain's start, its older frames are kept beside it).
         let before = self.open.get(&t.episode).copied();
         let follows = before.is_some_and(|p| {
-            if self.whole.contains_key(&p) {
-                return false;
-            }
-            let mut stack = vec![0u8; od];
-            self.next_bytes(p as usize, &mut stack);
-            stack == obs
+            self.next_frames_of(p as usize)
+                .is_some_and(|next| next.iter().zip(obs.chunks_exact(f)).all(|(a, b)| *a == b))
         });
         self.prev[i] = before.unwrap_or(NONE);
         if let Some(p) = before {
@@ -256,10 +252,8 @@ impl FrameChains {
         let succ = self.next[s];
         if succ != NONE {
             if !self.bases.contains_key(&succ) {
-                let mut stack = vec![0u8; self.obs_dim()];
-                self.obs_bytes(succ as usize, &mut stack);
-                let od = self.obs_dim();
-                self.bases.insert(succ, stack[..od - self.frame].to_vec());
+                let older = self.frames_of(succ as usize)[..self.k - 1].concat();
+                self.bases.insert(succ, older);
             }
             self.prev[succ as usize] = NONE;
         }
@@ -276,42 +270,60 @@ impl FrameChains {
         }
     }
 
-    /// Slot `s`'s observation: its stack, oldest frame first.
-    fn obs_bytes(&self, s: usize, out: &mut [u8]) {
-        let f = self.frame;
-        let (mut slot, mut j) = (s, self.k - 1);
+    /// Slot `s`'s stack as its `k` frames, oldest first, borrowed from the
+    /// ring (walking back along the chain) and the chain's first slot's
+    /// older frames.
+    fn frames_of(&self, s: usize) -> Vec<&[u8]> {
+        let (f, k) = (self.frame, self.k);
+        // Newest first, turned round at the end.
+        let mut out: Vec<&[u8]> = Vec::with_capacity(k);
+        let mut slot = s;
         loop {
-            out[j * f..(j + 1) * f].copy_from_slice(&self.frames[slot * f..(slot + 1) * f]);
-            if j == 0 {
-                return;
+            out.push(&self.frames[slot * f..(slot + 1) * f]);
+            if out.len() == k {
+                break;
             }
             if let Some(base) = self.bases.get(&(slot as u32)) {
-                out[..j * f].copy_from_slice(&base[(self.k - 1 - j) * f..]);
-                return;
+                let missing = k - out.len();
+                out.extend(base.chunks_exact(f).rev().take(missing));
+                break;
             }
             slot = self.prev[slot] as usize;
-            j -= 1;
         }
+        out.reverse();
+        out
     }
 
-    /// Slot `s`'s next observation (one step on).
-    fn next_bytes(&self, s: usize, out: &mut [u8]) {
-        if let Some(whole) = self.whole.get(&(s as u32)) {
-            out.copy_from_slice(whole);
-            return;
+    /// Slot `s`'s next observation as frames (its stack moved on by one),
+    /// or `None` when it is kept whole.
+    fn next_frames_of(&self, s: usize) -> Option<Vec<&[u8]>> {
+        if self.whole.contains_key(&(s as u32)) {
+            return None;
         }
-        let (f, od) = (self.frame, self.obs_dim());
-        let mut stack = vec![0u8; od];
-        self.obs_bytes(s, &mut stack);
-        out[..od - f].copy_from_slice(&stack[f..]);
-        let newest = match self.tails.get(&(s as u32)) {
-            Some(tail) => &tail[..],
+        let f = self.frame;
+        let mut frames = self.frames_of(s);
+        frames.remove(0);
+        frames.push(match self.tails.get(&(s as u32)) {
+            Some(tail) => tail,
             None => {
                 let x = self.next[s] as usize;
                 &self.frames[x * f..(x + 1) * f]
             }
-        };
-        out[od - f..].copy_from_slice(newest);
+        });
+        Some(frames)
+    }
+
+    /// Slot `s`'s observation: its stack, oldest frame first.
+    fn obs_bytes(&self, s: usize, out: &mut [u8]) {
+        copy_frames(&self.frames_of(s), out);
+    }
+
+    /// Slot `s`'s next observation (one step on).
+    fn next_bytes(&self, s: usize, out: &mut [u8]) {
+        match self.next_frames_of(s) {
+            Some(frames) => copy_frames(&frames, out),
+            None => out.copy_from_slice(&self.whole[&(s as u32)]),
+        }
     }
 
     /// Slot `s`'s n-step window: its last slot, the discounted reward sum
@@ -384,6 +396,13 @@ impl FrameChains {
             out.data[o_rew + k] = ret;
             out.data[o_disc + k] = discount;
         }
+    }
+}
+
+/// Frames laid end to end into `out`.
+fn copy_frames(frames: &[&[u8]], out: &mut [u8]) {
+    for (dst, src) in out.chunks_exact_mut(frames[0].len()).zip(frames) {
+        dst.copy_from_slice(src);
     }
 }
 
