@@ -6,8 +6,8 @@
 //! a slot.
 
 use super::*;
-use crate::replay::{NStep, ReplayImage};
-use rand::SeedableRng;
+use crate::replay::{NStep, ReplayImage, SampledBatch};
+use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
 
 const F: usize = 2;
