@@ -15,7 +15,7 @@ use rlfleet_shared::mpi::{
     self, BYE_DONE, Backoff, Geometry, Layout, Role, SimpleCommunicator, TAG_BYE, TAG_MESSAGE,
     Window, mailbox::Mailbox,
 };
-use rlfleet_shared::wire::{self, Message};
+use rlfleet_shared::wire::{self, Message, WeightsRejoin};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -43,6 +43,8 @@ pub struct MpiLink {
     /// Simulated failure: the link is lost at this batch.
     fail_after: Option<u64>,
     batches: u64,
+    /// Weights come in a frame of their own before their message.
+    rejoin: WeightsRejoin,
 }
 
 impl MpiLink {
@@ -52,17 +54,18 @@ impl MpiLink {
 }
 
 impl Link for MpiLink {
-    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+    async fn send(&mut self, msg: Message) -> Result<(), String> {
         if let Message::Experience(_) = msg {
             if self.fail_after == Some(self.batches) {
                 return Err(format!("simulated failure after {} batches", self.batches));
             }
             self.batches += 1;
         }
-        let frame = wire::encode(msg);
+        let frame = wire::encode(&msg);
         // Batches and requests for work go the same way, so that their
         // replies keep their order.
-        if let (Some(mb), Message::Experience(_) | Message::WorkRequest(_)) = (&self.mailbox, msg) {
+        if let (Some(mb), Message::Experience(_) | Message::WorkRequest(_)) = (&self.mailbox, &msg)
+        {
             let mut backoff = backoff();
             while !mb.deposit(&self.window, &frame)? {
                 pause(&mut backoff).await;
@@ -86,7 +89,13 @@ impl Link for MpiLink {
                 .immediate_matched_probe_with_tag(TAG_MESSAGE)
                 .map(|probed| probed.matched_receive_vec::<u8>().0);
             if let Some(bytes) = bytes {
-                return mpi::decode_frame(&bytes, self.max_frame_bytes).map_err(|e| e.to_string());
+                let msg = mpi::decode_frame(&bytes, self.max_frame_bytes)
+                    .and_then(|m| self.rejoin.join(m))
+                    .map_err(|e| e.to_string())?;
+                match msg {
+                    Some(msg) => return Ok(msg),
+                    None => continue,
+                }
             }
             pause(&mut backoff).await;
         }
@@ -145,6 +154,7 @@ pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
         max_frame_bytes: wire::DEFAULT_MAX_FRAME_BYTES,
         fail_after: args.fail_after_batches,
         batches: 0,
+        rejoin: WeightsRejoin::default(),
     };
     let result = runtime.block_on(run_link(&player, &mut link, cancel));
     // Said before MPI_Finalize: mpirun need not forward what a rank writes

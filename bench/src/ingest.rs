@@ -65,7 +65,7 @@ pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64, o: Obs) -> M
                 }
                 s.step(&[(i % 2) as f32], 1.0, &obs(i + 1), o.bytes);
             }
-            s
+            s.into()
         },
         finished: Vec::new(),
         faults: vec![],

@@ -33,9 +33,12 @@ pub struct Metrics {
     /// Steps counted but not trained on: their frame stack misses frames
     /// of a batch that never reached the learner (`frame_stack` > 1).
     pub transitions_unstacked: IntCounter,
-    /// Weights frames encoded for QUIC actors (one per version sent, shared
-    /// by every actor's session).
+    /// Weights frames encoded for QUIC and MPI actors (one per version
+    /// sent, shared by every actor's session).
     pub weights_frames_encoded: IntCounter,
+    /// Weights sent to actors (in acknowledgements and welcomes), by
+    /// transport.
+    pub weights_sent: IntCounterVec,
     pub inference_requests: IntCounter,
     /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
     pub rma_deposits: IntCounter,
@@ -208,7 +211,13 @@ impl Metrics {
             weights_frames_encoded: counter(
                 &r,
                 "rlfleet_weights_frames_encoded_total",
-                "Weights frames encoded for QUIC actors: one per version sent, its bytes shared by every actor's acknowledgement and welcome.",
+                "Weights frames encoded for QUIC and MPI actors: one per version sent, its bytes shared by every actor's acknowledgement and welcome.",
+            ),
+            weights_sent: counter_vec(
+                &r,
+                "rlfleet_weights_sent_total",
+                "Weights sent to actors in acknowledgements and welcomes, by transport (over QUIC and MPI each is a copy of the version's one weights frame; in process, a shared reference).",
+                "transport",
             ),
             inference_requests: counter(
                 &r,
@@ -303,6 +312,9 @@ impl Metrics {
         for transport in ["quic", "mpi"] {
             m.bytes_received.with_label_values(&[transport]);
             m.bytes_sent.with_label_values(&[transport]);
+        }
+        for transport in ["quic", "mpi", "inproc"] {
+            m.weights_sent.with_label_values(&[transport]);
         }
         m
     }

@@ -41,7 +41,8 @@ pub struct Registry {
     /// This daemon resumes interrupted runs when it starts again (`serve`):
     /// actors are told to reconnect when it shuts down, not to exit.
     pub comes_back: AtomicBool,
-    /// The latest weights frame, encoded once for every QUIC session.
+    /// The latest weights frame, encoded once for every QUIC and MPI
+    /// session.
     pub weights_frames: std::sync::Arc<rlfleet_shared::wire::WeightsFrames>,
 }
 

@@ -389,9 +389,10 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
         let encoded = d.metric("rlfleet_weights_frames_encoded_total");
         let versions = status["train_steps"].as_u64().unwrap() as f64 + 1.0;
         if workflow == "async" {
+            let sent = d.metric("rlfleet_weights_sent_total{transport=\"quic\"}");
             assert!(
-                encoded >= 1.0 && encoded <= versions,
-                "{encoded} weights frames for {versions} versions"
+                encoded >= 1.0 && encoded <= versions && encoded <= sent,
+                "{encoded} weights frames for {versions} versions, {sent} sent"
             );
         }
         if workflow == "seed" {

@@ -1,5 +1,6 @@
 //! MPI ranks under real `mpirun` (feature `mpi`), beyond the conformance
-//! column: DQN reaches CartPole-v1's target with `async` over MPI, an actor
+//! column: DQN reaches CartPole-v1's target with `async` over MPI (its
+//! weights encoded once per version for every rank), an actor
 //! rank that leaves early does not hang the run (its episodes are
 //! re-issued and every id finishes once), a QUIC actor joins the run of
 //! an MPI job (a mixed fleet), a learner rank's config error ends the
@@ -38,7 +39,21 @@ fn dqn_reaches_475_with_async_over_mpi() {
     );
     let resolved = std::fs::read_to_string(cfg.output_dir.join("config.resolved.toml")).unwrap();
     assert!(resolved.contains("transport = \"mpi\""), "{resolved}");
-    eprintln!("async over mpi: {}", stdout.trim());
+    // The weights went to the 4 actor ranks as one shared frame per
+    // version: fewer encodings than sends, at most one per version.
+    let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom")).unwrap();
+    let metric = |name| rlfleet_tests::metric_value(&prom, name);
+    let sent = metric("rlfleet_weights_sent_total{transport=\"mpi\"}");
+    let encoded = metric("rlfleet_weights_frames_encoded_total");
+    let versions = metric("rlfleet_train_steps_total") + 1.0;
+    assert!(
+        encoded >= 1.0 && encoded < sent && encoded <= versions,
+        "{encoded} weights frames encoded for {sent} sent, {versions} versions"
+    );
+    eprintln!(
+        "async over mpi: {} ({sent} weights sent, {encoded} encoded)",
+        stdout.trim()
+    );
 }
 
 #[test]

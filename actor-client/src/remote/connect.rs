@@ -140,9 +140,9 @@ async fn read_replies(mut frames: FrameReader, tx: mpsc::UnboundedSender<Result<
 }
 
 impl Link for Patient {
-    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+    async fn send(&mut self, msg: Message) -> Result<(), String> {
         self.in_run = !matches!(msg, Message::Hello(_));
-        wire::write_frame(&mut self.send, msg, &mut self.wbuf)
+        wire::write_frame(&mut self.send, &msg, &mut self.wbuf)
             .await
             .map(drop)
             .map_err(|e| e.to_string())
@@ -259,8 +259,8 @@ mod tests {
             .expect("connect");
         let mut link = Patient::new(fs, Some(Duration::from_secs(60)));
         let exchange = async {
-            link.send(&observations(1, 4)).await?;
-            link.send(&observations(2, 1 << 20)).await?; // 4 MB
+            link.send(observations(1, 4)).await?;
+            link.send(observations(2, 1 << 20)).await?; // 4 MB
             let mut seqs = Vec::new();
             for _ in 0..2 {
                 match link.recv().await? {

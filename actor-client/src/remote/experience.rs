@@ -114,11 +114,13 @@ pub(super) async fn play_experience<L: Link>(
 
 impl<L: Link> Play<'_, L> {
     async fn send(&mut self, s: Submission) -> Result<(), SessionEnd> {
-        let msg = s.into_message();
-        let sent = self.link.send(&msg).await;
-        let s = Submission::from_message(msg).expect("built from a submission");
-        self.flight.sent(s);
-        sent.map_err(SessionEnd::Lost)
+        // The flight keeps the batch until it is acknowledged; the copy
+        // shares its steps.
+        self.flight.sent(s.clone());
+        self.link
+            .send(s.into_message())
+            .await
+            .map_err(SessionEnd::Lost)
     }
 
     fn any_running(&self) -> bool {
@@ -198,7 +200,7 @@ impl<L: Link> Play<'_, L> {
                     seq,
                     policy_version: self.policy.version(),
                     last,
-                    steps: batch,
+                    steps: batch.into(),
                     finished,
                     faults,
                     idle_envs: idle,

@@ -147,7 +147,7 @@ mod tests {
                 for _ in 0..steps {
                     s.step(&[0.0], 0.0, &[0.0], false);
                 }
-                s
+                s.into()
             },
             finished: vec![],
             faults: vec![],

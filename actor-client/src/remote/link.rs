@@ -8,12 +8,13 @@ use std::future::Future;
 use tokio::sync::mpsc;
 
 /// One request to the learner and its reply. `Err` says why the link was
-/// lost.
+/// lost. Messages are handed over, so a link in the learner's process moves
+/// them rather than copying.
 pub trait Link: Send {
-    fn send(&mut self, msg: &Message) -> impl Future<Output = Result<(), String>> + Send;
+    fn send(&mut self, msg: Message) -> impl Future<Output = Result<(), String>> + Send;
     /// The next reply (replies come in request order).
     fn recv(&mut self) -> impl Future<Output = Result<Message, String>> + Send;
-    fn call(&mut self, msg: &Message) -> impl Future<Output = Result<Message, String>> + Send {
+    fn call(&mut self, msg: Message) -> impl Future<Output = Result<Message, String>> + Send {
         async move {
             self.send(msg).await?;
             self.recv().await
@@ -30,9 +31,9 @@ pub struct InprocLink {
 }
 
 impl Link for InprocLink {
-    async fn send(&mut self, msg: &Message) -> Result<(), String> {
+    async fn send(&mut self, msg: Message) -> Result<(), String> {
         self.to_learner
-            .send(msg.clone())
+            .send(msg)
             .await
             .map_err(|_| "the learner is gone".to_string())
     }
@@ -42,5 +43,47 @@ impl Link for InprocLink {
             .recv()
             .await
             .ok_or_else(|| "the learner is gone".to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::wire::{Experience, Steps, Submission};
+    use std::sync::Arc;
+
+    /// A batch crosses the in-process link without a copy of its steps:
+    /// the learner's end reads the very steps the actor keeps until the
+    /// batch is acknowledged.
+    #[tokio::test]
+    async fn an_in_process_batch_is_moved_and_its_steps_shared() {
+        let (to_learner, mut from_actor) = mpsc::channel(4);
+        let (_to_actor, from_learner) = mpsc::channel(4);
+        let mut link = InprocLink {
+            to_learner,
+            from_learner,
+        };
+        let mut steps = Steps::default();
+        steps.begin(0, 1, 0, &[0.5; 7056], true);
+        steps.step(&[1.0], 1.0, &[0.25; 7056], true);
+        let batch = Submission::Batch(Experience {
+            actor_id: "a".into(),
+            session_id: 1,
+            seq: 1,
+            policy_version: 0,
+            steps: steps.into(),
+            finished: vec![],
+            faults: vec![],
+            idle_envs: vec![],
+            last: false,
+        });
+        let kept = batch.clone();
+        link.send(batch.into_message()).await.unwrap();
+        let Some(Message::Experience(got)) = from_actor.recv().await else {
+            panic!("no batch arrived");
+        };
+        let kept = kept.batch().expect("a batch");
+        assert!(Arc::ptr_eq(&got.steps, &kept.steps));
+        assert_eq!(&got, kept);
     }
 }

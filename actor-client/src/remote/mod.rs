@@ -238,7 +238,7 @@ async fn session<L: Link>(
             token: opts.token.clone(),
             env_capacity: opts.envs,
         });
-        let call = fs.call(&hello);
+        let call = fs.call(hello);
         let reply = match (&carry.joined, carry.rejoin_limit) {
             (Some(run), Some(limit)) if opts.once => {
                 match tokio::time::timeout(limit, call).await {

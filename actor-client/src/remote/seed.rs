@@ -56,7 +56,7 @@ pub(super) async fn play_seed<L: Link>(
             faults: envs.take_faults(),
         };
         carry.report.inference_requests += 1;
-        let m = match answer(fs.call(&Message::Observations(req)).await)? {
+        let m = match answer(fs.call(Message::Observations(req)).await)? {
             Ok(m) => m,
             Err(end) => return Ok(end),
         };

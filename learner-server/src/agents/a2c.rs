@@ -8,7 +8,10 @@
 //! network is published: that is what actors and the inference front run.
 
 use super::policy_value::PolicyValue;
-use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
+use super::rollout::{self, Rollout};
+use super::{
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
+};
 use crate::nets::FlatNet;
 use crate::replay::Transition;
 use rlfleet_shared::config::A2cConfig;
@@ -18,25 +21,16 @@ use rlfleet_shared::policy::QPolicy;
 use std::collections::{HashMap, VecDeque};
 use tch::{Device, Kind, Tensor};
 
-/// An episode's steps so far.
-#[derive(Debug, Default)]
-struct Trajectory {
-    obs: Vec<f32>,
-    actions: Vec<i64>,
-    rewards: Vec<f32>,
-    /// The observation after the last step, and whether it is terminal.
-    last_next: Vec<f32>,
-    terminated: bool,
-}
-
 #[derive(Debug)]
 pub struct A2c {
     cfg: A2cConfig,
     nets: PolicyValue,
     obs_dim: usize,
+    /// The env's observations are bytes (kept as bytes).
+    bytes: bool,
     device: Device,
-    open: HashMap<u64, Trajectory>,
-    ready: VecDeque<Trajectory>,
+    open: HashMap<u64, Rollout>,
+    ready: VecDeque<Rollout>,
     train_steps: u64,
     last_loss: Option<Tensor>,
     /// The policy's mean entropy at the latest step.
@@ -75,6 +69,7 @@ impl A2c {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
             obs_dim: spec.obs_dim(),
+            bytes: spec.obs_dtype.is_bytes(),
             device,
             open: HashMap::new(),
             ready: VecDeque::new(),
@@ -88,20 +83,15 @@ impl A2c {
     }
 
     /// One gradient step of both networks on one finished trajectory.
-    fn gradient_step(&mut self, t: &Trajectory) {
+    fn gradient_step(&mut self, t: &Rollout) {
         let n = t.rewards.len() as i64;
-        let od = self.obs_dim as i64;
-        let obs = Tensor::from_slice(&t.obs)
-            .view([n, od])
-            .to_device(self.device);
+        let obs = rows_on_device(&[&t.obs], self.obs_dim, self.device);
         let values = self.nets.values(&obs);
         let bootstrap = if t.terminated {
             0.0
         } else {
             tch::no_grad(|| {
-                let last = Tensor::from_slice(&t.last_next)
-                    .view([1, od])
-                    .to_device(self.device);
+                let last = rows_on_device(&[&t.last_next], self.obs_dim, self.device);
                 self.nets.values(&last).double_value(&[0])
             })
         };
@@ -116,7 +106,8 @@ impl A2c {
         if self.cfg.normalize_advantage && n > 1 {
             adv = (&adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
         }
-        let actions = Tensor::from_slice(&t.actions)
+        let actions: Vec<i64> = t.actions.iter().map(|&a| a as i64).collect();
+        let actions = Tensor::from_slice(&actions)
             .to_device(self.device)
             .unsqueeze(1);
         let logp_all = self
@@ -153,13 +144,11 @@ impl Agent for A2c {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        let traj = self.open.entry(t.episode).or_default();
-        traj.obs.extend_from_slice(t.obs);
-        traj.actions.push(t.action[0] as i64);
-        traj.rewards.push(t.reward);
-        traj.last_next.clear();
-        traj.last_next.extend_from_slice(t.next_obs);
-        traj.terminated = t.terminated;
+        rollout::keep(&mut self.open, self.bytes, t);
+    }
+
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        rollout::keep(&mut self.open, self.bytes, t);
     }
 
     fn abandon_episode(&mut self, episode: u64) {
@@ -198,7 +187,17 @@ impl Agent for A2c {
 
     /// Steps of unfinished episodes held.
     fn replay_len(&self) -> usize {
-        self.open.values().map(|t| t.rewards.len()).sum()
+        self.open.values().map(|t| t.len()).sum()
+    }
+
+    /// The open trajectories' observations (bytes for a uint8 env),
+    /// actions and rewards.
+    fn replay_bytes(&self) -> usize {
+        self.open
+            .values()
+            .chain(&self.ready)
+            .map(Rollout::bytes)
+            .sum()
     }
 
     fn weights(&self) -> Weights {

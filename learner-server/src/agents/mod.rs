@@ -4,6 +4,8 @@
 
 mod a2c;
 mod adam;
+#[cfg(test)]
+mod byte_tests;
 mod critic;
 #[cfg(feature = "mpi")]
 pub mod data_parallel;
@@ -13,6 +15,7 @@ mod off_policy;
 mod policy_value;
 mod ppo;
 mod probe;
+mod rollout;
 mod sac;
 mod td3;
 
@@ -25,7 +28,7 @@ pub use probe::{Probe, ProbeLine};
 pub use sac::Sac;
 pub use td3::Td3;
 
-use crate::replay::{SampledBatch, Transition};
+use crate::replay::{ObsStore, SampledBatch, Transition};
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
 use tch::Device;
@@ -104,9 +107,10 @@ pub trait Agent: Send {
     }
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
-    /// Stores experience whose observations are a uint8 env's bytes: an
-    /// agent whose replay keeps bytes takes them as they are; by default
-    /// they are widened to values.
+    /// Stores experience whose observations are a uint8 env's bytes. Every
+    /// agent that keeps experience (DQN, PPO, A2C, SAC, TD3, and the
+    /// data-parallel wrapper) keeps them as bytes and uploads bytes; by
+    /// default (agents that keep no observation) they are widened.
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
         let (obs, next_obs) = t.widened();
         self.observe(&t.with_obs(&obs, &next_obs));
@@ -246,6 +250,33 @@ pub(crate) fn batch_on_device(batch: &SampledBatch, device: Device) -> (tch::Ten
         data.narrow(0, 0, 2 * b * od)
     };
     (both.view([2 * b, od]), data)
+}
+
+/// The rows of `parts`, one after the other, on `device` as `[rows,
+/// obs_dim]` f32: a byte store's rows cross as bytes and become values
+/// there (an on-policy agent's trajectories).
+pub(crate) fn rows_on_device(parts: &[&ObsStore], obs_dim: usize, device: Device) -> tch::Tensor {
+    fn joined<T: Copy>(parts: &[&ObsStore], rows: impl Fn(&ObsStore) -> Option<&[T]>) -> Vec<T> {
+        let mut all = Vec::new();
+        for p in parts {
+            all.extend_from_slice(rows(p).expect("rows of bytes and values together"));
+        }
+        all
+    }
+    let t = if parts.first().is_some_and(|p| p.is_bytes()) {
+        tch::Tensor::from_slice(&joined(parts, |p| match p {
+            ObsStore::U8(v) => Some(v),
+            ObsStore::F32(_) => None,
+        }))
+    } else {
+        tch::Tensor::from_slice(&joined(parts, |p| match p {
+            ObsStore::F32(v) => Some(v),
+            ObsStore::U8(_) => None,
+        }))
+    };
+    t.to_device(device)
+        .to_kind(tch::Kind::Float)
+        .view([-1, obs_dim as i64])
 }
 
 /// Copies a flat f32 tensor out to host memory.

@@ -5,7 +5,7 @@
 //! sampled batches as tensors ([`Batch`]).
 
 use super::to_vec;
-use crate::replay::{SampledBatch, Transition, UniformReplay};
+use crate::replay::{ObsValue, SampledBatch, Transition, UniformReplay};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 use rlfleet_shared::env::{EnvSpec, Space};
@@ -116,8 +116,9 @@ impl OffPolicy {
         self.policy_fresh = false;
     }
 
-    /// Stores a transition (its action in [-1, 1] units).
-    pub fn observe(&mut self, t: &Transition<'_>) {
+    /// Stores a transition (its action in [-1, 1] units; a uint8 env's
+    /// observations as the bytes they are).
+    pub fn observe<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
         self.scale.normalize(t.action, &mut self.normalized);
         let t = Transition {
             action: &self.normalized,
@@ -223,6 +224,10 @@ macro_rules! off_policy_agent {
         }
 
         fn observe(&mut self, t: &crate::replay::Transition<'_>) {
+            self.core.observe(t);
+        }
+
+        fn observe_bytes(&mut self, t: &crate::replay::Transition<'_, u8>) {
             self.core.observe(t);
         }
 

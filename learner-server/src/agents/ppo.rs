@@ -12,9 +12,12 @@
 //! earlier over `seed-a2c`.
 
 use super::policy_value::PolicyValue;
-use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
+use super::rollout::{self, Rollout};
+use super::{
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
+};
 use crate::nets::FlatNet;
-use crate::replay::Transition;
+use crate::replay::{ObsStore, Transition};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::PpoConfig;
@@ -23,17 +26,6 @@ use rlfleet_shared::nets::{ConvTorso, NetShape};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, QPolicy};
 use std::collections::HashMap;
 use tch::{Device, Kind, Tensor};
-
-/// Consecutive steps of one episode.
-#[derive(Debug, Default)]
-struct Segment {
-    obs: Vec<f32>,
-    actions: Vec<f32>,
-    rewards: Vec<f32>,
-    /// The observation after the last step, and whether it is terminal.
-    last_next: Vec<f32>,
-    terminated: bool,
-}
 
 /// Acting in this process (`single`): a plain-Rust copy of the policy.
 #[derive(Debug)]
@@ -47,12 +39,14 @@ pub struct Ppo {
     cfg: PpoConfig,
     nets: PolicyValue,
     obs_dim: usize,
+    /// The env's observations are bytes (kept as bytes).
+    bytes: bool,
     /// Scalars per action (1 for a discrete index).
     act_dim: usize,
     discrete: bool,
     device: Device,
-    open: HashMap<u64, Segment>,
-    ready: Vec<Segment>,
+    open: HashMap<u64, Rollout>,
+    ready: Vec<Rollout>,
     /// Steps held in `open` and `ready`.
     held: usize,
     rng: Pcg64,
@@ -115,6 +109,7 @@ impl Ppo {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
             obs_dim,
+            bytes: spec.obs_dtype.is_bytes(),
             act_dim,
             discrete,
             device,
@@ -161,22 +156,19 @@ impl Ppo {
         let mut segments = std::mem::take(&mut self.ready);
         segments.extend(self.open.drain().map(|(_, s)| s));
         self.held = 0;
-        let n: usize = segments.iter().map(|s| s.rewards.len()).sum();
+        let n: usize = segments.iter().map(|s| s.len()).sum();
         if n == 0 {
             return 0;
         }
-        let (od, ad) = (self.obs_dim as i64, self.act_dim as i64);
-        let cat = |f: &dyn Fn(&Segment) -> &[f32]| -> Vec<f32> {
-            segments.iter().flat_map(|s| f(s).iter().copied()).collect()
+        let (od, ad) = (self.obs_dim, self.act_dim as i64);
+        let rows = |f: &dyn Fn(&Rollout) -> &ObsStore| {
+            let parts: Vec<&ObsStore> = segments.iter().map(f).collect();
+            rows_on_device(&parts, od, self.device)
         };
-        let obs = Tensor::from_slice(&cat(&|s| &s.obs))
-            .view([n as i64, od])
-            .to_device(self.device);
-        let actions = Tensor::from_slice(&cat(&|s| &s.actions))
+        let (obs, lasts) = (rows(&|s| &s.obs), rows(&|s| &s.last_next));
+        let actions: Vec<f32> = segments.iter().flat_map(|s| s.actions.clone()).collect();
+        let actions = Tensor::from_slice(&actions)
             .view([n as i64, ad])
-            .to_device(self.device);
-        let lasts = Tensor::from_slice(&cat(&|s| &s.last_next))
-            .view([segments.len() as i64, od])
             .to_device(self.device);
         let (old_values, boot, old_logp) = tch::no_grad(|| {
             let v = self.nets.values(&obs);
@@ -191,7 +183,7 @@ impl Ppo {
         let mut adv = vec![0f32; n];
         let mut start = 0;
         for (s, &b) in segments.iter().zip(&boot) {
-            let len = s.rewards.len();
+            let len = s.len();
             let mut gae = 0.0;
             for t in (0..len).rev() {
                 let next_v = if t + 1 < len {
@@ -286,13 +278,12 @@ impl Agent for Ppo {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        let s = self.open.entry(t.episode).or_default();
-        s.obs.extend_from_slice(t.obs);
-        s.actions.extend_from_slice(t.action);
-        s.rewards.push(t.reward);
-        s.last_next.clear();
-        s.last_next.extend_from_slice(t.next_obs);
-        s.terminated = t.terminated;
+        rollout::keep(&mut self.open, self.bytes, t);
+        self.held += 1;
+    }
+
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        rollout::keep(&mut self.open, self.bytes, t);
         self.held += 1;
     }
 
@@ -304,7 +295,7 @@ impl Agent for Ppo {
 
     fn abandon_episode(&mut self, episode: u64) {
         if let Some(s) = self.open.remove(&episode) {
-            self.held -= s.rewards.len();
+            self.held -= s.len();
         }
     }
 
@@ -337,6 +328,16 @@ impl Agent for Ppo {
     /// Steps held for the next update.
     fn replay_len(&self) -> usize {
         self.held
+    }
+
+    /// The rollout's observations (bytes for a uint8 env), actions and
+    /// rewards.
+    fn replay_bytes(&self) -> usize {
+        self.open
+            .values()
+            .chain(&self.ready)
+            .map(Rollout::bytes)
+            .sum()
     }
 
     fn weights(&self) -> Weights {

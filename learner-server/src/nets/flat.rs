@@ -126,18 +126,24 @@ impl FlatNet {
         } else {
             x.view([-1, c, h, w])
         };
-        if torso.bytes {
-            // Not in place: the image may be a view of the caller's batch.
-            img = img.g_mul_scalar(1.0 / 255.0);
-        }
+        // Bytes are scaled by 1/255 in the first convolution's weights (a
+        // few thousand values), not in the image (every value of the
+        // batch): conv(x / 255, W) = conv(x, W / 255). (Every torso starts
+        // with a convolution.)
+        let mut scale = torso.bytes.then_some(1.0 / 255.0);
         let mut convs = self.convs.iter().zip(parts.chunks_exact(2));
         let mut saved = Vec::new();
         for op in torso.ops() {
             img = match op {
                 Op::Conv { .. } => {
                     let ((shape, stride, pad), wb) = convs.next().expect("one per Conv op");
+                    let weight = wb[0].view(*shape);
+                    let weight = match scale.take() {
+                        Some(s) => weight.g_mul_scalar(s),
+                        None => weight,
+                    };
                     img.conv2d(
-                        &wb[0].view(*shape),
+                        &weight,
                         Some(&wb[1]),
                         [*stride, *stride],
                         [*pad, *pad],

@@ -13,7 +13,7 @@ mod uniform;
 pub use chains::FrameChains;
 pub use image::{Blob, BlobType, ImageError, ReplayImage};
 pub use n_step::NStep;
-pub use obs_store::ObsStore;
+pub use obs_store::{ObsStore, ObsValue};
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
 pub use uniform::{SampledBatch, Transition, UniformReplay};

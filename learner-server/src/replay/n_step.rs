@@ -1,37 +1,47 @@
 //! [`NStep`]: turns each episode's one-step transitions into n-step ones
 //! (discounted reward sums over up to n steps, bootstrapping from the
-//! state n steps on) before they go into a replay.
+//! state n steps on) before they go into a replay. Observations go through
+//! as they came: values, or a uint8 env's bytes (`NStep<u8>`).
 
 use super::Transition;
 use std::collections::{HashMap, VecDeque};
 
 /// A step waiting for the rewards that follow it.
 #[derive(Debug)]
-struct Pending {
-    obs: Vec<f32>,
+struct Pending<T> {
+    obs: Vec<T>,
     action: Vec<f32>,
     reward: f32,
 }
 
 /// The last steps of one open episode.
-#[derive(Debug, Default)]
-struct Open {
-    steps: VecDeque<Pending>,
+#[derive(Debug)]
+struct Open<T> {
+    steps: VecDeque<Pending<T>>,
     /// The observation after the newest step.
-    next_obs: Vec<f32>,
+    next_obs: Vec<T>,
+}
+
+impl<T> Default for Open<T> {
+    fn default() -> Self {
+        Open {
+            steps: VecDeque::new(),
+            next_obs: Vec::new(),
+        }
+    }
 }
 
 /// Per-episode windows of the last `n` steps. Episodes may interleave (many
 /// actors feed one learner): each is keyed by its id.
 #[derive(Debug)]
-pub struct NStep {
+pub struct NStep<T = f32> {
     n: usize,
     gamma: f32,
-    open: HashMap<u64, Open>,
+    open: HashMap<u64, Open<T>>,
 }
 
-impl NStep {
-    pub fn new(n: u32, gamma: f64) -> NStep {
+impl<T: Copy> NStep<T> {
+    pub fn new(n: u32, gamma: f64) -> NStep<T> {
         NStep {
             n: n.max(1) as usize,
             gamma: gamma as f32,
@@ -42,7 +52,7 @@ impl NStep {
     /// Takes one step of an episode; gives `emit` each n-step transition it
     /// completes with the discount of its bootstrap (`gamma^k`; 0 past a
     /// terminal state).
-    pub fn push(&mut self, t: &Transition<'_>, mut emit: impl FnMut(&Transition<'_>, f32)) {
+    pub fn push(&mut self, t: &Transition<'_, T>, mut emit: impl FnMut(&Transition<'_, T>, f32)) {
         if self.n == 1 {
             emit(t, if t.terminated { 0.0 } else { self.gamma });
             return;
@@ -67,7 +77,7 @@ impl NStep {
     /// Episode `episode` ended without a terminal state (truncated, or its
     /// terminal step was already pushed): the waiting steps bootstrap from
     /// the last observation over however many steps they have.
-    pub fn end_episode(&mut self, episode: u64, mut emit: impl FnMut(&Transition<'_>, f32)) {
+    pub fn end_episode(&mut self, episode: u64, mut emit: impl FnMut(&Transition<'_, T>, f32)) {
         if let Some(open) = self.open.remove(&episode) {
             drain(open, episode, self.gamma, false, &mut emit);
         }
@@ -86,7 +96,7 @@ impl NStep {
 }
 
 /// The discounted reward sum of `steps` and `gamma^len`.
-fn returns(steps: &VecDeque<Pending>, gamma: f32) -> (f32, f32) {
+fn returns<T>(steps: &VecDeque<Pending<T>>, gamma: f32) -> (f32, f32) {
     let mut sum = 0.0;
     let mut g = 1.0;
     for s in steps {
@@ -97,12 +107,12 @@ fn returns(steps: &VecDeque<Pending>, gamma: f32) -> (f32, f32) {
 }
 
 /// Emits every waiting step of a finished episode.
-fn drain(
-    mut open: Open,
+fn drain<T>(
+    mut open: Open<T>,
     episode: u64,
     gamma: f32,
     terminated: bool,
-    emit: &mut impl FnMut(&Transition<'_>, f32),
+    emit: &mut impl FnMut(&Transition<'_, T>, f32),
 ) {
     while !open.steps.is_empty() {
         emit_first(&mut open, episode, gamma, terminated, emit);
@@ -112,12 +122,12 @@ fn drain(
 /// Emits the oldest waiting step with the discounted sum of the rewards
 /// from it on, bootstrapping from the newest observation (not past a
 /// terminal state).
-fn emit_first(
-    open: &mut Open,
+fn emit_first<T>(
+    open: &mut Open<T>,
     episode: u64,
     gamma: f32,
     terminated: bool,
-    emit: &mut impl FnMut(&Transition<'_>, f32),
+    emit: &mut impl FnMut(&Transition<'_, T>, f32),
 ) {
     let (reward, discount) = returns(&open.steps, gamma);
     let first = open.steps.pop_front().expect("a waiting step");

@@ -1,8 +1,37 @@
 //! [`ObsStore`]: a replay's observations — `f32`, or for envs whose
 //! observations are uint8 (images) the bytes themselves, a quarter of the
-//! memory, handed on as bytes when a batch is sampled.
+//! memory, handed on as bytes when a batch is sampled. Rows are written as
+//! they come ([`ObsValue`]): a byte row goes into a byte store as it is.
 
 use super::image::{Blob, BlobType, ImageError, ReplayImage};
+
+/// What an observation row is made of: values, or a uint8 env's bytes.
+pub trait ObsValue: Copy {
+    fn value(self) -> f32;
+    /// The byte a uint8 env gave (a value's integer part, exact for the
+    /// 0..=255 such an env produces).
+    fn byte(self) -> u8;
+}
+
+impl ObsValue for f32 {
+    fn value(self) -> f32 {
+        self
+    }
+
+    fn byte(self) -> u8 {
+        self as u8
+    }
+}
+
+impl ObsValue for u8 {
+    fn value(self) -> f32 {
+        f32::from(self)
+    }
+
+    fn byte(self) -> u8 {
+        self
+    }
+}
 
 /// Rows of observations, `obs_dim` values each.
 #[derive(Debug)]
@@ -22,14 +51,53 @@ impl ObsStore {
         }
     }
 
-    /// Writes `row` at value offset `at` (a uint8 store keeps each value's
-    /// integer part, exact for the 0..=255 a uint8 env produces).
-    pub fn write(&mut self, at: usize, row: &[f32]) {
+    /// No values yet: rows are added with [`ObsStore::push_row`] (an
+    /// on-policy agent's trajectory).
+    pub fn empty(u8_values: bool) -> ObsStore {
+        ObsStore::new(0, u8_values)
+    }
+
+    /// Appends `row` (as [`ObsStore::write`] keeps it).
+    pub fn push_row<T: ObsValue>(&mut self, row: &[T]) {
         match self {
-            ObsStore::F32(v) => v[at..at + row.len()].copy_from_slice(row),
+            ObsStore::F32(v) => v.extend(row.iter().map(|x| x.value())),
+            ObsStore::U8(v) => v.extend(row.iter().map(|x| x.byte())),
+        }
+    }
+
+    /// Replaces every value with `row`.
+    pub fn set_row<T: ObsValue>(&mut self, row: &[T]) {
+        match self {
+            ObsStore::F32(v) => v.clear(),
+            ObsStore::U8(v) => v.clear(),
+        }
+        self.push_row(row);
+    }
+
+    /// Values held.
+    pub fn len(&self) -> usize {
+        match self {
+            ObsStore::F32(v) => v.len(),
+            ObsStore::U8(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Writes `row` at value offset `at` (a uint8 store keeps each value's
+    /// byte, [`ObsValue::byte`]).
+    pub fn write<T: ObsValue>(&mut self, at: usize, row: &[T]) {
+        match self {
+            ObsStore::F32(v) => {
+                for (dst, &x) in v[at..at + row.len()].iter_mut().zip(row) {
+                    *dst = x.value();
+                }
+            }
             ObsStore::U8(v) => {
                 for (dst, &x) in v[at..at + row.len()].iter_mut().zip(row) {
-                    *dst = x as u8;
+                    *dst = x.byte();
                 }
             }
         }
@@ -103,5 +171,13 @@ mod tests {
         b.read(0, &mut c);
         assert_eq!((a, c), (row, row));
         assert_eq!((f.bytes(), b.bytes()), (24, 6));
+        // Bytes go in as they are, either way.
+        let bytes = [0u8, 1, 17, 128, 254, 255];
+        f.write(0, &bytes);
+        b.write(0, &bytes);
+        let mut d = [0u8; 6];
+        b.read_bytes(0, &mut d);
+        f.read(0, &mut a);
+        assert_eq!((d, a), (bytes, row));
     }
 }

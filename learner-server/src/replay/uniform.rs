@@ -1,8 +1,8 @@
 //! [`UniformReplay`]: a preallocated ring of transitions with uniform
 //! sampling.
 
-use super::ObsStore;
 use super::image::{Blob, ImageError, ReplayImage};
+use super::{ObsStore, ObsValue};
 use rand::Rng;
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
@@ -177,7 +177,8 @@ impl UniformReplay {
     /// weight `discount` (`gamma` for a one-step transition, 0 when it
     /// ends in a terminal state), overwriting the oldest when full; returns
     /// the slot it went to.
-    pub fn push(&mut self, t: &Transition<'_>, discount: f32) -> usize {
+    /// Observations are written as they come (bytes stay bytes).
+    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>, discount: f32) -> usize {
         debug_assert_eq!(t.obs.len(), self.obs_dim);
         debug_assert_eq!(t.next_obs.len(), self.obs_dim);
         debug_assert_eq!(t.action.len(), self.act_dim);

@@ -1,14 +1,15 @@
 //! The in-process transport: actors as tasks in the learner's process,
 //! exchanging messages as values over channels (no sockets, no encoding;
-//! the learner's replies are moved, not copied, and the weights they carry
-//! are shared). Each actor gets a [`Session`] like a QUIC connection does,
+//! messages are moved, not copied, both ways: the weights the learner's
+//! replies carry and the steps of the actors' batches are shared). Each actor gets a [`Session`] like a QUIC connection does,
 //! so it hands the run the same requests; an actor task that ends (or
 //! panics) is seen as a departed connection.
 
 use super::session::{End, Session, Wire};
+use crate::metrics::Metrics;
 use crate::registry::Registry;
 use actor_client::remote::InprocLink;
-use rlfleet_shared::wire::Message;
+use rlfleet_shared::wire::{Message, weights_of};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 
@@ -22,6 +23,7 @@ const LINK_CAPACITY: usize = 64;
 struct InprocWire {
     from_actor: mpsc::Receiver<Message>,
     to_actor: mpsc::Sender<Message>,
+    metrics: Arc<Metrics>,
 }
 
 impl Wire for InprocWire {
@@ -30,6 +32,12 @@ impl Wire for InprocWire {
     }
 
     async fn send(&mut self, msg: Message) -> Result<(), End> {
+        if weights_of(&msg).is_some() {
+            self.metrics
+                .weights_sent
+                .with_label_values(&["inproc"])
+                .inc();
+        }
         self.to_actor.send(msg).await.map_err(|_| End::Lost)
     }
 
@@ -49,6 +57,7 @@ pub fn connect(registry: &Arc<Registry>) -> InprocLink {
         let wire = InprocWire {
             from_actor,
             to_actor,
+            metrics: registry.metrics.clone(),
         };
         Session::new(wire, id, registry, None).serve("inproc").await;
     });

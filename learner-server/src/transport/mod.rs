@@ -6,6 +6,10 @@
 //! is an `Intake`, and what stands behind it (the run thread, `seed`'s
 //! inference front, the `rma` pools) is the workflow's business.
 
+use crate::metrics::Metrics;
+use rlfleet_shared::wire::{Message, WeightsFrames, take_weights};
+use std::sync::Arc;
+
 pub mod inproc;
 #[cfg(feature = "mpi")]
 pub mod mpi;
@@ -13,3 +17,22 @@ pub mod quic;
 pub mod session;
 #[cfg(test)]
 mod tests;
+
+/// Takes the weights out of an `Ack` or `Welcome` going to an actor over
+/// `transport` (one that encodes) and returns the version's shared weights
+/// frame to send before the message, encoded at most once per version.
+/// Counted in the metrics.
+fn weights_frame(
+    frames: &WeightsFrames,
+    metrics: &Metrics,
+    transport: &str,
+    msg: &mut Message,
+) -> Option<Arc<Vec<u8>>> {
+    let w = take_weights(msg)?;
+    let (frame, encoded) = frames.frame(&w);
+    if encoded {
+        metrics.weights_frames_encoded.inc();
+    }
+    metrics.weights_sent.with_label_values(&[transport]).inc();
+    Some(frame)
+}

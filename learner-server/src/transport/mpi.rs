@@ -15,7 +15,7 @@ use rlfleet_shared::mpi::{
     self, BYE_DONE, Backoff, Epoch, Geometry, Layout, Outbox, SimpleCommunicator, TAG_BYE,
     TAG_MESSAGE, Window, mailbox::Mailbox,
 };
-use rlfleet_shared::wire::{self, ErrorCode, FrameError, Message};
+use rlfleet_shared::wire::{self, ErrorCode, FrameError, Message, WeightsFrames};
 use std::collections::BTreeMap;
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
@@ -49,7 +49,7 @@ pub fn serve(registry: Arc<Registry>, opts: MpiOptions, rt: tokio::runtime::Hand
     let world = SimpleCommunicator::world();
     let me = opts.layout.rank;
     let window = Window::allocate(&world, opts.geometry.total_bytes());
-    let (out_tx, out_rx) = mpsc::channel::<(i32, Vec<u8>)>();
+    let (out_tx, out_rx) = mpsc::channel::<(i32, Arc<Vec<u8>>)>();
     let mut peers = BTreeMap::new();
     for rank in opts.layout.actors() {
         let (tx, rx) = tmpsc::unbounded_channel();
@@ -60,6 +60,7 @@ pub fn serve(registry: Arc<Registry>, opts: MpiOptions, rt: tokio::runtime::Hand
             outgoing: out_tx.clone(),
             left: left.clone(),
             metrics: registry.metrics.clone(),
+            weights: registry.weights_frames.clone(),
         };
         let session = Session::new(wire, registry.new_conn_id(), registry.clone(), None);
         rt.spawn(async move { session.serve(&format!("mpi rank {rank}")).await });
@@ -185,9 +186,11 @@ fn refusal(e: FrameError) -> End {
 struct MpiWire {
     rank: i32,
     incoming: tmpsc::UnboundedReceiver<Incoming>,
-    outgoing: mpsc::Sender<(i32, Vec<u8>)>,
+    outgoing: mpsc::Sender<(i32, Arc<Vec<u8>>)>,
     left: CancellationToken,
     metrics: Arc<Metrics>,
+    /// Weights frames shared by every session.
+    weights: Arc<WeightsFrames>,
 }
 
 impl Wire for MpiWire {
@@ -198,15 +201,21 @@ impl Wire for MpiWire {
         }
     }
 
-    async fn send(&mut self, msg: Message) -> Result<(), End> {
-        let frame = wire::encode(&msg);
-        self.metrics
-            .bytes_sent
-            .with_label_values(&["mpi"])
-            .inc_by(frame.len() as u64);
-        self.outgoing
-            .send((self.rank, frame))
-            .map_err(|_| End::Lost)
+    /// An `Ack` or `Welcome` with weights goes as the shared weights frame
+    /// and then the message without them (MPI keeps the two in order).
+    async fn send(&mut self, mut msg: Message) -> Result<(), End> {
+        let weights = super::weights_frame(&self.weights, &self.metrics, "mpi", &mut msg);
+        let frame = Arc::new(wire::encode(&msg));
+        for frame in weights.into_iter().chain([frame]) {
+            self.metrics
+                .bytes_sent
+                .with_label_values(&["mpi"])
+                .inc_by(frame.len() as u64);
+            self.outgoing
+                .send((self.rank, frame))
+                .map_err(|_| End::Lost)?;
+        }
+        Ok(())
     }
 
     async fn closed(&self) {

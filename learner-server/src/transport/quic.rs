@@ -9,7 +9,7 @@ use super::session::{End, Session, Wire};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
 use rlfleet_shared::quic::FramedStream;
-use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames, take_weights};
+use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -195,11 +195,7 @@ impl Wire for QuicWire {
     /// An `Ack` or `Welcome` with weights goes as the shared weights frame
     /// and then the message without them.
     async fn send(&mut self, mut msg: Message) -> Result<(), End> {
-        if let Some(w) = take_weights(&mut msg) {
-            let (frame, encoded) = self.weights.frame(&w);
-            if encoded {
-                self.metrics.weights_frames_encoded.inc();
-            }
+        if let Some(frame) = super::weights_frame(&self.weights, &self.metrics, "quic", &mut msg) {
             self.fs.send_frame(&frame).await.map_err(|_| End::Lost)?;
         }
         self.fs.send(&msg).await.map_err(|_| End::Lost)?;

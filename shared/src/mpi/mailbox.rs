@@ -196,7 +196,7 @@ mod tests {
                     s.step(&vec![1.0; ad as usize], 1.0, &vec![1.0; od as usize], false);
                     s.end(true);
                 }
-                s
+                s.into()
             },
             finished: vec![
                 EpisodeResult {

@@ -1,5 +1,6 @@
-//! [`Outbox`]: non-blocking sends of owned buffers (`MPI_Isend`), kept
-//! until MPI is done with them. The learner's transport thread never
+//! [`Outbox`]: non-blocking sends of owned or shared buffers
+//! (`MPI_Isend`), kept until MPI is done with them (one shared buffer, a
+//! weights frame, may go to several ranks at once: MPI only reads it). The learner's transport thread never
 //! blocks on a send, so an actor that is itself sending cannot deadlock
 //! it. rsmpi 0.8 ties a non-blocking send's buffer to a scope, which an
 //! open-ended event loop cannot give; this owns the buffers instead.
@@ -9,21 +10,30 @@ use mpi::ffi;
 use mpi::raw::AsRaw;
 use mpi::topology::SimpleCommunicator;
 use std::os::raw::{c_int, c_void};
+use std::sync::Arc;
 
 /// Sends in flight, each with the buffer MPI reads from.
 #[derive(Debug, Default)]
 pub struct Outbox {
-    pending: Vec<(Vec<u8>, ffi::MPI_Request)>,
+    pending: Vec<(Arc<Vec<u8>>, ffi::MPI_Request)>,
 }
 
 impl Outbox {
     /// Starts sending `bytes` to `dest` with `tag`; the buffer is kept
     /// until the send completes.
-    pub fn send(&mut self, comm: &SimpleCommunicator, dest: i32, tag: i32, bytes: Vec<u8>) {
+    pub fn send(
+        &mut self,
+        comm: &SimpleCommunicator,
+        dest: i32,
+        tag: i32,
+        bytes: impl Into<Arc<Vec<u8>>>,
+    ) {
+        let bytes = bytes.into();
         let len = c_int::try_from(bytes.len()).expect("an MPI message is below 2 GiB");
-        // SAFETY: the buffer's heap allocation does not move when the Vec
-        // is moved into `pending`, and it is not freed or written to until
-        // MPI_Test/MPI_Wait report the request complete.
+        // SAFETY: the buffer's heap allocation does not move when the Arc
+        // is moved into `pending`; it is never written to (shared, not
+        // mutable), and not freed until MPI_Test/MPI_Wait report the
+        // request complete, since `pending` holds a reference until then.
         let request = unsafe {
             let mut request = ffi::RSMPI_REQUEST_NULL;
             ffi::MPI_Isend(

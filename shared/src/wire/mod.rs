@@ -6,10 +6,11 @@
 //! exchange on one bidirectional stream: `Observations -> Actions` (seed) or
 //! `Experience -> Ack` (the others). Replies come in request order; an actor
 //! may have up to `Welcome::in_flight` experience requests outstanding. Any
-//! reply may be [`Stop`] or [`ErrorMsg`] instead. Over QUIC an `Ack` or
-//! `Welcome` that carries weights travels as a [`Message::Weights`] frame
-//! and then the message without them ([`WeightsFrames`]); [`read_frame`]
-//! puts them back together.
+//! reply may be [`Stop`] or [`ErrorMsg`] instead. Over QUIC and MPI an
+//! `Ack` or `Welcome` that carries weights travels as a
+//! [`Message::Weights`] frame and then the message without them
+//! ([`WeightsFrames`]); [`read_frame`] and [`WeightsRejoin`] put them back
+//! together.
 
 mod frame;
 mod messages;
@@ -23,11 +24,11 @@ pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame
 pub use messages::*;
 pub use steps::StepRef;
 pub use submission::Submission;
-pub use weights::{WeightsFrames, attach_weights, take_weights};
+pub use weights::{WeightsFrames, WeightsRejoin, attach_weights, take_weights, weights_of};
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

@@ -14,7 +14,7 @@ fn experience() -> Message {
             s.step(&[1.0], 1.0, &[0.25; 4], false);
             s.step(&[0.0], 1.0, &[0.75; 4], false);
             s.end(true);
-            s
+            s.into()
         },
         finished: vec![EpisodeResult {
             episode: 4,
@@ -111,7 +111,10 @@ fn each_observation_travels_once_and_bytes_take_a_quarter() {
         t.obs_into(steps, &mut o);
         assert_eq!(o, vec![(steps - 1) as f32; 64], "exact either way");
         let e = match experience() {
-            Message::Experience(e) => Experience { steps: t, ..e },
+            Message::Experience(e) => Experience {
+                steps: t.into(),
+                ..e
+            },
             _ => unreachable!(),
         };
         encode(&Message::Experience(e)).len()

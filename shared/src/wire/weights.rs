@@ -1,10 +1,11 @@
 //! Weights in a frame of their own. An `Ack` or `Welcome` that carries
-//! weights goes over QUIC as a [`Message::Weights`] frame and then the
-//! message without them: [`WeightsFrames`] encodes the weights frame once
-//! per published version, and every actor's session writes the same bytes
-//! (7 MB for DQN-Nature's network, once, instead of once per actor).
-//! [`super::read_frame`] puts the weights back into the message after them,
-//! so a reader sees the message whole.
+//! weights goes over QUIC and MPI as a [`Message::Weights`] frame and then
+//! the message without them: [`WeightsFrames`] encodes the weights frame
+//! once per published version, and every actor's session sends the same
+//! bytes (7 MB for DQN-Nature's network, once, instead of once per actor).
+//! [`super::read_frame`] (a stream) and [`WeightsRejoin`] (frames handed
+//! over one by one) put the weights back into the message after them, so
+//! a reader sees the message whole.
 
 use super::{FrameError, Message, WeightsMsg, encode};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +17,15 @@ pub fn take_weights(msg: &mut Message) -> Option<WeightsMsg> {
     match msg {
         Message::Ack(a) => a.weights.take(),
         Message::Welcome(w) => w.weights.take(),
+        _ => None,
+    }
+}
+
+/// The weights an `Ack` or `Welcome` carries.
+pub fn weights_of(msg: &Message) -> Option<&WeightsMsg> {
+    match msg {
+        Message::Ack(a) => a.weights.as_ref(),
+        Message::Welcome(w) => w.weights.as_ref(),
         _ => None,
     }
 }
@@ -71,6 +81,35 @@ impl WeightsFrames {
     /// Weights frames encoded so far.
     pub fn encoded(&self) -> u64 {
         self.encoded.load(Ordering::Relaxed)
+    }
+}
+
+/// Joins each weights frame to the message after it, for a transport that
+/// hands over frames one at a time (an MPI rank's receives).
+#[derive(Debug, Default)]
+pub struct WeightsRejoin {
+    held: Option<WeightsMsg>,
+}
+
+impl WeightsRejoin {
+    /// The message whole, or `None` when `msg` is a weights frame (held
+    /// for the message after it). An error when two weights frames come in
+    /// a row or the message after one takes no weights.
+    pub fn join(&mut self, mut msg: Message) -> Result<Option<Message>, FrameError> {
+        if let Message::Weights(w) = msg {
+            if self.held.is_some() {
+                return Err(FrameError::Invalid(
+                    "two weights frames in a row (each goes before the message it belongs to)"
+                        .into(),
+                ));
+            }
+            self.held = Some(w);
+            return Ok(None);
+        }
+        if let Some(w) = self.held.take() {
+            attach_weights(&mut msg, w)?;
+        }
+        Ok(Some(msg))
     }
 }
 
@@ -132,6 +171,39 @@ mod tests {
         let err = rt
             .block_on(read_frame(&mut &stop[..], 1 << 24, &mut buf))
             .unwrap_err();
+        assert!(err.to_string().contains("before a stop frame"), "{err}");
+    }
+
+    /// Frames one by one: a weights frame is held and joined to the ack
+    /// after it; two in a row, or one before a stop, are refused.
+    #[test]
+    fn frames_handed_over_one_by_one_are_joined_like_a_stream() {
+        let w = WeightsMsg {
+            version: 2,
+            data: vec![1.5f32; 10].into(),
+        };
+        let mut rejoin = WeightsRejoin::default();
+        let mut msg = ack(Some(w.clone()));
+        let taken = take_weights(&mut msg).unwrap();
+        assert_eq!(weights_of(&msg), None);
+        assert_eq!(rejoin.join(Message::Weights(taken)).unwrap(), None);
+        let whole = rejoin.join(msg).unwrap().unwrap();
+        assert_eq!(weights_of(&whole), Some(&w));
+        assert_eq!(
+            rejoin.join(ack(None)).unwrap(),
+            Some(ack(None)),
+            "nothing held"
+        );
+        rejoin.join(Message::Weights(w.clone())).unwrap();
+        let twice = rejoin.join(Message::Weights(w.clone())).unwrap_err();
+        assert!(twice.to_string().contains("two weights frames"), "{twice}");
+        let mut rejoin = WeightsRejoin::default();
+        rejoin.join(Message::Weights(w)).unwrap();
+        let stop = Message::Stop(crate::wire::Stop {
+            reason: "done".into(),
+            shutdown: false,
+        });
+        let err = rejoin.join(stop).unwrap_err();
         assert!(err.to_string().contains("before a stop frame"), "{err}");
     }
 }

@@ -100,7 +100,7 @@ fn messages() -> Vec<Message> {
                 s.begin(0, 7, 20, &[0.1, 0.2, 0.3, 0.4], false);
                 s.step(&[1.0], 1.0, &[0.2, 0.3, 0.4, 0.5], false);
                 s.end(false);
-                s
+                s.into()
             },
             finished: vec![EpisodeResult {
                 episode: 7,

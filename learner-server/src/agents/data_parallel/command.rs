@@ -20,31 +20,47 @@ pub(super) enum Command {
     Finish,
 }
 
-/// Within [`Command::Observe`]: one transition, or one episode's end or
-/// abandonment.
+/// Within [`Command::Observe`]: one transition (a uint8 env's as bytes),
+/// or one episode's end or abandonment.
 #[derive(Debug, Clone, PartialEq, Archive, Serialize, Deserialize)]
 pub(super) enum Item {
-    Transition {
-        episode: u64,
-        obs: Vec<f32>,
-        action: Vec<f32>,
-        reward: f32,
-        next_obs: Vec<f32>,
-        terminated: bool,
-    },
+    Transition(Step<f32>),
+    Bytes(Step<u8>),
     End(u64),
     Abandon(u64),
 }
 
-impl Item {
-    pub fn transition(t: &Transition<'_>) -> Item {
-        Item::Transition {
+/// A transition as it travels: observations as values or as bytes.
+#[derive(Debug, Clone, PartialEq, Archive, Serialize, Deserialize)]
+pub(super) struct Step<T> {
+    episode: u64,
+    obs: Vec<T>,
+    action: Vec<f32>,
+    reward: f32,
+    next_obs: Vec<T>,
+    terminated: bool,
+}
+
+impl<T: Copy> Step<T> {
+    pub fn of(t: &Transition<'_, T>) -> Step<T> {
+        Step {
             episode: t.episode,
             obs: t.obs.to_vec(),
             action: t.action.to_vec(),
             reward: t.reward,
             next_obs: t.next_obs.to_vec(),
             terminated: t.terminated,
+        }
+    }
+
+    pub fn transition(&self) -> Transition<'_, T> {
+        Transition {
+            episode: self.episode,
+            obs: &self.obs,
+            action: &self.action,
+            reward: self.reward,
+            next_obs: &self.next_obs,
+            terminated: self.terminated,
         }
     }
 }
@@ -145,14 +161,22 @@ mod tests {
         };
         assert_eq!(bits(&back), bits(&s), "-0.0 stays -0.0");
         let observe = Command::Observe(vec![
-            Item::transition(&Transition {
+            Item::Transition(Step::of(&Transition {
                 episode: 3,
                 obs: &[0.5, -1.0],
                 action: &[1.0],
                 reward: 2.5,
                 next_obs: &[0.25, f32::NAN],
                 terminated: true,
-            }),
+            })),
+            Item::Bytes(Step::of(&Transition {
+                episode: 4,
+                obs: &[0u8, 255],
+                action: &[2.0],
+                reward: -1.0,
+                next_obs: &[7, 9],
+                terminated: false,
+            })),
             Item::End(3),
             Item::Abandon(4),
         ]);

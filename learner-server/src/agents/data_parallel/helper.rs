@@ -5,7 +5,6 @@
 use super::allreduce::AllreduceMean;
 use super::command::{Command, Item};
 use crate::agents::{Agent, AgentState};
-use crate::replay::Transition;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Destination, MatchedReceiveVec, Source};
 use rlfleet_shared::mpi::{Backoff, Group};
 
@@ -61,21 +60,8 @@ pub fn serve_helper(mut agent: Box<dyn Agent>, commands: Group, reduce: Group) {
 
 fn observe(agent: &mut dyn Agent, item: Item) {
     match item {
-        Item::Transition {
-            episode,
-            obs,
-            action,
-            reward,
-            next_obs,
-            terminated,
-        } => agent.observe(&Transition {
-            episode,
-            obs: &obs,
-            action: &action,
-            reward,
-            next_obs: &next_obs,
-            terminated,
-        }),
+        Item::Transition(t) => agent.observe(&t.transition()),
+        Item::Bytes(t) => agent.observe_bytes(&t.transition()),
         Item::End(e) => agent.end_episode(e),
         Item::Abandon(e) => agent.abandon_episode(e),
     }

@@ -19,7 +19,7 @@ pub use helper::serve_helper;
 
 use super::{Agent, AgentError, AgentState, Weights};
 use crate::replay::Transition;
-use command::{Command, Item, StateMsg};
+use command::{Command, Item, StateMsg, Step};
 use rlfleet_shared::mpi::Group;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Destination, Source};
 use std::path::Path;
@@ -137,7 +137,16 @@ impl Agent for DataParallel {
         if k == 0 {
             return self.inner.observe(t);
         }
-        self.pending[k].push(Item::transition(t));
+        self.pending[k].push(Item::Transition(Step::of(t)));
+    }
+
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        let k = self.owner(t.episode);
+        self.held[k] += 1;
+        if k == 0 {
+            return self.inner.observe_bytes(t);
+        }
+        self.pending[k].push(Item::Bytes(Step::of(t)));
     }
 
     fn end_episode(&mut self, episode: u64) {

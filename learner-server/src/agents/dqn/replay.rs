@@ -6,7 +6,7 @@
 
 use crate::agents::AgentError;
 use crate::replay::{
-    FrameChains, NStep, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay,
+    FrameChains, NStep, ObsValue, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay,
 };
 use rand::Rng;
 use rand_pcg::Pcg64;
@@ -17,8 +17,13 @@ use rlfleet_shared::nets::NetShape;
 /// Where the transitions are kept.
 #[derive(Debug)]
 enum Store {
-    /// Whole rows; n-step windows are assembled on the way in.
-    Rows { ring: UniformReplay, n_step: NStep },
+    /// Whole rows; n-step windows are assembled on the way in (a uint8
+    /// env's steps through windows of bytes, kept as bytes).
+    Rows {
+        ring: UniformReplay,
+        n_step: NStep,
+        n_bytes: NStep<u8>,
+    },
     /// Each frame once; windows are read at sample time.
     Chains(FrameChains),
 }
@@ -55,6 +60,7 @@ impl DqnReplay {
                     spec.obs_dtype.is_bytes(),
                 ),
                 n_step: NStep::new(cfg.n_step, cfg.gamma),
+                n_bytes: NStep::new(cfg.n_step, cfg.gamma),
             },
         };
         DqnReplay {
@@ -92,7 +98,7 @@ impl DqnReplay {
     /// One step of an episode.
     pub fn observe(&mut self, t: &Transition<'_>) {
         match &mut self.store {
-            Store::Rows { ring, n_step } => n_step.push(t, store(ring, &mut self.per)),
+            Store::Rows { ring, n_step, .. } => n_step.push(t, store(ring, &mut self.per)),
             Store::Chains(c) => {
                 let pushed = c.push(t);
                 self.chained(pushed);
@@ -101,18 +107,14 @@ impl DqnReplay {
     }
 
     /// One step of a uint8 env's episode, its stacks as bytes: frame
-    /// chains take them as they are; rows go through the n-step windows as
-    /// values.
+    /// chains and rows take them as they are.
     pub fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
         match &mut self.store {
             Store::Chains(c) => {
                 let pushed = c.push_bytes(t);
                 self.chained(pushed);
             }
-            Store::Rows { .. } => {
-                let (obs, next_obs) = t.widened();
-                self.observe(&t.with_obs(&obs, &next_obs));
-            }
+            Store::Rows { ring, n_bytes, .. } => n_bytes.push(t, store(ring, &mut self.per)),
         }
     }
 
@@ -128,7 +130,14 @@ impl DqnReplay {
     /// The episode ended: its window's tail goes in.
     pub fn end_episode(&mut self, episode: u64) {
         match &mut self.store {
-            Store::Rows { ring, n_step } => n_step.end_episode(episode, store(ring, &mut self.per)),
+            Store::Rows {
+                ring,
+                n_step,
+                n_bytes,
+            } => {
+                n_step.end_episode(episode, store(ring, &mut self.per));
+                n_bytes.end_episode(episode, store(ring, &mut self.per));
+            }
             Store::Chains(c) => {
                 let done = c.end_episode(episode);
                 if let Some(per) = &mut self.per {
@@ -141,7 +150,12 @@ impl DqnReplay {
     /// The episode is played again elsewhere: its window goes.
     pub fn abandon(&mut self, episode: u64) {
         match &mut self.store {
-            Store::Rows { n_step, .. } => n_step.abandon(episode),
+            Store::Rows {
+                n_step, n_bytes, ..
+            } => {
+                n_step.abandon(episode);
+                n_bytes.abandon(episode);
+            }
             Store::Chains(c) => c.abandon(episode),
         }
     }
@@ -201,9 +215,14 @@ impl DqnReplay {
     /// played again from their start, so no window survives.
     pub fn restore(&mut self, img: &ReplayImage) -> Result<(), AgentError> {
         match &mut self.store {
-            Store::Rows { ring, n_step } => {
+            Store::Rows {
+                ring,
+                n_step,
+                n_bytes,
+            } => {
                 ring.restore(img)?;
                 *n_step = NStep::new(self.n, self.gamma);
+                *n_bytes = NStep::new(self.n, self.gamma);
             }
             Store::Chains(c) => {
                 c.restore(img)?;
@@ -218,10 +237,10 @@ impl DqnReplay {
 }
 
 /// Puts a transition into the ring (and its slot into the priorities).
-fn store<'a>(
+fn store<'a, T: ObsValue>(
     ring: &'a mut UniformReplay,
     per: &'a mut Option<Prioritized>,
-) -> impl FnMut(&Transition<'_>, f32) + 'a {
+) -> impl FnMut(&Transition<'_, T>, f32) + 'a {
     move |t, discount| {
         let slot = ring.push(t, discount);
         if let Some(per) = per {

@@ -127,7 +127,7 @@ fn batch(
         session_id: 1,
         seq,
         policy_version: version,
-        steps: run,
+        steps: run.into(),
         finished: if finish {
             vec![EpisodeResult {
                 episode,
@@ -289,7 +289,7 @@ fn a_work_request_gets_episodes_or_waits_and_is_never_a_batch() {
     drop(t);
     // An empty `Experience` is refused: asking is a work request.
     let mut empty = batch("a", 3, 0, 1, false, 0);
-    empty.steps = Steps::default();
+    empty.steps = Steps::default().into();
     match answered(&mut h.send(1, empty)) {
         Some(Message::Error(e)) => assert!(e.text.contains("work request"), "{}", e.text),
         other => panic!("expected an error, got {other:?}"),
@@ -326,7 +326,7 @@ fn a_bad_batch_is_refused_with_its_problem_and_counted_invalid() {
     let mut h = harness("async", 10, "");
     answered(&mut h.join(1, "a", 1)).expect("welcome");
     let mut e = batch("a", 1, 0, 3, false, 0);
-    e.steps.rewards[1] = f32::NAN;
+    Arc::make_mut(&mut e.steps).rewards[1] = f32::NAN;
     match answered(&mut h.send(1, e)) {
         Some(Message::Error(err)) => {
             assert_eq!(err.code, ErrorCode::NonFinite);

@@ -72,7 +72,9 @@ pub struct EnvFaultReport {
 
 /// Experience from an actor (`async`, `sync`). `(actor_id, session_id,
 /// seq)` identifies it: a batch resent after a reconnect keeps its original
-/// key and is never trained twice.
+/// key and is never trained twice. Its steps are shared: the actor keeps
+/// the batch until it is acknowledged, and in process the learner reads
+/// the same steps (a clone copies no step).
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Experience {
     pub actor_id: String,
@@ -80,7 +82,7 @@ pub struct Experience {
     pub seq: u64,
     /// Version of the weights that chose the actions.
     pub policy_version: u64,
-    pub steps: Steps,
+    pub steps: std::sync::Arc<Steps>,
     pub finished: Vec<EpisodeResult>,
     /// Episodes abandoned because their env raised.
     pub faults: Vec<EnvFaultReport>,

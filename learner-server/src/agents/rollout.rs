@@ -1,0 +1,61 @@
+//! [`Rollout`]: consecutive steps of one episode as an on-policy agent
+//! (PPO, A2C) holds them until it trains on them. A uint8 env's
+//! observations are kept as bytes and cross to the device as bytes.
+
+use crate::replay::{ObsStore, ObsValue, Transition};
+use std::collections::HashMap;
+
+#[derive(Debug)]
+pub(super) struct Rollout {
+    pub obs: ObsStore,
+    /// Each step's action (`act_dim` values; a discrete action's index).
+    pub actions: Vec<f32>,
+    pub rewards: Vec<f32>,
+    /// The observation after the last step, and whether it is terminal.
+    pub last_next: ObsStore,
+    pub terminated: bool,
+}
+
+impl Rollout {
+    /// Empty; observations as bytes when `bytes`.
+    pub fn new(bytes: bool) -> Rollout {
+        Rollout {
+            obs: ObsStore::empty(bytes),
+            actions: Vec::new(),
+            rewards: Vec::new(),
+            last_next: ObsStore::empty(bytes),
+            terminated: false,
+        }
+    }
+
+    /// Appends one step (observations as they came: values or bytes).
+    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
+        self.obs.push_row(t.obs);
+        self.actions.extend_from_slice(t.action);
+        self.rewards.push(t.reward);
+        self.last_next.set_row(t.next_obs);
+        self.terminated = t.terminated;
+    }
+
+    /// Steps held.
+    pub fn len(&self) -> usize {
+        self.rewards.len()
+    }
+
+    /// Bytes its steps take.
+    pub fn bytes(&self) -> usize {
+        self.obs.bytes() + self.last_next.bytes() + 4 * (self.actions.len() + self.rewards.len())
+    }
+}
+
+/// Appends `t` to its episode's rollout in `open` (a new one, with
+/// observations as bytes when `bytes`, for an episode not seen yet).
+pub(super) fn keep<T: ObsValue>(
+    open: &mut HashMap<u64, Rollout>,
+    bytes: bool,
+    t: &Transition<'_, T>,
+) {
+    open.entry(t.episode)
+        .or_insert_with(|| Rollout::new(bytes))
+        .push(t);
+}
