@@ -90,9 +90,10 @@ fn agent_rate(cfg: &RunConfig, secs: f64) -> (f64, f64) {
     let mut agent = build_agent(cfg, &spec, Device::Cpu);
     match cfg.agent {
         // On-policy: time whole updates on freshly collected data.
-        AgentKind::Ppo | AgentKind::A2c => {
+        AgentKind::Ppo | AgentKind::A2c | AgentKind::Impala => {
             let chunk = match cfg.agent {
                 AgentKind::Ppo => cfg.ppo.n_steps as usize,
+                AgentKind::Impala => cfg.impala.n_steps as usize,
                 _ => 500,
             };
             let (mut steps, mut busy, mut round) = (0u64, 0.0, 0u64);
@@ -105,6 +106,8 @@ fn agent_rate(cfg: &RunConfig, secs: f64) -> (f64, f64) {
             }
             let per_step = match cfg.agent {
                 AgentKind::Ppo => f64::from(cfg.ppo.batch_size),
+                // Each gradient step reads every held step.
+                AgentKind::Impala => f64::from(cfg.impala.n_steps),
                 // One step per episode of random play.
                 _ => (chunk as u64 * round) as f64 / steps.max(1) as f64,
             };

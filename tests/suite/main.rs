@@ -30,4 +30,5 @@ mod slurm_job;
 mod systemd_notify;
 mod systemd_units;
 mod tensorboard;
+mod vtrace_reference;
 mod workflows_learn;

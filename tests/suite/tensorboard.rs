@@ -24,7 +24,7 @@ print(json.dumps({t: [[e.step, e.value] for e in acc.Scalars(t)] for t in acc.Ta
 
 type Series = BTreeMap<String, Vec<(u64, f64)>>;
 
-fn read_board(dir: &Path) -> Series {
+pub(crate) fn read_board(dir: &Path) -> Series {
     let files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .filter_map(|e| e.ok())
@@ -56,7 +56,7 @@ fn read_board(dir: &Path) -> Series {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn series<'a>(b: &'a Series, tag: &str) -> &'a [(u64, f64)] {
+pub(crate) fn series<'a>(b: &'a Series, tag: &str) -> &'a [(u64, f64)] {
     b.get(tag)
         .unwrap_or_else(|| panic!("no `{tag}` in the event file; tags: {:?}", b.keys()))
 }

@@ -7,17 +7,15 @@
 //! gradient with an entropy bonus, and value regression. Only the policy
 //! network is published: that is what actors and the inference front run.
 
-use super::policy_value::PolicyValue;
+use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
-use crate::nets::FlatNet;
 use crate::replay::Transition;
 use rlfleet_shared::config::A2cConfig;
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::nets::{ConvTorso, NetShape};
-use rlfleet_shared::policy::QPolicy;
+use rlfleet_shared::nets::ConvTorso;
 use std::collections::{HashMap, VecDeque};
 use tch::{Device, Kind, Tensor};
 
@@ -37,10 +35,7 @@ pub struct A2c {
     last_entropy: Option<Tensor>,
     /// Acting in this process (`single`): a plain-Rust copy of the policy,
     /// refreshed after each gradient step.
-    actor: QPolicy,
-    actor_fresh: bool,
-    /// The action `actor` picked (reused).
-    picked: Vec<f32>,
+    actor: SoftmaxActor,
 }
 
 impl A2c {
@@ -53,20 +48,16 @@ impl A2c {
         seed: u64,
         device: Device,
     ) -> Self {
-        let n_actions = spec
-            .action_space
-            .n()
-            .expect("A2C here needs a discrete action space (validated)");
-        let shape = NetShape::with_torso(torso, spec.obs_dim(), &cfg.hidden, n_actions);
-        let policy_net = FlatNet::from_shape(shape.clone());
-        let value_net = FlatNet::from_shape(shape.with_output(1));
-        tch::manual_seed(seed as i64);
-        let policy = policy_net.init(device);
-        let value = value_net.init(device);
-        let mut actor = QPolicy::from_shape(shape, seed ^ 0xa2c0);
-        actor.sample = true;
+        let (nets, actor) = PolicyValue::discrete(
+            spec,
+            torso,
+            &cfg.hidden,
+            cfg.lr,
+            (seed, seed ^ 0xa2c0),
+            device,
+        );
         A2c {
-            nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
+            nets,
             cfg: cfg.clone(),
             obs_dim: spec.obs_dim(),
             bytes: spec.obs_dtype.is_bytes(),
@@ -77,8 +68,6 @@ impl A2c {
             last_loss: None,
             last_entropy: None,
             actor,
-            actor_fresh: false,
-            picked: Vec::with_capacity(1),
         }
     }
 
@@ -124,7 +113,7 @@ impl A2c {
         let loss = &policy_loss + &value_loss;
         self.nets.step(&loss, self.cfg.max_grad_norm);
         self.train_steps += 1;
-        self.actor_fresh = false;
+        self.actor.stale();
         self.last_loss = Some(loss.detach());
         self.last_entropy = Some(entropy.detach());
     }
@@ -132,15 +121,7 @@ impl A2c {
 
 impl Agent for A2c {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
-        if !self.actor_fresh {
-            let w = to_vec(&self.nets.policy);
-            self.actor
-                .load(self.train_steps, &w)
-                .expect("the policy's own shape");
-            self.actor_fresh = true;
-        }
-        self.actor.act(obs, 1, &mut self.picked);
-        action[0] = self.picked[0];
+        self.actor.act(&self.nets, self.train_steps, obs, action);
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
@@ -210,7 +191,7 @@ impl Agent for A2c {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
         copy_into(&mut self.nets.policy, &w.data);
-        self.actor_fresh = false;
+        self.actor.stale();
         Ok(())
     }
 
@@ -221,7 +202,7 @@ impl Agent for A2c {
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
-        self.actor_fresh = false;
+        self.actor.stale();
         Ok(())
     }
 }

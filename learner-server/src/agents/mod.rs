@@ -11,6 +11,7 @@ mod critic;
 pub mod data_parallel;
 mod dqn;
 mod greedy;
+mod impala;
 mod off_policy;
 mod policy_value;
 mod ppo;
@@ -18,11 +19,13 @@ mod probe;
 mod rollout;
 mod sac;
 mod td3;
+pub mod vtrace;
 
 pub use a2c::A2c;
 pub use adam::Adam;
 pub use dqn::Dqn;
 pub use greedy::GreedyPolicy;
+pub use impala::Impala;
 pub use ppo::Ppo;
 pub use probe::{Probe, ProbeLine};
 pub use sac::Sac;
@@ -105,6 +108,11 @@ pub trait Agent: Send {
     fn epsilon(&self, _env_steps: u64) -> f64 {
         0.0
     }
+    /// The transitions observed next were acted by the published weights
+    /// of version `version` (an actor's, or the `seed` front's; until told,
+    /// the agent's own current version, as under `single`). An agent that
+    /// corrects for policy lag (IMPALA) remembers it per step.
+    fn acted_with(&mut self, _version: u64) {}
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
     /// Stores experience whose observations are a uint8 env's bytes. Every
@@ -211,6 +219,7 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
         AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, torso, cfg.seed, device)),
         AgentKind::Ppo => Box::new(Ppo::new(&cfg.ppo, spec, torso, cfg.seed, device)),
+        AgentKind::Impala => Box::new(Impala::new(&cfg.impala, spec, torso, cfg.seed, device)),
         AgentKind::Td3 => Box::new(Td3::new(&cfg.td3, true, spec, cfg.seed, device)),
         AgentKind::Ddpg => Box::new(Td3::new(&cfg.ddpg.as_td3(), false, spec, cfg.seed, device)),
         AgentKind::Sac => Box::new(Sac::new(&cfg.sac, spec, cfg.seed, device)),

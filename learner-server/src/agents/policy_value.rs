@@ -2,9 +2,12 @@
 //! PPO) — a policy MLP and a value MLP, each over one flat tensor with its
 //! own Adam — with their joint gradient step and their checkpoint tensors.
 
-use super::{AgentError, AgentState, named, restore};
+use super::{AgentError, AgentState, named, restore, to_vec};
 use crate::nets::FlatNet;
-use tch::Tensor;
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::{ConvTorso, NetShape};
+use rlfleet_shared::policy::QPolicy;
+use tch::{Device, Tensor};
 
 #[derive(Debug)]
 pub struct PolicyValue {
@@ -29,7 +32,69 @@ fn clipped_step(params: &mut Tensor, adam: &mut super::Adam, max_norm: f64) -> T
     norm
 }
 
+/// Acting in this process (`single`) for a discrete policy: a plain-Rust
+/// copy of the policy that samples from its softmax, refreshed from the
+/// networks when they changed.
+#[derive(Debug)]
+pub struct SoftmaxActor {
+    policy: QPolicy,
+    fresh: bool,
+    picked: Vec<f32>,
+}
+
+impl SoftmaxActor {
+    /// The networks changed: the copy is refreshed before the next action.
+    pub fn stale(&mut self) {
+        self.fresh = false;
+    }
+
+    /// Samples an action for `obs` from `nets`' policy (at `version`).
+    pub fn act(&mut self, nets: &PolicyValue, version: u64, obs: &[f32], action: &mut [f32]) {
+        if !self.fresh {
+            let w = to_vec(&nets.policy);
+            self.policy
+                .load(version, &w)
+                .expect("the policy's own shape");
+            self.fresh = true;
+        }
+        self.policy.act(obs, 1, &mut self.picked);
+        action[0] = self.picked[0];
+    }
+}
+
 impl PolicyValue {
+    /// A policy over `spec`'s discrete actions (logits) and a value
+    /// network, both `torso` then `hidden`, initialised from `seed`; and a
+    /// sampling actor (its draws seeded by `actor_seed`).
+    pub fn discrete(
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        hidden: &[u32],
+        lr: f64,
+        (seed, actor_seed): (u64, u64),
+        device: Device,
+    ) -> (PolicyValue, SoftmaxActor) {
+        let n_actions = spec
+            .action_space
+            .n()
+            .expect("a discrete action space (validated)");
+        let shape = NetShape::with_torso(torso, spec.obs_dim(), hidden, n_actions);
+        let policy_net = FlatNet::from_shape(shape.clone());
+        let value_net = FlatNet::from_shape(shape.with_output(1));
+        tch::manual_seed(seed as i64);
+        let policy = policy_net.init(device);
+        let value = value_net.init(device);
+        let mut actor = QPolicy::from_shape(shape, actor_seed);
+        actor.sample = true;
+        let nets = PolicyValue::new(policy_net, value_net, policy, value, lr);
+        let actor = SoftmaxActor {
+            policy: actor,
+            fresh: false,
+            picked: Vec::with_capacity(1),
+        };
+        (nets, actor)
+    }
+
     /// Both networks from fresh parameters (which get gradients here).
     pub fn new(
         policy_net: FlatNet,

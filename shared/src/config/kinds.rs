@@ -24,6 +24,10 @@ pub enum AgentKind {
     A2c,
     /// Proximal policy optimisation (on-policy; discrete or continuous).
     Ppo,
+    /// IMPALA: an actor-critic trained on unrolls with V-trace targets,
+    /// which correct for the policy lag of the steps it is given
+    /// (discrete actions).
+    Impala,
     /// Deterministic policy gradient (off-policy; continuous actions).
     Ddpg,
     /// Twin delayed DDPG (off-policy; continuous actions).
@@ -40,7 +44,7 @@ impl AgentKind {
     /// The agent's published network gives logits that actors sample from
     /// (rather than Q-values they act epsilon-greedily on).
     pub fn samples_softmax(self) -> bool {
-        matches!(self, AgentKind::A2c | AgentKind::Ppo)
+        matches!(self, AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala)
     }
 
     /// The agent only acts in continuous action spaces.

@@ -10,6 +10,7 @@ mod a2c;
 mod distributed;
 mod dqn;
 mod error;
+mod impala;
 mod keyed;
 mod kinds;
 mod model;
@@ -24,6 +25,7 @@ pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow, SeedInference, WindowSelector};
 pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
+pub use impala::ImpalaConfig;
 pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use model::{ImageLayout, ModelConfig, Torso};
@@ -105,6 +107,9 @@ pub struct RunConfig {
     /// Hyperparameters of the `ppo` agent.
     #[serde(default)]
     pub ppo: PpoConfig,
+    /// Hyperparameters of the `impala` agent.
+    #[serde(default)]
+    pub impala: ImpalaConfig,
     /// Hyperparameters of the `ddpg` agent.
     #[serde(default)]
     pub ddpg: DdpgConfig,
@@ -164,6 +169,7 @@ impl RunConfig {
         match self.agent {
             AgentKind::A2c => &self.a2c.hidden,
             AgentKind::Ppo => &self.ppo.hidden,
+            AgentKind::Impala => &self.impala.hidden,
             AgentKind::Ddpg => &self.ddpg.hidden,
             AgentKind::Td3 => &self.td3.hidden,
             AgentKind::Sac => &self.sac.hidden,
@@ -209,7 +215,7 @@ impl RunConfig {
             AgentKind::Ddpg => Some(u64::from(self.ddpg.batch_size)),
             AgentKind::Td3 => Some(u64::from(self.td3.batch_size)),
             AgentKind::Sac => Some(u64::from(self.sac.batch_size)),
-            AgentKind::A2c | AgentKind::Ppo => None,
+            AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala => None,
         }
     }
 

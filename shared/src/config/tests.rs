@@ -116,7 +116,25 @@ fn wrong_workflow_pairings_are_rejected() {
     assert!(e.contains("an integer >= 64 (dqn.batch_size"), "{e}");
     RunConfig::from_toml(&orchestrated("error_buffer = 32.0"), "t").unwrap();
     let e = err(&MINIMAL.replace("\"single\"", "\"seed-a2c\"\ntransport = \"quic\""));
-    assert!(e.contains("use agent `a2c` or `ppo`, not `dqn`"), "{e}");
+    assert!(
+        e.contains("use agent `a2c`, `ppo` or `impala`, not `dqn`"),
+        "{e}"
+    );
+    // IMPALA runs on unrolls of the episodes it is given, not `rma`'s
+    // pools, and needs discrete actions.
+    let impala = MINIMAL.replace("agent = \"dqn\"", "agent = \"impala\"");
+    let e = err(&impala
+        .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
+        .replace("[stop]", "[stop]\nmax_episodes = 10"));
+    assert!(e.contains("agent `impala` trains on unrolls"), "{e}");
+    let e = err(&(impala.clone() + "[impala]\nrho_bar = 0.0\n"));
+    assert!(e.starts_with("`impala.rho_bar` = 0"), "{e}");
+    let e = err(&impala.replace("CartPole-v1", "Pendulum-v1"));
+    assert!(
+        e.contains("agent `impala` needs a discrete action space"),
+        "{e}"
+    );
+    RunConfig::from_toml(&impala, "t").unwrap();
     let e = err(&MINIMAL
         .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
         .replace("agent = \"dqn\"", "agent = \"a2c\"")

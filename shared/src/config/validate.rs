@@ -155,6 +155,7 @@ impl RunConfig {
         self.validate_dqn()?;
         self.validate_a2c()?;
         self.validate_ppo()?;
+        self.validate_impala()?;
         self.validate_continuous_agents()?;
         if self.agent == AgentKind::Probe {
             require(

@@ -1,4 +1,4 @@
-//! Validation of the agent tables (`[a2c]`, `[dqn]`, `[ppo]`, `[ddpg]`,
+//! Validation of the agent tables (`[a2c]`, `[dqn]`, `[ppo]`, `[impala]`, `[ddpg]`,
 //! `[td3]`, `[sac]`), and of which agent fits which action space and
 //! workflow.
 
@@ -47,12 +47,15 @@ impl RunConfig {
         if self.model.torso == super::Torso::Mlp {
             return Ok(());
         }
-        if !matches!(self.agent, AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo) {
+        if !matches!(
+            self.agent,
+            AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala
+        ) {
             return Err(ConfigError::Unsupported {
                 key: "model.torso",
                 value: serde_json::to_string(&self.model.torso).expect("an enum serialises"),
                 allowed: format!(
-                    "agents dqn, a2c and ppo take a convolutional torso; `{}` takes \"mlp\"",
+                    "agents dqn, a2c, ppo and impala take a convolutional torso; `{}` takes \"mlp\"",
                     self.agent
                 ),
             });
@@ -169,6 +172,51 @@ impl RunConfig {
         Ok(())
     }
 
+    pub(super) fn validate_impala(&self) -> Result<(), ConfigError> {
+        let unrolls = [
+            WorkflowKind::Single,
+            WorkflowKind::Sync,
+            WorkflowKind::Async,
+            WorkflowKind::SeedA2c,
+        ];
+        if self.agent == AgentKind::Impala && !unrolls.contains(&self.workflow) {
+            return Err(ConfigError::Conflict(format!(
+                "agent `impala` trains on unrolls of the episodes it is given: use workflow \
+                 `single`, `sync`, `async` or `seed-a2c`, not `{}`",
+                self.workflow
+            )));
+        }
+        let p = &self.impala;
+        network(
+            ["impala.hidden", "impala.lr", "impala.gamma"],
+            &p.hidden,
+            p.lr,
+            p.gamma,
+        )?;
+        require(
+            "impala.n_steps",
+            p.n_steps,
+            (1..=1_000_000).contains(&p.n_steps),
+            "an integer in 1..=1000000",
+        )?;
+        require(
+            "impala.n_epochs",
+            p.n_epochs,
+            (1..=1_000).contains(&p.n_epochs),
+            "an integer in 1..=1000",
+        )?;
+        positive_finite("impala.rho_bar", p.rho_bar)?;
+        positive_finite("impala.c_bar", p.c_bar)?;
+        unit_interval("impala.lambda", p.lambda)?;
+        for (key, v) in [
+            ("impala.baseline_cost", p.baseline_cost),
+            ("impala.entropy_cost", p.entropy_cost),
+        ] {
+            require(key, v, v.is_finite() && v >= 0.0, "a finite number >= 0")?;
+        }
+        positive_finite("impala.max_grad_norm", p.max_grad_norm)
+    }
+
     pub(super) fn validate_a2c(&self) -> Result<(), ConfigError> {
         let on_policy = [
             WorkflowKind::Single,
@@ -189,7 +237,8 @@ impl RunConfig {
             && self.agent != AgentKind::Probe
         {
             return Err(ConfigError::Conflict(format!(
-                "workflow `seed-a2c` trains an on-policy agent: use agent `a2c` or `ppo`, not `{}`",
+                "workflow `seed-a2c` trains a policy-gradient agent: use agent `a2c`, `ppo` or \
+                 `impala`, not `{}`",
                 self.agent
             )));
         }

@@ -28,7 +28,7 @@ pub use weights::{WeightsFrames, WeightsRejoin, attach_weights, take_weights, we
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

@@ -151,6 +151,7 @@ impl Core {
     fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool, resend: bool) {
         let learns = self.cfg().workflow != WorkflowKind::Random;
         let (od, ad) = (self.obs_dim(), self.act_dim());
+        self.agent.acted_with(e.policy_version);
         let t = &e.steps;
         if learns && let Some(frames) = &mut self.frames {
             // Single frames: each env's stack, kept here, makes the

@@ -73,6 +73,8 @@ pub(super) struct Acted {
     pub obs: Observations,
     /// `n_envs * action_dim` values (zeros for envs that needed none).
     pub actions: Vec<f32>,
+    /// The version of the weights that chose them.
+    pub version: u64,
 }
 
 /// What the run thread took out of the pools: batches with their actor's

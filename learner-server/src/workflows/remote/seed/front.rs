@@ -195,6 +195,7 @@ impl Front {
                 conn,
                 obs,
                 actions: vec![0.0; n_envs * self.act_dim],
+                version: self.policy.version(),
             };
             self.forward(vec![forward]);
         } else {
@@ -324,6 +325,7 @@ impl Front {
                 conn: p.conn,
                 obs: p.obs,
                 actions,
+                version: self.policy.version(),
             });
         }
         self.forward(items);

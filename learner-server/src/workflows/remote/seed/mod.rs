@@ -32,14 +32,17 @@ struct EnvTrack {
     prev_obs: Vec<f32>,
     prev_bytes: Vec<u8>,
     prev_action: Vec<f32>,
+    /// The version of the weights that chose `prev_action`.
+    prev_version: u64,
     ret: f64,
     len: u32,
 }
 
 impl EnvTrack {
     /// The observation an action was just chosen for (as values or as
-    /// bytes), and that action.
-    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32]) {
+    /// bytes), that action and the version of the weights that chose it.
+    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32], version: u64) {
+        self.prev_version = version;
         self.prev_obs.clear();
         self.prev_obs.extend_from_slice(obs);
         self.prev_bytes.clear();
@@ -111,6 +114,7 @@ impl Seed {
             conn,
             obs: o,
             actions,
+            version,
         } = item;
         // A uint8 run's observations reach the agent as bytes.
         let bytes = !o.obs_u8.is_empty();
@@ -149,7 +153,7 @@ impl Seed {
             };
             let action = &actions[i * ad..(i + 1) * ad];
             if f & flags::FRESH != 0 || !track.remembers() {
-                track.remember(obs, raw, action);
+                track.remember(obs, raw, action, version);
                 continue;
             }
             let terminated = f & flags::TERMINATED != 0;
@@ -161,6 +165,13 @@ impl Seed {
                 next_obs: &[],
                 terminated,
             };
+            // The front may have acted with weights older than the
+            // learner's: reported as the policy lag, and told to the agent
+            // (IMPALA corrects for it).
+            let lag = core.agent.train_steps().saturating_sub(track.prev_version);
+            core.book.policy_lag(lag);
+            core.metrics.policy_lag.observe(lag as f64);
+            core.agent.acted_with(track.prev_version);
             if bytes {
                 core.agent
                     .observe_bytes(&step.with_obs(&track.prev_bytes, raw));
@@ -176,7 +187,7 @@ impl Seed {
                 ended.push((i as u32, episode, track.ret, track.len));
                 *track = EnvTrack::default();
             } else {
-                track.remember(obs, raw, action);
+                track.remember(obs, raw, action, version);
             }
         }
         let n = core.book.counters.env_steps - before;

@@ -1,0 +1,400 @@
+//! [`Impala`]: IMPALA's actor-critic (Espeholt et al. 2018) over discrete
+//! actions — a policy network (logits) and a value network, each over one
+//! flat tensor with its own Adam — trained on unrolls with V-trace targets
+//! ([`super::vtrace`]). Each step remembers the policy version that chose
+//! its action (`Agent::acted_with`; under `single` the agent's own), and
+//! the agent keeps the published weights of recent versions, so an update
+//! computes the behaviour policy μ exactly and corrects for the lag of
+//! steps acted by older weights instead of refusing them. Every `n_steps`
+//! held steps (finished and unfinished episodes alike, each episode's steps
+//! one unroll) it takes `n_epochs` gradient steps on all of them, V-trace
+//! recomputed from the current networks each time.
+
+use super::policy_value::{PolicyValue, SoftmaxActor};
+use super::rollout::Rollout;
+use super::vtrace::{Clipping, vtrace};
+use super::{
+    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
+};
+use crate::replay::{ObsStore, ObsValue, Transition};
+use rlfleet_shared::config::ImpalaConfig;
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::ConvTorso;
+use std::collections::{BTreeSet, HashMap, VecDeque};
+use tch::{Device, Kind, Tensor};
+
+/// Published versions whose weights are kept for the steps they acted:
+/// a step acted by an older one cannot be corrected and is dropped
+/// (counted in [`Impala::uncorrectable`]).
+const KEPT_VERSIONS: usize = 64;
+
+/// One episode's steps since the last update, and the policy version that
+/// acted each.
+#[derive(Debug)]
+struct Unroll {
+    steps: Rollout,
+    versions: Vec<u64>,
+}
+
+/// V-trace's importance weights at the latest gradient step.
+#[derive(Debug, Clone, Copy, Default)]
+struct RhoStats {
+    mean: f64,
+    /// The fraction clipped at ρ̄.
+    clipped: f64,
+}
+
+#[derive(Debug)]
+pub struct Impala {
+    cfg: ImpalaConfig,
+    nets: PolicyValue,
+    obs_dim: usize,
+    /// The env's observations are bytes (kept as bytes).
+    bytes: bool,
+    device: Device,
+    open: HashMap<u64, Unroll>,
+    ready: Vec<Unroll>,
+    /// Steps held in `open` and `ready`.
+    held: usize,
+    /// The version that acted the steps observed next (`None`: this
+    /// agent's own, as under `single`).
+    acting: Option<u64>,
+    /// The published policy of recent versions, oldest first.
+    kept: VecDeque<(u64, Tensor)>,
+    /// Steps dropped because the weights that acted them were no longer
+    /// kept.
+    uncorrectable: u64,
+    train_steps: u64,
+    last_loss: Option<Tensor>,
+    last_entropy: Option<Tensor>,
+    last_rho: Option<RhoStats>,
+    /// Acting in this process (`single`).
+    actor: SoftmaxActor,
+}
+
+impl Impala {
+    /// `torso`: convolutional layers in front of both networks' `hidden`
+    /// layers (each network has its own).
+    pub fn new(
+        cfg: &ImpalaConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        seed: u64,
+        device: Device,
+    ) -> Self {
+        let (nets, actor) = PolicyValue::discrete(
+            spec,
+            torso,
+            &cfg.hidden,
+            cfg.lr,
+            (seed, seed ^ 0x1a1a),
+            device,
+        );
+        let mut agent = Impala {
+            nets,
+            cfg: cfg.clone(),
+            obs_dim: spec.obs_dim(),
+            bytes: spec.obs_dtype.is_bytes(),
+            device,
+            open: HashMap::new(),
+            ready: Vec::new(),
+            held: 0,
+            acting: None,
+            kept: VecDeque::new(),
+            uncorrectable: 0,
+            train_steps: 0,
+            last_loss: None,
+            last_entropy: None,
+            last_rho: None,
+            actor,
+        };
+        agent.keep_version();
+        agent
+    }
+
+    /// Steps dropped so far because the weights that acted them were no
+    /// longer kept.
+    pub fn uncorrectable(&self) -> u64 {
+        self.uncorrectable
+    }
+
+    /// Keeps the weights now published (as version `train_steps`).
+    fn keep_version(&mut self) {
+        let w = tch::no_grad(|| self.nets.policy.detach().copy());
+        self.kept.retain(|(v, _)| *v != self.train_steps);
+        self.kept.push_back((self.train_steps, w));
+        while self.kept.len() > KEPT_VERSIONS {
+            self.kept.pop_front();
+        }
+    }
+
+    fn weights_of(&self, version: u64) -> Option<&Tensor> {
+        self.kept
+            .iter()
+            .find_map(|(v, w)| (*v == version).then_some(w))
+    }
+
+    fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
+        let version = self.acting.unwrap_or(self.train_steps);
+        let bytes = self.bytes;
+        let u = self.open.entry(t.episode).or_insert_with(|| Unroll {
+            steps: Rollout::new(bytes),
+            versions: Vec::new(),
+        });
+        u.steps.push(t);
+        u.versions.push(version);
+        self.held += 1;
+    }
+
+    /// Log probabilities of `actions` (`[n, 1]`, int64) at `obs` under the
+    /// policy `params`, `[n]`, and the policy's entropy there.
+    fn log_prob_entropy(
+        &self,
+        params: &Tensor,
+        obs: &Tensor,
+        actions: &Tensor,
+    ) -> (Tensor, Tensor) {
+        let logp_all = self
+            .nets
+            .policy_net
+            .forward(params, obs)
+            .log_softmax(1, Kind::Float);
+        let logp = logp_all.gather(1, actions, false).squeeze_dim(1);
+        let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
+        (logp, entropy)
+    }
+
+    /// log μ(a|x) for every held step, from the weights of the version
+    /// that acted it (each kept: checked before).
+    fn behaviour_logp(&self, versions: &[u64], obs: &Tensor, actions: &Tensor) -> Vec<f32> {
+        let mut mu = vec![0f32; versions.len()];
+        let distinct: BTreeSet<u64> = versions.iter().copied().collect();
+        for v in distinct {
+            let rows: Vec<usize> = (0..versions.len()).filter(|&i| versions[i] == v).collect();
+            let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
+            let idx = Tensor::from_slice(&idx).to_device(self.device);
+            let w = self.weights_of(v).expect("kept (checked before)");
+            let logp = tch::no_grad(|| {
+                self.log_prob_entropy(
+                    w,
+                    &obs.index_select(0, &idx),
+                    &actions.index_select(0, &idx),
+                )
+                .0
+            });
+            let logp = Vec::<f32>::try_from(&logp).expect("f32 values");
+            for (&i, l) in rows.iter().zip(logp) {
+                mu[i] = l;
+            }
+        }
+        mu
+    }
+
+    /// Trains on every held unroll; returns the gradient steps taken.
+    fn update(&mut self) -> u32 {
+        let mut unrolls = std::mem::take(&mut self.ready);
+        unrolls.extend(self.open.drain().map(|(_, u)| u));
+        self.held = 0;
+        // Steps acted by weights no longer kept cannot be corrected.
+        let (kept, lost): (Vec<Unroll>, Vec<Unroll>) = unrolls
+            .into_iter()
+            .partition(|u| u.versions.iter().all(|&v| self.weights_of(v).is_some()));
+        self.uncorrectable += lost.iter().map(|u| u.steps.len() as u64).sum::<u64>();
+        let unrolls = kept;
+        let n: usize = unrolls.iter().map(|u| u.steps.len()).sum();
+        if n == 0 {
+            return 0;
+        }
+        let rows = |f: &dyn Fn(&Unroll) -> &ObsStore| {
+            let parts: Vec<&ObsStore> = unrolls.iter().map(f).collect();
+            rows_on_device(&parts, self.obs_dim, self.device)
+        };
+        let (obs, lasts) = (rows(&|u| &u.steps.obs), rows(&|u| &u.steps.last_next));
+        let actions: Vec<i64> = unrolls
+            .iter()
+            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
+            .collect();
+        let actions = Tensor::from_slice(&actions)
+            .to_device(self.device)
+            .unsqueeze(1);
+        let versions: Vec<u64> = unrolls.iter().flat_map(|u| u.versions.clone()).collect();
+        let mu = self.behaviour_logp(&versions, &obs, &actions);
+        for _ in 0..self.cfg.n_epochs {
+            self.gradient_step(&unrolls, &obs, &lasts, &actions, &mu);
+        }
+        self.keep_version();
+        self.actor.stale();
+        self.cfg.n_epochs
+    }
+
+    /// One gradient step on all of `unrolls` (their rows in `obs`, their
+    /// next observations after the last step in `lasts`), V-trace targets
+    /// from the current networks against the behaviour log-probs `mu`.
+    fn gradient_step(
+        &mut self,
+        unrolls: &[Unroll],
+        obs: &Tensor,
+        lasts: &Tensor,
+        actions: &Tensor,
+        mu: &[f32],
+    ) {
+        let (logp, entropy) = self.log_prob_entropy(&self.nets.policy, obs, actions);
+        let values = self.nets.values(obs);
+        let boot = tch::no_grad(|| self.nets.values(lasts));
+        let host = |t: &Tensor| -> Vec<f32> { Vec::try_from(&t.detach()).expect("f32 values") };
+        let log_rhos: Vec<f32> = host(&logp).iter().zip(mu).map(|(p, m)| p - m).collect();
+        let (v, boot) = (host(&values), host(&boot));
+        let clip = Clipping {
+            rho_bar: self.cfg.rho_bar as f32,
+            c_bar: self.cfg.c_bar as f32,
+            lambda: self.cfg.lambda as f32,
+        };
+        let gamma = self.cfg.gamma as f32;
+        let (mut vs, mut adv, mut rhos) = (Vec::new(), Vec::new(), Vec::new());
+        let mut at = 0;
+        for (u, &b) in unrolls.iter().zip(&boot) {
+            let len = u.steps.len();
+            let mut discounts = vec![gamma; len];
+            let bootstrap = if u.steps.terminated {
+                discounts[len - 1] = 0.0;
+                0.0
+            } else {
+                b
+            };
+            let r = at..at + len;
+            let out = vtrace(
+                &log_rhos[r.clone()],
+                &discounts,
+                &u.steps.rewards,
+                &v[r],
+                bootstrap,
+                clip,
+            );
+            vs.extend(out.vs);
+            adv.extend(out.pg_advantages);
+            rhos.extend(out.rhos);
+            at += len;
+        }
+        let n = rhos.len() as f64;
+        self.last_rho = Some(RhoStats {
+            mean: rhos.iter().map(|&r| f64::from(r)).sum::<f64>() / n,
+            clipped: rhos.iter().filter(|&&r| r > clip.rho_bar).count() as f64 / n,
+        });
+        let vs = Tensor::from_slice(&vs).to_device(self.device);
+        let adv = Tensor::from_slice(&adv).to_device(self.device);
+        let pg_loss = -(adv * &logp).mean(Kind::Float);
+        let baseline_loss = (vs - &values).square().mean(Kind::Float) * 0.5;
+        let entropy = entropy.mean(Kind::Float);
+        let loss =
+            pg_loss + baseline_loss * self.cfg.baseline_cost - &entropy * self.cfg.entropy_cost;
+        self.nets.step(&loss, self.cfg.max_grad_norm);
+        self.train_steps += 1;
+        self.last_loss = Some(loss.detach());
+        self.last_entropy = Some(entropy.detach());
+    }
+
+    /// Only the weights now loaded are kept (what acted before is another
+    /// run's).
+    fn forget_versions(&mut self) {
+        self.kept.clear();
+        self.keep_version();
+        self.actor.stale();
+    }
+}
+
+impl Agent for Impala {
+    fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
+        self.actor.act(&self.nets, self.train_steps, obs, action);
+    }
+
+    fn acted_with(&mut self, version: u64) {
+        self.acting = Some(version);
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        self.observe_step(t);
+    }
+
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        self.observe_step(t);
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        if let Some(u) = self.open.remove(&episode) {
+            self.ready.push(u);
+        }
+    }
+
+    fn abandon_episode(&mut self, episode: u64) {
+        if let Some(u) = self.open.remove(&episode) {
+            self.held -= u.steps.len();
+        }
+    }
+
+    fn train(&mut self, _env_steps: u64) -> u32 {
+        if self.held < self.cfg.n_steps as usize {
+            return 0;
+        }
+        self.update()
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    /// The networks' scalars, and V-trace's importance weights: their mean
+    /// and the fraction clipped at ρ̄.
+    fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
+        let mut s = self
+            .nets
+            .scalars(self.last_loss.as_ref(), self.last_entropy.as_ref());
+        if let Some(r) = self.last_rho {
+            s.push(("vtrace/rho_mean", r.mean));
+            s.push(("vtrace/rho_clipped_fraction", r.clipped));
+        }
+        s.push(("vtrace/uncorrectable_steps", self.uncorrectable as f64));
+        s
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.train_steps
+    }
+
+    /// Steps held for the next update.
+    fn replay_len(&self) -> usize {
+        self.held
+    }
+
+    fn replay_bytes(&self) -> usize {
+        let unroll = |u: &Unroll| u.steps.bytes() + 8 * u.versions.len();
+        self.open.values().chain(&self.ready).map(unroll).sum()
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.train_steps,
+            data: to_vec(&self.nets.policy),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
+        copy_into(&mut self.nets.policy, &w.data);
+        self.forget_versions();
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        self.nets.state(self.train_steps)
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        self.nets.load_state(s)?;
+        self.train_steps = s.train_steps;
+        self.forget_versions();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
