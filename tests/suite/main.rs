@@ -15,6 +15,7 @@ mod env_parity;
 mod frame_stacks;
 mod gpu_check;
 mod inproc;
+mod memory_task;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;

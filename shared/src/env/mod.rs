@@ -11,6 +11,7 @@ mod acrobot;
 mod cartpole;
 mod counting;
 mod frame_stack;
+mod memory_corridor;
 mod mountain_car;
 mod mountain_car_continuous;
 mod numpy_scalar;
@@ -27,6 +28,7 @@ pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
 pub use counting::{COUNTING_MAX_STEPS, Counting};
 pub use frame_stack::{FrameStack, Stacker, newest, stacked_spec};
+pub use memory_corridor::{CORRIDOR, MEMORY_MAX_STEPS, MemoryCorridor};
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
 pub use pendulum::Pendulum;
@@ -153,6 +155,7 @@ pub const ENV_IDS: &[&str] = &[
     "MountainCarContinuous-v0",
     "Pendulum-v1",
     "Counting-v0",
+    "MemoryCorridor-v0",
 ];
 
 /// Builds a built-in environment by its Gymnasium id.
@@ -164,6 +167,7 @@ pub fn make(id: &str) -> Result<Box<dyn Env>, UnknownEnv> {
         "MountainCarContinuous-v0" => Box::new(TimeLimited::new(MountainCarContinuous::default())),
         "Pendulum-v1" => Box::new(TimeLimited::new(Pendulum::default())),
         "Counting-v0" => Box::new(TimeLimited::new(Counting::default())),
+        "MemoryCorridor-v0" => Box::new(TimeLimited::new(MemoryCorridor::default())),
         _ => return Err(UnknownEnv(id.to_string())),
     })
 }

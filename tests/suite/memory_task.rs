@@ -1,0 +1,47 @@
+//! MemoryCorridor-v0 needs memory: feed-forward PPO and DQN, trained for
+//! 30,000 env steps (about 2,500 episodes) with `single`, name the cue at
+//! the corridor's end no better than chance — each evaluation of 1,000
+//! episodes averages at most 0.1 (chance is 0, memory gets 1; the env's
+//! unit test plays both) — while every episode is played whole: lengths 7
+//! to 17 and returns of ±1. The baseline a recurrent core must beat.
+
+use learner_server::output::{read_episodes, read_evals};
+use rlfleet_shared::config::RunConfig;
+use rlfleet_tests::{heavy, run_single, workspace_root};
+
+#[test]
+fn feed_forward_agents_cannot_name_the_cue() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["memory-ppo-single", "memory-dqn-single"] {
+        let shipped = workspace_root().join(format!("config/{name}.toml"));
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.output_dir = dir.path().join(name);
+        let out = run_single(&cfg, dir.path());
+        assert!(out.success, "{name}: {}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.starts_with("env step limit reached"),
+            "{name}: {}",
+            out.stdout
+        );
+        let evals = read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+        assert_eq!(evals.len(), 3, "{name}: {evals:?}");
+        for e in &evals {
+            assert_eq!(e.episodes, 1000, "{name}: {e:?}");
+            assert!(e.mean_return <= 0.1, "{name}: {e:?}");
+        }
+        let episodes = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+        assert!(episodes.len() > 1500, "{name}: {} episodes", episodes.len());
+        assert!(
+            episodes
+                .iter()
+                .all(|e| (7..=17).contains(&e.length) && e.ret.abs() == 1.0),
+            "{name}: an episode not played whole"
+        );
+        let last: f64 = episodes.iter().rev().take(500).map(|e| e.ret).sum::<f64>() / 500.0;
+        eprintln!(
+            "{name}: evaluations {:?}, last 500 training episodes {last:.3}",
+            evals.iter().map(|e| e.mean_return).collect::<Vec<_>>()
+        );
+    }
+}
