@@ -95,30 +95,42 @@ impl Adam {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use tch::{Device, nn, nn::OptimizerConfig};
+    use tch::{Device, nn};
+
+    /// 50 steps of `ours` (an update of a flat tensor from its gradient)
+    /// and of libtorch's optimizer `theirs` on the same quadratic, from
+    /// zeros: the largest difference between the two parameter vectors,
+    /// and the largest parameter of ours.
+    pub(crate) fn against_libtorch(
+        theirs: impl nn::OptimizerConfig,
+        mut ours: impl FnMut(&mut Tensor, &Tensor),
+    ) -> (f64, f64) {
+        tch::manual_seed(3);
+        let target = Tensor::randn([16], (Kind::Float, Device::Cpu));
+        let vs = nn::VarStore::new(Device::Cpu);
+        let p_theirs = vs.root().zeros("p", &[16]);
+        let mut opt = theirs.build(&vs, 0.01).unwrap();
+        let mut p = Tensor::zeros([16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
+        for _ in 0..50 {
+            let loss = (&p_theirs - &target).square().sum(Kind::Float);
+            opt.backward_step(&loss);
+            p.zero_grad();
+            let loss = (&p - &target).square().sum(Kind::Float);
+            loss.backward();
+            let grad = p.grad();
+            ours(&mut p, &grad);
+        }
+        let diff = (&p - &p_theirs).abs().max().double_value(&[]);
+        (diff, p.abs().max().double_value(&[]))
+    }
 
     /// Our Adam follows tch's (libtorch's) Adam on the same problem.
     #[test]
     fn matches_libtorch_adam() {
-        tch::manual_seed(3);
-        let target = Tensor::randn([16], (Kind::Float, Device::Cpu));
-        let vs = nn::VarStore::new(Device::Cpu);
-        let theirs = vs.root().zeros("p", &[16]);
-        let mut opt = nn::Adam::default().build(&vs, 0.01).unwrap();
-        let mut ours = Tensor::zeros([16], (Kind::Float, Device::Cpu)).set_requires_grad(true);
-        let mut adam = Adam::new(&ours, 0.01);
-        for _ in 0..50 {
-            let loss = (&theirs - &target).square().sum(Kind::Float);
-            opt.backward_step(&loss);
-            ours.zero_grad();
-            let loss = (&ours - &target).square().sum(Kind::Float);
-            loss.backward();
-            let grad = ours.grad();
-            adam.step(&mut ours, &grad);
-        }
-        let diff = (&ours - &theirs).abs().max().double_value(&[]);
+        let mut adam = Adam::new(&Tensor::zeros([16], (Kind::Float, Device::Cpu)), 0.01);
+        let (diff, _) = against_libtorch(nn::Adam::default(), |p, g| adam.step(p, g));
         assert!(diff < 1e-5, "max difference {diff}");
     }
 

@@ -13,6 +13,18 @@ pub enum TargetUpdate {
     Soft,
 }
 
+/// DQN's update rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum OptimizerKind {
+    /// Adam with PyTorch's defaults (betas 0.9, 0.999; eps 1e-8).
+    Adam,
+    /// RMSprop as PyTorch defines it (`rmsprop_alpha`, `rmsprop_eps`
+    /// added to the root, `rmsprop_centered`): DQN-Nature's and MinAtar's
+    /// reference's rule.
+    Rmsprop,
+}
+
 /// DQN hyperparameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -20,7 +32,7 @@ pub struct DqnConfig {
     /// Hidden layer widths of the Q-network MLP (ReLU).
     #[schema(schema_with = super::hidden_widths_schema)]
     pub hidden: Vec<u32>,
-    /// Adam learning rate (at the start, when annealed).
+    /// Learning rate (at the start, when annealed).
     #[schema(exclusive_minimum = 0.0)]
     pub lr: f64,
     /// Anneal the learning rate linearly from `lr` to `lr_end` over this
@@ -85,6 +97,17 @@ pub struct DqnConfig {
     /// Added to |TD error| so that no transition gets priority 0.
     #[schema(exclusive_minimum = 0.0)]
     pub per_eps: f64,
+    /// The update rule: `adam` or `rmsprop`.
+    pub optimizer: OptimizerKind,
+    /// RMSprop's smoothing of its running means (MinAtar: 0.95).
+    #[schema(exclusive_minimum = 0.0, exclusive_maximum = 1.0)]
+    pub rmsprop_alpha: f64,
+    /// Added to RMSprop's root (MinAtar's "min squared gradient": 0.01).
+    #[schema(exclusive_minimum = 0.0)]
+    pub rmsprop_eps: f64,
+    /// Centred RMSprop: the root of the gradients' variance, not of their
+    /// mean square.
+    pub rmsprop_centered: bool,
 }
 
 impl Default for DqnConfig {
@@ -115,6 +138,10 @@ impl Default for DqnConfig {
             per_alpha: 0.6,
             per_beta: 0.4,
             per_eps: 1e-6,
+            optimizer: OptimizerKind::Adam,
+            rmsprop_alpha: 0.95,
+            rmsprop_eps: 0.01,
+            rmsprop_centered: true,
         }
     }
 }

@@ -23,7 +23,7 @@ mod validate_distributed;
 
 pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow, SeedInference, WindowSelector};
-pub use dqn::{DqnConfig, ProbeConfig, TargetUpdate};
+pub use dqn::{DqnConfig, OptimizerKind, ProbeConfig, TargetUpdate};
 pub use error::ConfigError;
 pub use impala::ImpalaConfig;
 pub use keyed::{from_json_keyed, from_toml_keyed};

@@ -135,6 +135,15 @@ fn wrong_workflow_pairings_are_rejected() {
         "{e}"
     );
     RunConfig::from_toml(&impala, "t").unwrap();
+    // DQN's update rule: RMSprop's settings are checked.
+    let rms = MINIMAL.to_string() + "[dqn]\noptimizer = \"rmsprop\"\n";
+    let cfg = RunConfig::from_toml(&rms, "t").unwrap();
+    assert_eq!(cfg.dqn.optimizer, OptimizerKind::Rmsprop);
+    assert!(cfg.dqn.rmsprop_centered && cfg.dqn.rmsprop_eps == 0.01);
+    let e = err(&(rms.clone() + "rmsprop_alpha = 1.0\n"));
+    assert!(e.starts_with("`dqn.rmsprop_alpha` = 1"), "{e}");
+    let e = err(&MINIMAL.replace("[stop]", "[dqn]\noptimizer = \"sgd\"\n[stop]"));
+    assert!(e.contains("sgd"), "{e}");
     let e = err(&MINIMAL
         .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
         .replace("agent = \"dqn\"", "agent = \"a2c\"")

@@ -270,6 +270,13 @@ impl RunConfig {
             &format!("a number in 0..={} (at most dqn.lr)", d.lr),
         )?;
         require(
+            "dqn.rmsprop_alpha",
+            d.rmsprop_alpha,
+            d.rmsprop_alpha > 0.0 && d.rmsprop_alpha < 1.0,
+            "a number in (0, 1)",
+        )?;
+        positive_finite("dqn.rmsprop_eps", d.rmsprop_eps)?;
+        require(
             "dqn.batch_size",
             d.batch_size,
             (1..=65_536).contains(&d.batch_size),

@@ -31,7 +31,7 @@ pub struct Dqn {
     /// Online parameters (leaf tensor with gradients).
     params: Tensor,
     target: Tensor,
-    adam: crate::agents::Adam,
+    opt: crate::agents::Optimizer,
     replay: DqnReplay,
     /// Exploration and replay sampling.
     rng: Pcg64,
@@ -70,14 +70,14 @@ impl Dqn {
         tch::manual_seed(seed as i64);
         let params = net.init(device).set_requires_grad(true);
         let target = params.detach().copy();
-        let adam = crate::agents::Adam::new(&params, cfg.lr);
+        let opt = crate::agents::Optimizer::for_dqn(cfg, &params);
         Dqn {
             cfg: cfg.clone(),
             net,
             n_actions,
             device,
             target,
-            adam,
+            opt,
             replay: DqnReplay::new(cfg, spec, &shape),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d0a1),
             params,
@@ -208,7 +208,7 @@ impl Dqn {
             &mut grad,
             self.cfg.max_grad_norm,
         ));
-        self.adam.step(&mut self.params, &grad);
+        self.opt.step(&mut self.params, &grad);
         self.copy_fresh = false;
         self.train_steps += 1;
         if self
@@ -280,7 +280,7 @@ impl Agent for Dqn {
         if !ready {
             return 0;
         }
-        self.adam.lr = self.learning_rate(env_steps);
+        self.opt.set_lr(self.learning_rate(env_steps));
         for _ in 0..self.cfg.gradient_steps {
             self.gradient_step();
         }
@@ -317,7 +317,7 @@ impl Agent for Dqn {
     fn scalars(&self, env_steps: u64) -> Vec<(&'static str, f64)> {
         let mut s = vec![
             ("train/epsilon", Dqn::epsilon(self, env_steps)),
-            ("train/learning_rate", self.adam.lr),
+            ("train/learning_rate", self.opt.lr()),
         ];
         s.extend(self.last_loss().map(|l| ("train/loss", l)));
         s.extend(
@@ -355,31 +355,29 @@ impl Agent for Dqn {
     }
 
     fn state(&self) -> AgentState {
+        let mut tensors = vec![named("online", &self.params), named("target", &self.target)];
+        tensors.extend(self.opt.state());
         AgentState {
-            tensors: vec![
-                named("online", &self.params),
-                named("target", &self.target),
-                named("adam.m", &self.adam.m),
-                named("adam.v", &self.adam.v),
-            ],
+            tensors,
             train_steps: self.train_steps,
             version: self.train_steps,
-            optimizer_steps: self.adam.steps,
+            optimizer_steps: self.opt.steps(),
         }
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        let [m, v] = self.opt.tensors_mut();
         restore(
             s,
             &mut [
                 ("online", &mut self.params),
                 ("target", &mut self.target),
-                ("adam.m", &mut self.adam.m),
-                ("adam.v", &mut self.adam.v),
+                m,
+                v,
             ],
         )?;
         self.copy_fresh = false;
-        self.adam.steps = s.optimizer_steps;
+        *self.opt.steps_mut() = s.optimizer_steps;
         self.train_steps = s.train_steps;
         Ok(())
     }

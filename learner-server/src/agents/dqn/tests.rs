@@ -4,6 +4,21 @@
 use super::*;
 use rlfleet_shared::policy::QPolicy;
 
+/// 32 CartPole-sized transitions of one episode.
+fn feed(dqn: &mut Dqn) {
+    for i in 0..32u32 {
+        let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
+        dqn.observe(&Transition {
+            episode: 0,
+            obs: &o,
+            action: &[(i % 2) as f32],
+            reward: 1.0,
+            next_obs: &o,
+            terminated: i % 5 == 0,
+        });
+    }
+}
+
 /// The plain-Rust copy acts exactly like the tensor network, and
 /// follows the parameters through training and loads.
 #[test]
@@ -30,17 +45,7 @@ fn cpu_copy_follows_the_online_network() {
         }
     };
     check(&mut dqn);
-    for i in 0..32u32 {
-        let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
-        dqn.observe(&Transition {
-            episode: 0,
-            obs: &o,
-            action: &[(i % 2) as f32],
-            reward: 1.0,
-            next_obs: &o,
-            terminated: i % 5 == 0,
-        });
-    }
+    feed(&mut dqn);
     let before = dqn.weights();
     for step in 0..20 {
         assert_eq!(dqn.train(step), 1);
@@ -82,7 +87,7 @@ fn the_learning_rate_anneals_to_its_floor_and_holds() {
         });
     }
     assert_eq!(dqn.train(250), 1);
-    assert!(close(dqn.adam.lr, 7.75e-4), "lr {}", dqn.adam.lr);
+    assert!(close(dqn.opt.lr(), 7.75e-4), "lr {}", dqn.opt.lr());
     let constant = Dqn::new(&DqnConfig::default(), &spec, None, 1, Device::Cpu);
     assert!(close(constant.learning_rate(1_000_000), 1e-3));
 }
@@ -208,4 +213,46 @@ fn stacked_byte_frames_reach_the_device_as_bytes() {
         let t = (0..40).find(|&t| stack(t) == obs);
         assert!(t.is_some(), "row {r} is no stack of the episode");
     }
+}
+
+/// `optimizer = "rmsprop"`: DQN trains with centred RMSprop, whose state
+/// is in the checkpoint under its own names; an Adam checkpoint does not
+/// load into it (named, and nothing changes).
+#[test]
+fn rmsprop_trains_and_its_state_round_trips() {
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+    let cfg = |optimizer| DqnConfig {
+        batch_size: 8,
+        learning_starts: 0,
+        optimizer,
+        ..DqnConfig::default()
+    };
+    let rms = cfg(rlfleet_shared::config::OptimizerKind::Rmsprop);
+    let mut dqn = Dqn::new(&rms, &spec, None, 3, Device::Cpu);
+    feed(&mut dqn);
+    let before = dqn.weights();
+    for step in 0..10 {
+        assert_eq!(dqn.train(step), 1);
+    }
+    assert_ne!(dqn.weights().data, before.data);
+    let saved = dqn.state();
+    let names: Vec<&str> = saved.tensors.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["online", "target", "rmsprop.square_avg", "rmsprop.grad_avg"]
+    );
+    assert_eq!(saved.optimizer_steps, 10);
+    let mut other = Dqn::new(&rms, &spec, None, 9, Device::Cpu);
+    other.load_state(&saved).unwrap();
+    assert_eq!(other.state(), saved);
+    let adam = Dqn::new(
+        &cfg(rlfleet_shared::config::OptimizerKind::Adam),
+        &spec,
+        None,
+        4,
+        Device::Cpu,
+    );
+    let err = other.load_state(&adam.state()).unwrap_err();
+    assert!(err.to_string().contains("rmsprop.square_avg"), "{err}");
+    assert_eq!(other.state(), saved, "a refused state changes nothing");
 }

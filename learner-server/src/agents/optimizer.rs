@@ -1,0 +1,164 @@
+//! [`Optimizer`]: DQN's choice of update rule over its flat parameter
+//! tensor — [`Adam`], or [`Rmsprop`] (centred by default, as DQN-Nature
+//! and MinAtar's reference train) — with each one's state named for
+//! checkpoints.
+
+use super::{Adam, NamedTensor, named};
+use rlfleet_shared::config::{DqnConfig, OptimizerKind};
+use tch::{Kind, Tensor};
+
+/// RMSprop as PyTorch defines it (`torch.optim.RMSprop`, no momentum, no
+/// weight decay): a running mean of squared gradients (and, centred, of
+/// gradients), the step `lr * g / (sqrt(E[g²] − E[g]²) + eps)`.
+#[derive(Debug)]
+pub struct Rmsprop {
+    pub lr: f64,
+    /// Smoothing of the running means.
+    pub alpha: f64,
+    /// Added to the root in the denominator.
+    pub eps: f64,
+    pub centered: bool,
+    /// Running mean of squared gradients.
+    pub square_avg: Tensor,
+    /// Running mean of gradients (centred only; zeros otherwise).
+    pub grad_avg: Tensor,
+    pub steps: u64,
+}
+
+impl Rmsprop {
+    pub fn new(params: &Tensor, lr: f64, alpha: f64, eps: f64, centered: bool) -> Self {
+        Rmsprop {
+            lr,
+            alpha,
+            eps,
+            centered,
+            square_avg: params.zeros_like().set_requires_grad(false),
+            grad_avg: params.zeros_like().set_requires_grad(false),
+            steps: 0,
+        }
+    }
+
+    /// One update of `params` from `grad`, in place.
+    pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
+        self.steps += 1;
+        tch::no_grad(|| {
+            let _ = self.square_avg.g_mul_scalar_(self.alpha);
+            let _ = self
+                .square_avg
+                .g_add_(&(grad.square() * (1.0 - self.alpha)));
+            let var = if self.centered {
+                let _ = self.grad_avg.g_mul_scalar_(self.alpha);
+                let _ = self.grad_avg.g_add_(&(grad * (1.0 - self.alpha)));
+                &self.square_avg - self.grad_avg.square()
+            } else {
+                self.square_avg.shallow_clone()
+            };
+            let denom = var.sqrt() + self.eps;
+            let _ = params.g_sub_(&(grad / denom * self.lr).to_kind(Kind::Float));
+        });
+    }
+}
+
+/// DQN's update rule.
+#[derive(Debug)]
+pub enum Optimizer {
+    Adam(Adam),
+    Rmsprop(Rmsprop),
+}
+
+impl Optimizer {
+    /// The rule `cfg.optimizer` names, for `params`.
+    pub fn for_dqn(cfg: &DqnConfig, params: &Tensor) -> Optimizer {
+        match cfg.optimizer {
+            OptimizerKind::Adam => Optimizer::Adam(Adam::new(params, cfg.lr)),
+            OptimizerKind::Rmsprop => Optimizer::Rmsprop(Rmsprop::new(
+                params,
+                cfg.lr,
+                cfg.rmsprop_alpha,
+                cfg.rmsprop_eps,
+                cfg.rmsprop_centered,
+            )),
+        }
+    }
+
+    pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
+        match self {
+            Optimizer::Adam(a) => a.step(params, grad),
+            Optimizer::Rmsprop(r) => r.step(params, grad),
+        }
+    }
+
+    pub fn lr(&self) -> f64 {
+        match self {
+            Optimizer::Adam(a) => a.lr,
+            Optimizer::Rmsprop(r) => r.lr,
+        }
+    }
+
+    pub fn set_lr(&mut self, lr: f64) {
+        match self {
+            Optimizer::Adam(a) => a.lr = lr,
+            Optimizer::Rmsprop(r) => r.lr = lr,
+        }
+    }
+
+    /// Updates taken (restored from checkpoints).
+    pub fn steps_mut(&mut self) -> &mut u64 {
+        match self {
+            Optimizer::Adam(a) => &mut a.steps,
+            Optimizer::Rmsprop(r) => &mut r.steps,
+        }
+    }
+
+    pub fn steps(&self) -> u64 {
+        match self {
+            Optimizer::Adam(a) => a.steps,
+            Optimizer::Rmsprop(r) => r.steps,
+        }
+    }
+
+    /// Its state, named for a checkpoint (a checkpoint of one rule does not
+    /// load into the other: the names differ).
+    pub fn state(&self) -> Vec<NamedTensor> {
+        match self {
+            Optimizer::Adam(a) => vec![named("adam.m", &a.m), named("adam.v", &a.v)],
+            Optimizer::Rmsprop(r) => vec![
+                named("rmsprop.square_avg", &r.square_avg),
+                named("rmsprop.grad_avg", &r.grad_avg),
+            ],
+        }
+    }
+
+    /// The tensors of [`Optimizer::state`], to restore in place.
+    pub fn tensors_mut(&mut self) -> [(&'static str, &mut Tensor); 2] {
+        match self {
+            Optimizer::Adam(a) => [("adam.m", &mut a.m), ("adam.v", &mut a.v)],
+            Optimizer::Rmsprop(r) => [
+                ("rmsprop.square_avg", &mut r.square_avg),
+                ("rmsprop.grad_avg", &mut r.grad_avg),
+            ],
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::adam::tests::against_libtorch;
+    use tch::{Device, nn};
+
+    /// Ours follows libtorch's RMSprop (PyTorch's algorithm), centred and
+    /// not, with MinAtar's settings (alpha 0.95, eps 0.01).
+    #[test]
+    fn matches_libtorch_rmsprop() {
+        for centered in [true, false] {
+            let zeros = Tensor::zeros([16], (Kind::Float, Device::Cpu));
+            let mut rms = Rmsprop::new(&zeros, 0.01, 0.95, 0.01, centered);
+            let theirs = nn::rms_prop(0.95, 0.01, 0.0, 0.0, centered);
+            let (diff, moved) = against_libtorch(theirs, |p, g| rms.step(p, g));
+            assert!(diff < 1e-5, "centered {centered}: {diff}");
+            assert!(moved > 0.1, "it trained: {moved}");
+            assert_eq!(rms.steps, 50);
+        }
+    }
+}
