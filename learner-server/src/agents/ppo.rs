@@ -166,7 +166,10 @@ impl Ppo {
             rows_on_device(&parts, od, self.device)
         };
         let (obs, lasts) = (rows(&|s| &s.obs), rows(&|s| &s.last_next));
-        let actions: Vec<f32> = segments.iter().flat_map(|s| s.actions.clone()).collect();
+        let actions: Vec<f32> = segments
+            .iter()
+            .flat_map(|s| s.actions.iter().copied())
+            .collect();
         let actions = Tensor::from_slice(&actions)
             .view([n as i64, ad])
             .to_device(self.device);

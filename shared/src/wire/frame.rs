@@ -64,17 +64,22 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
     max_bytes: u32,
     buf: &mut AlignedVec<16>,
 ) -> Result<Option<(Message, usize)>, FrameError> {
-    let Some((first, n)) = read_one(r, max_bytes, buf).await? else {
-        return Ok(None);
-    };
-    let Message::Weights(w) = first else {
-        return Ok(Some((first, n)));
-    };
-    let (mut next, m) = read_one(r, max_bytes, buf)
-        .await?
-        .ok_or(FrameError::Truncated)?;
-    super::attach_weights(&mut next, w)?;
-    Ok(Some((next, n + m)))
+    let mut rejoin = super::WeightsRejoin::default();
+    let mut total = 0;
+    loop {
+        let Some((msg, n)) = read_one(r, max_bytes, buf).await? else {
+            // A stream may end between messages, not after a weights frame.
+            return if total == 0 {
+                Ok(None)
+            } else {
+                Err(FrameError::Truncated)
+            };
+        };
+        total += n;
+        if let Some(whole) = rejoin.join(msg)? {
+            return Ok(Some((whole, total)));
+        }
+    }
 }
 
 /// Reads one frame.

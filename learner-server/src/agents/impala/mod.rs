@@ -217,7 +217,10 @@ impl Impala {
         let actions = Tensor::from_slice(&actions)
             .to_device(self.device)
             .unsqueeze(1);
-        let versions: Vec<u64> = unrolls.iter().flat_map(|u| u.versions.clone()).collect();
+        let versions: Vec<u64> = unrolls
+            .iter()
+            .flat_map(|u| u.versions.iter().copied())
+            .collect();
         let mu = self.behaviour_logp(&versions, &obs, &actions);
         for _ in 0..self.cfg.n_epochs {
             self.gradient_step(&unrolls, &obs, &lasts, &actions, &mu);
