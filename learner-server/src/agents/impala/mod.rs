@@ -10,6 +10,8 @@
 //! one unroll) it takes `n_epochs` gradient steps on all of them, V-trace
 //! recomputed from the current networks each time.
 
+mod versions;
+
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::Rollout;
 use super::vtrace::{Clipping, vtrace};
@@ -20,13 +22,9 @@ use crate::replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::ConvTorso;
-use std::collections::{BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeSet, HashMap};
 use tch::{Device, Kind, Tensor};
-
-/// Published versions whose weights are kept for the steps they acted:
-/// a step acted by an older one cannot be corrected and is dropped
-/// (counted in [`Impala::uncorrectable`]).
-const KEPT_VERSIONS: usize = 64;
+use versions::KeptVersions;
 
 /// One episode's steps since the last update, and the policy version that
 /// acted each.
@@ -59,8 +57,8 @@ pub struct Impala {
     /// The version that acted the steps observed next (`None`: this
     /// agent's own, as under `single`).
     acting: Option<u64>,
-    /// The published policy of recent versions, oldest first.
-    kept: VecDeque<(u64, Tensor)>,
+    /// The published policy of recent versions.
+    kept: KeptVersions,
     /// Steps dropped because the weights that acted them were no longer
     /// kept.
     uncorrectable: u64,
@@ -100,7 +98,7 @@ impl Impala {
             ready: Vec::new(),
             held: 0,
             acting: None,
-            kept: VecDeque::new(),
+            kept: KeptVersions::default(),
             uncorrectable: 0,
             train_steps: 0,
             last_loss: None,
@@ -108,7 +106,7 @@ impl Impala {
             last_rho: None,
             actor,
         };
-        agent.keep_version();
+        agent.kept.keep(0, &agent.nets.policy);
         agent
     }
 
@@ -116,22 +114,6 @@ impl Impala {
     /// longer kept.
     pub fn uncorrectable(&self) -> u64 {
         self.uncorrectable
-    }
-
-    /// Keeps the weights now published (as version `train_steps`).
-    fn keep_version(&mut self) {
-        let w = tch::no_grad(|| self.nets.policy.detach().copy());
-        self.kept.retain(|(v, _)| *v != self.train_steps);
-        self.kept.push_back((self.train_steps, w));
-        while self.kept.len() > KEPT_VERSIONS {
-            self.kept.pop_front();
-        }
-    }
-
-    fn weights_of(&self, version: u64) -> Option<&Tensor> {
-        self.kept
-            .iter()
-            .find_map(|(v, w)| (*v == version).then_some(w))
     }
 
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
@@ -173,7 +155,7 @@ impl Impala {
             let rows: Vec<usize> = (0..versions.len()).filter(|&i| versions[i] == v).collect();
             let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
             let idx = Tensor::from_slice(&idx).to_device(self.device);
-            let w = self.weights_of(v).expect("kept (checked before)");
+            let w = self.kept.weights_of(v).expect("kept (checked before)");
             let logp = tch::no_grad(|| {
                 self.log_prob_entropy(
                     w,
@@ -196,9 +178,11 @@ impl Impala {
         unrolls.extend(self.open.drain().map(|(_, u)| u));
         self.held = 0;
         // Steps acted by weights no longer kept cannot be corrected.
-        let (kept, lost): (Vec<Unroll>, Vec<Unroll>) = unrolls
-            .into_iter()
-            .partition(|u| u.versions.iter().all(|&v| self.weights_of(v).is_some()));
+        let (kept, lost): (Vec<Unroll>, Vec<Unroll>) = unrolls.into_iter().partition(|u| {
+            u.versions
+                .iter()
+                .all(|&v| self.kept.weights_of(v).is_some())
+        });
         self.uncorrectable += lost.iter().map(|u| u.steps.len() as u64).sum::<u64>();
         let unrolls = kept;
         let n: usize = unrolls.iter().map(|u| u.steps.len()).sum();
@@ -225,7 +209,7 @@ impl Impala {
         for _ in 0..self.cfg.n_epochs {
             self.gradient_step(&unrolls, &obs, &lasts, &actions, &mu);
         }
-        self.keep_version();
+        self.kept.keep(self.train_steps, &self.nets.policy);
         self.actor.stale();
         self.cfg.n_epochs
     }
@@ -299,8 +283,7 @@ impl Impala {
     /// Only the weights now loaded are kept (what acted before is another
     /// run's).
     fn forget_versions(&mut self) {
-        self.kept.clear();
-        self.keep_version();
+        self.kept.reset(self.train_steps, &self.nets.policy);
         self.actor.stale();
     }
 }

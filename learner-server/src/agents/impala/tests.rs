@@ -71,7 +71,10 @@ fn the_behaviour_policy_is_the_weights_of_the_version_that_acted() {
     play(&mut agent, 3, 4, Some(2), false);
     let mut unrolls: Vec<&Unroll> = agent.ready.iter().collect();
     unrolls.extend(agent.open.values());
-    let versions: Vec<u64> = unrolls.iter().flat_map(|u| u.versions.clone()).collect();
+    let versions: Vec<u64> = unrolls
+        .iter()
+        .flat_map(|u| u.versions.iter().copied())
+        .collect();
     let parts: Vec<&ObsStore> = unrolls.iter().map(|u| &u.steps.obs).collect();
     let obs = rows_on_device(&parts, agent.obs_dim, Device::Cpu);
     let actions: Vec<i64> = unrolls
