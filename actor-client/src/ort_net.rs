@@ -49,6 +49,12 @@ impl OrtForward {
     /// A session over `model` (as `rlfleet_shared::onnx` writes it, with
     /// `params` an input) for the network `net`; one intra-op thread.
     pub fn new(model: &[u8], net: NetShape) -> anyhow::Result<OrtForward> {
+        anyhow::ensure!(
+            net.core().is_none(),
+            "the learner's policy has a recurrent core ({}), which the onnx-runtime \
+             backend does not run yet: use --inference rust",
+            net.describe()
+        );
         let env = environment()?;
         let session = Session::builder(env)
             .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))

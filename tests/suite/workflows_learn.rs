@@ -28,7 +28,7 @@ fn learn(name: &str, dir: &std::path::Path) -> RunConfig {
 }
 
 /// Runs `config/{config}.toml` with 4 actor processes to its target.
-fn learn_config(config: &str, dir: &std::path::Path) -> RunConfig {
+pub(crate) fn learn_config(config: &str, dir: &std::path::Path) -> RunConfig {
     let name = config;
     let shipped = workspace_root().join(format!("config/{config}.toml"));
     let mut cfg = RunConfig::load(&shipped).unwrap();

@@ -234,8 +234,12 @@ impl<L: Link> Play<'_, L> {
             obs.clear();
             for &i in running.iter() {
                 obs.extend_from_slice(&envs.slots[i].obs);
+                if envs.slots[i].len == 0 {
+                    // A new episode: a recurrent core starts from zeros.
+                    self.policy.reset_slot(i);
+                }
             }
-            self.policy.act(obs, running.len(), actions);
+            self.policy.act_slots(obs, running, actions);
             let mut ended = false;
             for (k, &i) in running.iter().enumerate() {
                 let a = &actions[k * ad..(k + 1) * ad];

@@ -24,8 +24,7 @@ impl GreedyPolicy {
         let policy = ActorPolicy::new(
             spec,
             cfg.agent,
-            cfg.torso(spec),
-            cfg.policy_hidden(),
+            cfg.policy_net(spec),
             cfg.dueling(),
             cfg.seed,
         );
@@ -55,6 +54,10 @@ impl Policy for GreedyPolicy {
     fn act(&mut self, obs: &[f32], action: &mut [f32]) {
         self.policy.act(obs, 1, &mut self.picked);
         action.copy_from_slice(&self.picked);
+    }
+
+    fn begin_episode(&mut self) {
+        self.policy.reset_slot(0);
     }
 
     fn version(&self) -> u64 {

@@ -210,6 +210,8 @@ pub trait Policy: Send {
     fn load(&mut self, w: &Weights) -> Result<(), AgentError>;
     /// The greedy (evaluation) action for one observation.
     fn act(&mut self, obs: &[f32], action: &mut [f32]);
+    /// An episode begins: a recurrent core's state goes back to zeros.
+    fn begin_episode(&mut self) {}
     fn version(&self) -> u64;
 }
 
@@ -220,7 +222,14 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
         AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, torso, cfg.seed, device)),
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
         AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, torso, cfg.seed, device)),
-        AgentKind::Ppo => Box::new(Ppo::new(&cfg.ppo, spec, torso, cfg.seed, device)),
+        AgentKind::Ppo => Box::new(Ppo::with_core(
+            &cfg.ppo,
+            spec,
+            torso,
+            cfg.model.core(),
+            cfg.seed,
+            device,
+        )),
         AgentKind::Impala => Box::new(Impala::new(&cfg.impala, spec, torso, cfg.seed, device)),
         AgentKind::Td3 => Box::new(Td3::new(&cfg.td3, true, spec, cfg.seed, device)),
         AgentKind::Ddpg => Box::new(Td3::new(&cfg.ddpg.as_td3(), false, spec, cfg.seed, device)),

@@ -7,6 +7,8 @@ use std::collections::HashMap;
 
 #[derive(Debug)]
 pub(super) struct Rollout {
+    /// The episode the steps are of.
+    pub episode: u64,
     pub obs: ObsStore,
     /// Each step's action (`act_dim` values; a discrete action's index).
     pub actions: Vec<f32>,
@@ -20,6 +22,7 @@ impl Rollout {
     /// Empty; observations as bytes when `bytes`.
     pub fn new(bytes: bool) -> Rollout {
         Rollout {
+            episode: 0,
             obs: ObsStore::empty(bytes),
             actions: Vec::new(),
             rewards: Vec::new(),
@@ -56,6 +59,9 @@ pub(super) fn keep<T: ObsValue>(
     t: &Transition<'_, T>,
 ) {
     open.entry(t.episode)
-        .or_insert_with(|| Rollout::new(bytes))
+        .or_insert_with(|| Rollout {
+            episode: t.episode,
+            ..Rollout::new(bytes)
+        })
         .push(t);
 }

@@ -96,7 +96,8 @@ impl Forward for DeviceForward {
 /// copy. Logs a move to the device.
 pub fn place(policy: ActorPolicy, choice: SeedInference, what: &str) -> ActorPolicy {
     let shape = policy.net().clone();
-    if !choice.on_device(shape.numel(), shape.torso().is_some()) {
+    // A recurrent core runs in plain Rust, which keeps each env's state.
+    if shape.core().is_some() || !choice.on_device(shape.numel(), shape.torso().is_some()) {
         return policy;
     }
     let device = crate::device::current();

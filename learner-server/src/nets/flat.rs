@@ -1,6 +1,8 @@
 //! [`FlatNet`]: a ReLU network over a flat parameter vector: an optional
 //! convolutional torso (image observations, bytes scaled on the device),
-//! then an MLP. The layout is `rlfleet_shared::nets::NetShape`'s.
+//! then an MLP, with an optional LSTM core before its output layer (run
+//! over sequences by `lstm.rs`). The layout is
+//! `rlfleet_shared::nets::NetShape`'s.
 
 use rlfleet_shared::nets::{ConvTorso, NetShape, Op};
 use tch::{Device, Kind, Tensor};
@@ -8,15 +10,18 @@ use tch::{Device, Kind, Tensor};
 /// A network's layers and where each sits in the flat parameter vector.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlatNet {
-    shape: NetShape,
+    pub(super) shape: NetShape,
     /// MLP layer sizes, input first.
-    sizes: Vec<i64>,
+    pub(super) sizes: Vec<i64>,
     /// Lengths of each layer's weight and bias in the flat vector, in
-    /// order: the torso's convolutions, then the MLP's layers.
-    parts: Vec<i64>,
+    /// order: the torso's convolutions, then the MLP's hidden layers, the
+    /// core's (four per layer), the output layer.
+    pub(super) parts: Vec<i64>,
+    /// Each part's fan-in, for its initialisation.
+    fan_ins: Vec<i64>,
     /// Per convolution: its `[out, in, k, k]` weight shape, stride and
     /// padding.
-    convs: Vec<([i64; 4], i64, i64)>,
+    pub(super) convs: Vec<([i64; 4], i64, i64)>,
 }
 
 impl FlatNet {
@@ -36,15 +41,37 @@ impl FlatNet {
                     .collect()
             })
             .unwrap_or_default();
-        let parts = convs
+        // Each weight and bias with its fan-in (PyTorch's default
+        // initialisation is uniform in ±1/sqrt(fan_in); an LSTM's in
+        // ±1/sqrt(units)).
+        let n = sizes.len();
+        let mut parts: Vec<(i64, i64)> = convs
             .iter()
-            .flat_map(|(w, _, _)| [w.iter().product(), w[0]])
-            .chain(sizes.windows(2).flat_map(|w| [w[0] * w[1], w[1]]))
+            .flat_map(|(w, _, _)| {
+                let fan_in = w[1] * w[2] * w[3];
+                [(w.iter().product(), fan_in), (w[0], fan_in)]
+            })
+            .chain(
+                sizes[..n - 1]
+                    .windows(2)
+                    .flat_map(|w| [(w[0] * w[1], w[0]), (w[1], w[0])]),
+            )
             .collect();
+        if let Some(core) = shape.core() {
+            let h = core.size as i64;
+            parts.extend(
+                core.parts(sizes[n - 2] as usize)
+                    .into_iter()
+                    .map(|len| (len as i64, h)),
+            );
+        }
+        let head_in = shape.head_input() as i64;
+        parts.extend([(head_in * sizes[n - 1], head_in), (sizes[n - 1], head_in)]);
         FlatNet {
             shape,
             sizes,
-            parts,
+            fan_ins: parts.iter().map(|&(_, fan_in)| fan_in).collect(),
+            parts: parts.into_iter().map(|(len, _)| len).collect(),
             convs,
         }
     }
@@ -69,18 +96,13 @@ impl FlatNet {
     /// biases), drawn from libtorch's generator (seed it with
     /// `tch::manual_seed`).
     pub fn init(&self, device: Device) -> Tensor {
-        let fan_ins = self
-            .convs
+        let parts: Vec<Tensor> = self
+            .parts
             .iter()
-            .map(|(w, _, _)| w[1] * w[2] * w[3])
-            .chain(self.sizes.windows(2).map(|w| w[0]));
-        let parts: Vec<Tensor> = fan_ins
-            .zip(self.parts.chunks_exact(2))
-            .flat_map(|(fan_in, lens)| {
+            .zip(&self.fan_ins)
+            .map(|(&n, &fan_in)| {
                 let bound = 1.0 / (fan_in as f64).sqrt();
-                lens.iter()
-                    .map(|&n| Tensor::empty([n], (Kind::Float, device)).uniform_(-bound, bound))
-                    .collect::<Vec<_>>()
+                Tensor::empty([n], (Kind::Float, device)).uniform_(-bound, bound)
             })
             .collect();
         Tensor::cat(&parts, 0)
@@ -95,6 +117,10 @@ impl FlatNet {
     /// concatenation into the flat gradient, where each `narrow`'s backward
     /// fills a zero tensor of the whole parameter vector and adds it in.
     pub fn forward(&self, params: &Tensor, x: &Tensor) -> Tensor {
+        assert!(
+            self.shape.core().is_none(),
+            "a network with a recurrent core runs through forward_seq"
+        );
         let parts = params.split_with_sizes(&self.parts, 0);
         let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
         let x = &x.to_kind(Kind::Float);
@@ -119,7 +145,7 @@ impl FlatNet {
     }
 
     /// The torso's features `[batch, features]` for flat images `x`.
-    fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
+    pub(super) fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
         let [c, h, w] = torso.input.map(|d| d as i64);
         let mut img = if torso.channels_last {
             x.view([-1, h, w, c]).permute([0, 3, 1, 2])

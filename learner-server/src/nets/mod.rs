@@ -6,6 +6,7 @@
 
 mod device_forward;
 mod flat;
+mod lstm;
 
 pub use device_forward::{DeviceForward, place};
 pub use flat::FlatNet;

@@ -69,6 +69,7 @@ pub fn evaluate(
     (0..episodes)
         .map(|i| {
             env.try_reset(Some(eval_seed(seed, i, confirming)), &mut obs)?;
+            policy.begin_episode();
             let mut ret = 0.0;
             loop {
                 policy.act(&obs, &mut action);

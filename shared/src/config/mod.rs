@@ -20,6 +20,7 @@ mod td3;
 mod validate;
 mod validate_agents;
 mod validate_distributed;
+mod validate_model;
 
 pub use a2c::{A2cConfig, TrainOn};
 pub use distributed::{DataStructure, DistributedConfig, Overflow, SeedInference, WindowSelector};
@@ -28,7 +29,7 @@ pub use error::ConfigError;
 pub use impala::ImpalaConfig;
 pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
-pub use model::{ImageLayout, ModelConfig, Torso};
+pub use model::{CoreKind, ImageLayout, ModelConfig, Torso};
 pub use ppo::PpoConfig;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};
@@ -186,6 +187,16 @@ impl RunConfig {
             .expect("the model table is validated against the env")
     }
 
+    /// The policy network's parts before its head (what the evaluator and
+    /// the inference front build their policy from).
+    pub fn policy_net(&self, spec: &crate::env::EnvSpec) -> crate::nets::Net<'_> {
+        crate::nets::Net {
+            torso: self.torso(spec),
+            hidden: self.policy_hidden(),
+            core: self.model.core(),
+        }
+    }
+
     /// The network that picks actions (what actors, the inference front
     /// and the evaluator run), with `outputs` outputs.
     pub fn policy_shape(
@@ -199,6 +210,7 @@ impl RunConfig {
             self.policy_hidden(),
             outputs,
         )
+        .with_core(self.model.core())
     }
 
     /// The published Q-network has a dueling head.

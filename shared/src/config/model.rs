@@ -3,7 +3,7 @@
 //! (`hidden`) and its heads.
 
 use crate::env::{EnvSpec, ObsDtype};
-use crate::nets::{ConvLayer, ConvTorso, TorsoKind};
+use crate::nets::{ConvLayer, ConvTorso, Core, TorsoKind};
 use serde::{Deserialize, Serialize};
 
 /// What comes before the agent's MLP.
@@ -20,6 +20,18 @@ pub enum Torso {
     /// IMPALA's residual stacks (3x3 convolution, 3x3/2 max-pooling, two
     /// residual blocks), `channels` per stack (16, 32, 32 by default).
     ImpalaCnn,
+}
+
+/// What comes between the hidden layers and the output layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CoreKind {
+    /// None: the network sees the current observation only.
+    #[default]
+    None,
+    /// An LSTM (`core_size` units, `core_layers` layers) whose state each
+    /// env keeps through its episode, zeroed at the episode's start.
+    Lstm,
 }
 
 /// How an image observation's axes are laid out.
@@ -52,6 +64,12 @@ pub struct ModelConfig {
     /// Axis order of image observations (a 2-D observation is one
     /// channel).
     pub layout: ImageLayout,
+    /// The recurrent core before the output layer.
+    pub core: CoreKind,
+    /// Units of each core layer.
+    pub core_size: u32,
+    /// Stacked core layers.
+    pub core_layers: u32,
 }
 
 impl Default for ModelConfig {
@@ -62,11 +80,22 @@ impl Default for ModelConfig {
             kernels: None,
             strides: None,
             layout: ImageLayout::Auto,
+            core: CoreKind::None,
+            core_size: 64,
+            core_layers: 1,
         }
     }
 }
 
 impl ModelConfig {
+    /// The recurrent core the table asks for.
+    pub fn core(&self) -> Option<Core> {
+        (self.core == CoreKind::Lstm).then_some(Core {
+            size: self.core_size as usize,
+            layers: self.core_layers as usize,
+        })
+    }
+
     /// The torso for observations of `spec` (`None` for an MLP), or what
     /// is wrong with the table for them.
     pub fn torso_for(&self, spec: &EnvSpec) -> Result<Option<ConvTorso>, String> {

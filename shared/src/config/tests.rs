@@ -435,3 +435,44 @@ fn auto_layout_finds_channels_or_asks_and_only_uint8_is_scaled() {
         .unwrap();
     assert!(ok.channels_last);
 }
+
+/// `[model] core = "lstm"`: sizes in range, PPO on discrete actions under
+/// `single` and `sync` so far; every other pairing refused by name; the
+/// policy network the run publishes has the core.
+#[test]
+fn a_recurrent_core_is_checked_and_reaches_the_policy_network() {
+    let ppo = MINIMAL
+        .replace("agent = \"dqn\"", "agent = \"ppo\"")
+        .replace("[stop]", "[model]\ncore = \"lstm\"\ncore_size = 16\n[stop]");
+    let cfg = RunConfig::from_toml(&ppo, "test.toml").unwrap();
+    let spec = cfg.env_source().spec().unwrap();
+    let shape = cfg.policy_shape(&spec, 2);
+    assert_eq!(
+        shape.core(),
+        Some(&crate::nets::Core {
+            size: 16,
+            layers: 1
+        })
+    );
+    assert_eq!(shape.state_len(), 32);
+    let sync = ppo.replace("workflow = \"single\"", "workflow = \"sync\"");
+    RunConfig::from_toml(&sync, "test.toml").unwrap();
+    let e = err(&ppo.replace("core_size = 16", "core_size = 0"));
+    assert!(
+        e.contains("model.core_size") && e.contains("1..=4096"),
+        "{e}"
+    );
+    let e = err(&ppo.replace("core_size = 16", "core_layers = 5"));
+    assert!(e.contains("model.core_layers"), "{e}");
+    let e = err(&ppo.replace("agent = \"ppo\"", "agent = \"dqn\""));
+    assert!(
+        e.contains("model.core") && e.contains("agent ppo takes a recurrent core"),
+        "{e}"
+    );
+    let e = err(&ppo.replace("workflow = \"single\"", "workflow = \"seed-a2c\""));
+    assert!(e.contains("not under `seed-a2c`"), "{e}");
+    let e = err(&ppo.replace("CartPole-v1", "Pendulum-v1"));
+    assert!(e.contains("discrete actions so far"), "{e}");
+    let e = err(&ppo.replace("core = \"lstm\"", "core = \"gru\""));
+    assert!(e.contains("gru") && e.contains("lstm"), "{e}");
+}

@@ -41,29 +41,6 @@ impl RunConfig {
         Ok(())
     }
 
-    /// A convolutional torso fits the env's observations, and the agent
-    /// takes one.
-    pub(super) fn validate_model(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
-        if self.model.torso == super::Torso::Mlp {
-            return Ok(());
-        }
-        if !matches!(
-            self.agent,
-            AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala
-        ) {
-            return Err(ConfigError::Unsupported {
-                key: "model.torso",
-                value: serde_json::to_string(&self.model.torso).expect("an enum serialises"),
-                allowed: format!(
-                    "agents dqn, a2c, ppo and impala take a convolutional torso; `{}` takes \"mlp\"",
-                    self.agent
-                ),
-            });
-        }
-        self.model.torso_for(spec).map_err(ConfigError::Conflict)?;
-        Ok(())
-    }
-
     pub(super) fn validate_ppo(&self) -> Result<(), ConfigError> {
         let on_policy = [
             WorkflowKind::Single,

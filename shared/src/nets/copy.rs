@@ -1,10 +1,12 @@
 //! [`NetCopy`]: a [`NetShape`]'s forward pass in plain Rust over its own
 //! copy of the parameters: the torso's convolutions (im2col, `conv.rs`),
-//! then the MLP, each layer a [`Dense`].
+//! then the MLP, each layer a [`Dense`], with the recurrent core's step
+//! ([`LstmCopy`]) before the output layer when the network has one.
 
 use super::conv::ConvCopy;
 use super::dense::Dense;
-use super::{Forward, NetShape};
+use super::lstm::LstmCopy;
+use super::{Forward, NetShape, Rows};
 
 impl Forward for NetCopy {
     fn net(&self) -> &NetShape {
@@ -19,6 +21,15 @@ impl Forward for NetCopy {
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
         NetCopy::forward(self, x, batch)
     }
+    fn forward_state(&mut self, x: Rows<'_>, batch: usize, state: &mut [f32]) -> &[f32] {
+        match x {
+            Rows::Values(v) => self.run(v, batch, state),
+            Rows::Bytes(b) => {
+                let v: Vec<f32> = b.iter().map(|&x| f32::from(x)).collect();
+                self.run(&v, batch, state)
+            }
+        }
+    }
 }
 
 /// A [`NetShape`] with its own copy of the parameters (each layer laid out
@@ -30,6 +41,8 @@ pub struct NetCopy {
     conv: ConvCopy,
     /// The MLP's layers (empty until loaded).
     layers: Vec<Dense>,
+    /// The recurrent core's copy, run before the last of `layers`.
+    core: LstmCopy,
     out: Vec<f32>,
     scratch: Vec<f32>,
 }
@@ -41,6 +54,7 @@ impl NetCopy {
             net,
             conv: ConvCopy::default(),
             layers: Vec::new(),
+            core: LstmCopy::default(),
             out: Vec::new(),
             scratch: Vec::new(),
         }
@@ -64,21 +78,44 @@ impl NetCopy {
             offset = torso.numel();
         }
         self.layers.clear();
-        for w in self.net.sizes().windows(2) {
-            let (fan_in, fan_out) = (w[0], w[1]);
-            let weight = &params[offset..offset + fan_in * fan_out];
-            offset += fan_in * fan_out;
-            let bias = &params[offset..offset + fan_out];
-            offset += fan_out;
-            self.layers.push(Dense::new(weight, bias));
+        let sizes = self.net.sizes();
+        let n = sizes.len();
+        let dense = |fan_in: usize, fan_out: usize, offset: &mut usize| {
+            let weight = &params[*offset..*offset + fan_in * fan_out];
+            *offset += fan_in * fan_out;
+            let bias = &params[*offset..*offset + fan_out];
+            *offset += fan_out;
+            Dense::new(weight, bias)
+        };
+        for w in sizes[..n - 1].windows(2) {
+            self.layers.push(dense(w[0], w[1], &mut offset));
         }
+        if let Some(core) = self.net.core() {
+            let numel = core.numel(sizes[n - 2]);
+            self.core
+                .load(core, sizes[n - 2], &params[offset..offset + numel]);
+            offset += numel;
+        }
+        self.layers
+            .push(dense(self.net.head_input(), sizes[n - 1], &mut offset));
         Ok(())
     }
 
     /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
     /// Panics when nothing is loaded or `x` has the wrong size.
     pub fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+        self.run(x, batch, &mut [])
+    }
+
+    /// [`NetCopy::forward`], through the recurrent core when there is one
+    /// (reading and writing each row's `state`; empty without a core).
+    fn run(&mut self, x: &[f32], batch: usize, state: &mut [f32]) -> &[f32] {
         assert!(self.loaded(), "forward before any weights were loaded");
+        assert_eq!(
+            state.len(),
+            batch * self.net.state_len(),
+            "recurrent state size"
+        );
         assert_eq!(x.len(), batch * self.net.obs_dim(), "input size");
         self.out.clear();
         match self.net.torso() {
@@ -90,6 +127,12 @@ impl NetCopy {
         }
         let n_layers = self.layers.len();
         for (i, layer) in self.layers.iter().enumerate() {
+            if i + 1 == n_layers && self.net.core().is_some() {
+                let h = self.core.step(&self.out, batch, state);
+                self.scratch.clear();
+                self.scratch.extend_from_slice(h);
+                std::mem::swap(&mut self.out, &mut self.scratch);
+            }
             self.scratch.clear();
             self.scratch.resize(batch * layer.fan_out(), 0.0);
             layer.apply(&self.out, i + 1 < n_layers, &mut self.scratch);

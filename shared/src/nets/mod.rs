@@ -11,17 +11,21 @@
 mod conv;
 mod copy;
 mod dense;
+mod lstm;
 mod torso;
 
 pub use copy::NetCopy;
+pub use lstm::Core;
 pub use torso::{ConvLayer, ConvTorso, Op, TorsoKind};
 
 /// A network: an optional convolutional torso, then MLP layer sizes (input
-/// first: the torso's features, or the observation).
+/// first: the torso's features, or the observation), with an optional
+/// recurrent [`Core`] between the last hidden layer and the output layer.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NetShape {
     torso: Option<ConvTorso>,
     sizes: Vec<usize>,
+    core: Option<Core>,
 }
 
 impl NetShape {
@@ -30,7 +34,35 @@ impl NetShape {
         let mut sizes = vec![input];
         sizes.extend(hidden.iter().map(|&h| h as usize));
         sizes.push(output);
-        NetShape { torso: None, sizes }
+        NetShape {
+            torso: None,
+            sizes,
+            core: None,
+        }
+    }
+
+    /// The same network with `core` before its output layer.
+    pub fn with_core(mut self, core: Option<Core>) -> NetShape {
+        self.core = core;
+        self
+    }
+
+    pub fn core(&self) -> Option<&Core> {
+        self.core.as_ref()
+    }
+
+    /// Values of one row's recurrent state (0 without a core).
+    pub fn state_len(&self) -> usize {
+        self.core.as_ref().map_or(0, Core::state_len)
+    }
+
+    /// Inputs of the output layer: the core's units, or the last hidden
+    /// layer's.
+    pub fn head_input(&self) -> usize {
+        match &self.core {
+            Some(c) => c.size,
+            None => self.sizes[self.sizes.len() - 2],
+        }
     }
 
     /// `torso`, when given, then an MLP over its features; without one an
@@ -71,9 +103,17 @@ impl NetShape {
         self.torso.as_ref().map_or(0, ConvTorso::numel) + self.mlp_numel()
     }
 
-    /// Parameters of the MLP part.
+    /// Parameters of the MLP part (with the core, when there is one).
     pub fn mlp_numel(&self) -> usize {
-        self.sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+        let Some(core) = &self.core else {
+            return self.sizes.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        };
+        let n = self.sizes.len();
+        let hidden: usize = self.sizes[..n - 1]
+            .windows(2)
+            .map(|w| w[0] * w[1] + w[1])
+            .sum();
+        hidden + core.numel(self.sizes[n - 2]) + core.size * self.sizes[n - 1] + self.sizes[n - 1]
     }
 
     /// MLP layer sizes, input first, output last.
@@ -106,7 +146,10 @@ impl NetShape {
 
     /// The layers in a line, for errors and logs.
     pub fn describe(&self) -> String {
-        let mlp = format!("MLP {:?}", self.sizes);
+        let mut mlp = format!("MLP {:?}", self.sizes);
+        if let Some(core) = &self.core {
+            mlp = format!("{mlp} with an {} before its output", core.describe());
+        }
         match &self.torso {
             None => mlp,
             Some(t) => format!("{} then {mlp}", t.describe()),
@@ -116,6 +159,15 @@ impl NetShape {
     pub fn output_dim(&self) -> usize {
         *self.sizes.last().expect("at least two sizes")
     }
+}
+
+/// What a policy's network is made of, before its head: a torso, hidden
+/// layers, a recurrent core.
+#[derive(Debug, Clone)]
+pub struct Net<'a> {
+    pub torso: Option<ConvTorso>,
+    pub hidden: &'a [u32],
+    pub core: Option<Core>,
 }
 
 /// Observation rows as a network takes them.
@@ -137,7 +189,16 @@ pub trait Forward: Send + std::fmt::Debug {
     fn load(&mut self, params: &[f32]) -> Result<(), String>;
     fn loaded(&self) -> bool;
     /// Outputs for `batch` rows of `x` (`batch * output_dim` values).
+    /// Panics for a network with a recurrent core (its state is
+    /// [`Forward::forward_state`]'s).
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32];
+    /// Outputs for `batch` rows with a recurrent core, reading and writing
+    /// each row's `state` (`batch * state_len` values). Only backends that
+    /// run a core take one: the others refuse such a network when built.
+    fn forward_state(&mut self, x: Rows<'_>, batch: usize, state: &mut [f32]) -> &[f32] {
+        assert!(state.is_empty(), "this backend runs no recurrent core");
+        self.forward_rows(x, batch)
+    }
     /// [`Forward::forward`] for rows held either way: bytes are widened
     /// here unless the backend takes them as they are.
     fn forward_rows(&mut self, x: Rows<'_>, batch: usize) -> &[f32] {

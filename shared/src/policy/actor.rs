@@ -6,7 +6,7 @@
 use super::{ContinuousPolicy, QPolicy, continuous_head};
 use crate::config::AgentKind;
 use crate::env::{EnvSpec, Space};
-use crate::nets::{ConvTorso, Forward, NetShape, Rows};
+use crate::nets::{Forward, Net, NetShape, Rows};
 use crate::wire::Welcome;
 
 #[derive(Debug)]
@@ -32,25 +32,32 @@ impl ActorPolicy {
                 spec.obs_shape
             ));
         }
-        Ok(ActorPolicy::new(
-            spec, w.agent, torso, &w.hidden, w.dueling, w.seed,
-        ))
+        let net = Net {
+            torso,
+            hidden: &w.hidden,
+            core: w.core()?,
+        };
+        Ok(ActorPolicy::new(spec, w.agent, net, w.dueling, w.seed))
     }
 
     /// The policy `agent` publishes for `spec` (no weights loaded yet),
-    /// with `torso` in front of its MLP.
+    /// over the network `net`.
     pub fn new(
         spec: &EnvSpec,
         agent: AgentKind,
-        torso: Option<ConvTorso>,
-        hidden: &[u32],
+        net: Net<'_>,
         dueling: bool,
         seed: u64,
     ) -> ActorPolicy {
         let obs_dim = spec.obs_dim();
+        let Net {
+            torso,
+            hidden,
+            core,
+        } = net;
         match &spec.action_space {
             Space::Discrete { n } => {
-                let shape = NetShape::with_torso(torso, obs_dim, hidden, *n);
+                let shape = NetShape::with_torso(torso, obs_dim, hidden, *n).with_core(core);
                 let mut q = QPolicy::from_shape(shape, seed).dueling(dueling);
                 // A policy network's logits (A2C, PPO) are sampled; Q-values
                 // are epsilon-greedy.
@@ -134,6 +141,23 @@ impl ActorPolicy {
     /// unless the policy was made [`ActorPolicy::greedy`].
     pub fn act(&mut self, obs: &[f32], n: usize, actions: &mut Vec<f32>) {
         self.act_rows(Rows::Values(obs), n, actions);
+    }
+
+    /// [`ActorPolicy::act_rows`] for the env slots `slots`, whose recurrent
+    /// states (a core's) it reads and advances. Only discrete policies
+    /// have a core (validated).
+    pub fn act_slots(&mut self, obs: &[f32], slots: &[usize], actions: &mut Vec<f32>) {
+        match self {
+            ActorPolicy::Discrete(q) => q.act_slots(Rows::Values(obs), slots, actions),
+            ActorPolicy::Continuous(_) => self.act(obs, slots.len(), actions),
+        }
+    }
+
+    /// Zeros env slot `slot`'s recurrent state (a new episode there).
+    pub fn reset_slot(&mut self, slot: usize) {
+        if let ActorPolicy::Discrete(q) = self {
+            q.reset_slot(slot);
+        }
     }
 
     /// [`ActorPolicy::act`] for rows held either way (a uint8 env's bytes

@@ -29,6 +29,11 @@ pub struct QPolicy {
     /// advantage.
     dueling: bool,
     rng: Pcg64,
+    /// Each env slot's recurrent state (`state_len` values per slot; empty
+    /// without a core), zeros until it acts.
+    states: Vec<f32>,
+    /// The acting rows' states, gathered for one forward pass.
+    gathered: Vec<f32>,
 }
 
 impl QPolicy {
@@ -46,6 +51,8 @@ impl QPolicy {
             sample: false,
             dueling: false,
             rng: Pcg64::seed_from_u64(seed),
+            states: Vec::new(),
+            gathered: Vec::new(),
         }
     }
 
@@ -101,16 +108,55 @@ impl QPolicy {
         self.act_rows(Rows::Values(obs), n, actions);
     }
 
-    /// [`QPolicy::act`] for rows held either way.
+    /// [`QPolicy::act`] for rows held either way (row `i` is env slot
+    /// `i` for a recurrent core's state).
     pub fn act_rows(&mut self, obs: Rows<'_>, n: usize, actions: &mut Vec<f32>) {
+        self.act_in(obs, n, None, actions);
+    }
+
+    /// [`QPolicy::act_rows`] for the env slots `slots` (row `i` is slot
+    /// `slots[i]`): a recurrent core reads and advances their states.
+    pub fn act_slots(&mut self, obs: Rows<'_>, slots: &[usize], actions: &mut Vec<f32>) {
+        self.act_in(obs, slots.len(), Some(slots), actions);
+    }
+
+    /// Zeros slot `slot`'s recurrent state (its env begins an episode).
+    pub fn reset_slot(&mut self, slot: usize) {
+        let len = self.net.net().state_len();
+        if let Some(s) = self.states.get_mut(slot * len..(slot + 1) * len) {
+            s.fill(0.0);
+        }
+    }
+
+    fn act_in(&mut self, obs: Rows<'_>, n: usize, slots: Option<&[usize]>, actions: &mut Vec<f32>) {
         actions.clear();
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
         let k = width - skip;
-        let q: &[f32] = if self.net.loaded() {
+        let len = self.net.net().state_len();
+        let q: &[f32] = if !self.net.loaded() {
+            &[]
+        } else if len == 0 {
             self.net.forward_rows(obs, n)
         } else {
-            &[]
+            let slot = |i: usize| slots.map_or(i, |s| s[i]);
+            let top = (0..n).map(slot).max().map_or(0, |m| m + 1);
+            if self.states.len() < top * len {
+                self.states.resize(top * len, 0.0);
+            }
+            self.gathered.clear();
+            for i in 0..n {
+                let s = slot(i);
+                self.gathered
+                    .extend_from_slice(&self.states[s * len..(s + 1) * len]);
+            }
+            let q = self.net.forward_state(obs, n, &mut self.gathered);
+            for i in 0..n {
+                let s = slot(i);
+                self.states[s * len..(s + 1) * len]
+                    .copy_from_slice(&self.gathered[i * len..(i + 1) * len]);
+            }
+            q
         };
         for i in 0..n {
             let a = if q.is_empty() {
@@ -145,7 +191,65 @@ pub fn sample_softmax(logits: &[f32], u: f32) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::sample_softmax;
+    use super::*;
+    use crate::nets::Core;
+
+    /// With a recurrent core each env slot keeps its own state: slots
+    /// acting together, in any order, pick what each picks acting alone,
+    /// and a reset slot starts again from zeros.
+    #[test]
+    fn each_slot_keeps_its_own_recurrent_state() {
+        let shape = NetShape::new(2, &[4], 3).with_core(Some(Core { size: 3, layers: 2 }));
+        let params: Vec<f32> = (0..shape.numel())
+            .map(|i| ((i as u64 * 2_654_435_761 % 1000) as f32 / 250.0) - 2.0)
+            .collect::<Vec<f32>>();
+        // No output bias: the actions follow the state.
+        let n = params.len();
+        let params = [&params[..n - 3], &[0.0; 3]].concat();
+        let policy = || {
+            let mut p = QPolicy::from_shape(shape.clone(), 1);
+            p.epsilon = 0.0;
+            p.load(1, &params).unwrap();
+            p
+        };
+        let obs = |t: usize, slot: usize| {
+            let sign = if (t + slot) % 3 == 0 { -1.0 } else { 1.0 };
+            [
+                sign * (t as f32 - slot as f32),
+                (t * slot) as f32 * 0.5 - 1.0,
+            ]
+        };
+        let mut alone = Vec::new();
+        for slot in 0..3 {
+            let mut p = policy();
+            let mut picks = Vec::new();
+            for t in 0..6 {
+                p.act_slots(Rows::Values(&obs(t, slot)), &[slot], &mut picks);
+                alone.push((slot, t, picks[0]));
+            }
+        }
+        let mut together = policy();
+        let mut picks = Vec::new();
+        let mut got = Vec::new();
+        for t in 0..6 {
+            let order = if t % 2 == 0 { [2, 0, 1] } else { [1, 2, 0] };
+            let x: Vec<f32> = order.iter().flat_map(|&s| obs(t, s)).collect();
+            together.act_slots(Rows::Values(&x), &order, &mut picks);
+            got.extend(order.iter().zip(&picks).map(|(&s, &a)| (s, t, a)));
+        }
+        assert!(alone.iter().any(|a| a.2 != alone[0].2), "{alone:?}");
+        got.sort_by_key(|&(s, t, _)| (s, t));
+        assert_eq!(got, alone);
+        let states = |p: &QPolicy| p.states.chunks(12).map(|s| s.to_vec()).collect::<Vec<_>>();
+        assert!(
+            states(&together)
+                .iter()
+                .all(|s| s.iter().any(|&v| v != 0.0))
+        );
+        together.reset_slot(1);
+        assert_eq!(states(&together)[1], vec![0.0; 12]);
+        assert!(states(&together)[2].iter().any(|&v| v != 0.0));
+    }
 
     #[test]
     fn softmax_sampling_follows_the_probabilities() {

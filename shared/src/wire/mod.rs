@@ -25,10 +25,11 @@ pub use messages::*;
 pub use steps::StepRef;
 pub use submission::Submission;
 pub use weights::{WeightsFrames, WeightsRejoin, attach_weights, take_weights, weights_of};
+pub use welcome::core_msg;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

@@ -20,6 +20,26 @@ impl Welcome {
             frame_stack: self.frame_stack,
         }
     }
+
+    /// The recurrent core, refused when its sizes are out of range.
+    pub fn core(&self) -> Result<Option<crate::nets::Core>, String> {
+        match self.core {
+            [0, 0] => Ok(None),
+            [size @ 1..=4096, layers @ 1..=4] => Ok(Some(crate::nets::Core {
+                size: size as usize,
+                layers: layers as usize,
+            })),
+            [size, layers] => Err(format!(
+                "the learner's recurrent core has {size} units and {layers} layers \
+                 (1..=4096 and 1..=4 are run)"
+            )),
+        }
+    }
+}
+
+/// A [`Welcome`]'s `core` for `core`.
+pub fn core_msg(core: Option<crate::nets::Core>) -> [u32; 2] {
+    core.map_or([0, 0], |c| [c.size as u32, c.layers as u32])
 }
 
 impl TorsoMsg {

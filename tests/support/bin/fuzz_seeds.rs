@@ -57,6 +57,7 @@ fn messages() -> Vec<Message> {
                 scaled: true,
                 layers: vec![[32, 8, 4], [64, 4, 2], [64, 3, 1]],
             }),
+            core: [64, 1],
             onnx: vec![8, 9, 18, 4],
             n_envs: 2,
             seed: 5,

@@ -106,6 +106,7 @@ impl Core {
             hidden: cfg.policy_hidden().to_vec(),
             dueling: cfg.dueling(),
             torso: cfg.torso(&self.spec).as_ref().map(wire::TorsoMsg::new),
+            core: wire::core_msg(cfg.model.core()),
             onnx: self.onnx.clone(),
             n_envs,
             seed: cfg.seed ^ (u64::from(index) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15),

@@ -56,6 +56,9 @@ pub struct Welcome {
     pub dueling: bool,
     /// The convolutional torso before `hidden` (`None`: an MLP).
     pub torso: Option<TorsoMsg>,
+    /// The recurrent core before the output layer: `[units, layers]`
+    /// (`[0, 0]`: none). Each env's state is zeroed at its episode's start.
+    pub core: [u32; 2],
     /// The policy network as an ONNX model whose weights are its `params`
     /// input (`rlfleet_shared::onnx`), for actors that infer with ONNX
     /// Runtime.

@@ -231,8 +231,7 @@ impl Workflow for Seed {
         let policy = ActorPolicy::new(
             &core.spec,
             cfg.agent,
-            cfg.torso(&core.spec),
-            cfg.policy_hidden(),
+            cfg.policy_net(&core.spec),
             cfg.dueling(),
             cfg.seed ^ 0x5eed_f407,
         );

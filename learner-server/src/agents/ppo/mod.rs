@@ -10,6 +10,13 @@
 //! The old log probabilities are those of the policy at update time: the
 //! data came from it in `single` and `sync`, and from at most one round
 //! earlier over `seed-a2c`.
+//!
+//! With a recurrent core (`[model] core = "lstm"`, `recurrent.rs`) both
+//! networks run over each held segment as a sequence from the state its
+//! episode had reached, and minibatches are whole segments.
+
+mod objective;
+mod recurrent;
 
 use super::policy_value::PolicyValue;
 use super::rollout::{self, Rollout};
@@ -22,7 +29,7 @@ use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::PpoConfig;
 use rlfleet_shared::env::{EnvSpec, Space};
-use rlfleet_shared::nets::{ConvTorso, NetShape};
+use rlfleet_shared::nets::{ConvTorso, Core, NetShape};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy, QPolicy};
 use std::collections::HashMap;
 use tch::{Device, Kind, Tensor};
@@ -57,6 +64,9 @@ pub struct Ppo {
     last_loss: Option<Tensor>,
     /// The policy's mean entropy at the latest step.
     last_entropy: Option<Tensor>,
+    /// With a recurrent core: each unfinished episode's states (policy's
+    /// then value's, `[2 * state_len]`) where its trained steps ended.
+    carry: HashMap<u64, Tensor>,
 }
 
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
@@ -71,8 +81,23 @@ impl Ppo {
         seed: u64,
         device: Device,
     ) -> Self {
+        Ppo::with_core(cfg, spec, torso, None, seed, device)
+    }
+
+    /// [`Ppo::new`] with a recurrent `core` after both networks' hidden
+    /// layers (discrete actions only: validated).
+    pub fn with_core(
+        cfg: &PpoConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        core: Option<Core>,
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let obs_dim = spec.obs_dim();
-        let shape = |outputs| NetShape::with_torso(torso.clone(), obs_dim, &cfg.hidden, outputs);
+        let shape = |outputs| {
+            NetShape::with_torso(torso.clone(), obs_dim, &cfg.hidden, outputs).with_core(core)
+        };
         let (outputs, act_dim, actor) = match &spec.action_space {
             Space::Discrete { n } => {
                 let mut q = QPolicy::from_shape(shape(*n), seed ^ 0x990);
@@ -123,7 +148,12 @@ impl Ppo {
             train_steps: 0,
             last_loss: None,
             last_entropy: None,
+            carry: HashMap::new(),
         }
+    }
+
+    fn recurrent(&self) -> bool {
+        self.nets.policy_net.shape().core().is_some()
     }
 
     /// Log probabilities of `actions` (`[n, act_dim]`) at `obs` under the
@@ -134,6 +164,12 @@ impl Ppo {
             .nets
             .policy_net
             .forward(&self.nets.policy.narrow(0, 0, n_mlp), obs);
+        self.log_prob_entropy_of(&out, actions)
+    }
+
+    /// [`Ppo::log_prob_entropy`] from the policy network's outputs `out`.
+    fn log_prob_entropy_of(&self, out: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
+        let n_mlp = self.nets.policy_net.numel();
         if self.discrete {
             let logp_all = out.log_softmax(1, Kind::Float);
             let idx = actions.to_kind(Kind::Int64);
@@ -142,7 +178,7 @@ impl Ppo {
             return (logp, entropy);
         }
         let log_std = self.nets.policy.narrow(0, n_mlp, self.act_dim as i64);
-        let z = (actions - &out) / log_std.exp();
+        let z = (actions - out) / log_std.exp();
         let logp =
             (z.square() * -0.5 - &log_std - HALF_LOG_2PI).sum_dim_intlist(1, false, Kind::Float);
         let entropy = (&log_std + 0.5 + HALF_LOG_2PI)
@@ -154,11 +190,15 @@ impl Ppo {
     /// Trains on every held segment; returns the gradient steps taken.
     fn update(&mut self) -> u32 {
         let mut segments = std::mem::take(&mut self.ready);
+        let finished = segments.len();
         segments.extend(self.open.drain().map(|(_, s)| s));
         self.held = 0;
         let n: usize = segments.iter().map(|s| s.len()).sum();
         if n == 0 {
             return 0;
+        }
+        if self.recurrent() {
+            return self.update_recurrent(&segments, finished);
         }
         let (od, ad) = (self.obs_dim, self.act_dim as i64);
         let rows = |f: &dyn Fn(&Rollout) -> &ObsStore| {
@@ -178,31 +218,7 @@ impl Ppo {
             let b = self.nets.values(&lasts);
             (v, b, self.log_prob_entropy(&obs, &actions).0)
         });
-        let values: Vec<f32> = Vec::try_from(&old_values).expect("f32 values");
-        let boot: Vec<f32> = Vec::try_from(&boot).expect("f32 values");
-
-        // GAE per segment, on the host.
-        let (gamma, lambda) = (self.cfg.gamma as f32, self.cfg.gae_lambda as f32);
-        let mut adv = vec![0f32; n];
-        let mut start = 0;
-        for (s, &b) in segments.iter().zip(&boot) {
-            let len = s.len();
-            let mut gae = 0.0;
-            for t in (0..len).rev() {
-                let next_v = if t + 1 < len {
-                    values[start + t + 1]
-                } else if s.terminated {
-                    0.0
-                } else {
-                    b
-                };
-                let delta = s.rewards[t] + gamma * next_v - values[start + t];
-                gae = delta + gamma * lambda * gae;
-                adv[start + t] = gae;
-            }
-            start += len;
-        }
-        let adv = Tensor::from_slice(&adv).to_device(self.device);
+        let adv = self.gae(&segments, &old_values, &boot);
         let returns = &adv + &old_values;
 
         let mut order: Vec<i64> = (0..n as i64).collect();
@@ -214,9 +230,11 @@ impl Ppo {
             }
             for chunk in order.chunks(mb) {
                 let idx = Tensor::from_slice(chunk).to_device(self.device);
-                self.minibatch_step(
-                    &obs.index_select(0, &idx),
-                    &actions.index_select(0, &idx),
+                let (obs, actions) = (obs.index_select(0, &idx), actions.index_select(0, &idx));
+                let (logp, entropy) = self.log_prob_entropy(&obs, &actions);
+                let v = self.nets.values(&obs);
+                self.loss_step(
+                    (logp, entropy, v),
                     &old_logp.index_select(0, &idx),
                     &old_values.index_select(0, &idx),
                     &adv.index_select(0, &idx),
@@ -227,38 +245,6 @@ impl Ppo {
         }
         self.actor_fresh = false;
         steps
-    }
-
-    fn minibatch_step(
-        &mut self,
-        obs: &Tensor,
-        actions: &Tensor,
-        old_logp: &Tensor,
-        old_values: &Tensor,
-        adv: &Tensor,
-        returns: &Tensor,
-    ) {
-        let mut adv = adv.shallow_clone();
-        if self.cfg.normalize_advantage && adv.size()[0] > 1 {
-            adv = (&adv - adv.mean(Kind::Float)) / (adv.std(true) + 1e-8);
-        }
-        let (logp, entropy) = self.log_prob_entropy(obs, actions);
-        let ratio = (logp - old_logp).exp();
-        let c = self.cfg.clip_range;
-        let surrogate = (&ratio * &adv).minimum(&(ratio.clamp(1.0 - c, 1.0 + c) * &adv));
-        let policy_loss = -surrogate.mean(Kind::Float);
-        let mut v = self.nets.values(obs);
-        if self.cfg.clip_range_vf > 0.0 {
-            let cv = self.cfg.clip_range_vf;
-            v = old_values + (&v - old_values).clamp(-cv, cv);
-        }
-        let value_loss = (returns - v).square().mean(Kind::Float);
-        let entropy = entropy.mean(Kind::Float);
-        let loss = &policy_loss - &entropy * self.cfg.ent_coef + value_loss * self.cfg.vf_coef;
-        self.nets.step(&loss, self.cfg.max_grad_norm);
-        self.train_steps += 1;
-        self.last_loss = Some(loss.detach());
-        self.last_entropy = Some(entropy.detach());
     }
 }
 
@@ -294,12 +280,15 @@ impl Agent for Ppo {
         if let Some(s) = self.open.remove(&episode) {
             self.ready.push(s);
         }
+        self.reset_actor_state();
     }
 
     fn abandon_episode(&mut self, episode: u64) {
         if let Some(s) = self.open.remove(&episode) {
             self.held -= s.len();
         }
+        self.carry.remove(&episode);
+        self.reset_actor_state();
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {
@@ -385,6 +374,50 @@ mod tests {
                 episode,
             });
         }
+    }
+
+    /// With a recurrent core an episode cut by an update goes on from the
+    /// states its trained steps reached: the policy's is what the
+    /// plain-Rust copy reaches over those steps from zeros with the
+    /// pre-update weights; it is used up by the next update, which also
+    /// trains the rest (whole segments per minibatch: one step per epoch
+    /// here).
+    #[test]
+    fn a_recurrent_episode_cut_by_an_update_carries_its_state() {
+        use rlfleet_shared::nets::{Forward, NetCopy, Rows};
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let cfg = PpoConfig {
+            n_steps: 10,
+            batch_size: 10,
+            n_epochs: 3,
+            hidden: vec![8],
+            ..PpoConfig::default()
+        };
+        let core = Core { size: 4, layers: 1 };
+        let mut ppo = Ppo::with_core(&cfg, &spec, None, Some(core), 1, Device::Cpu);
+        let before = ppo.weights().data;
+        feed(&mut ppo, 7, 10, 4, 1.0);
+        // Not terminated: the feed's last step says so; make it go on.
+        ppo.open.get_mut(&7).unwrap().terminated = false;
+        assert_eq!(ppo.train(10), 3);
+        let carried: Vec<f32> = Vec::try_from(&ppo.carry[&7]).unwrap();
+        assert_eq!(carried.len(), 2 * core.state_len());
+        let mut copy = NetCopy::new(ppo.nets.policy_net.shape().clone());
+        copy.load(&before).unwrap();
+        let mut state = vec![0.0; core.state_len()];
+        for t in 0..10 {
+            let o = vec![0.01 * t as f32; 4];
+            copy.forward_state(Rows::Values(&o), 1, &mut state);
+        }
+        for (a, b) in carried[..core.state_len()].iter().zip(&state) {
+            assert!((a - b).abs() < 1e-5, "{carried:?} vs {state:?}");
+        }
+        feed(&mut ppo, 7, 10, 4, 0.0);
+        ppo.end_episode(7);
+        assert_eq!(ppo.train(20), 3);
+        assert!(ppo.carry.is_empty());
+        assert!(ppo.last_loss().unwrap().is_finite());
+        assert_ne!(ppo.weights().data, before);
     }
 
     /// An update happens once `n_steps` are held (finished and unfinished

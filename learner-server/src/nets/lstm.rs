@@ -1,0 +1,142 @@
+//! [`FlatNet::forward_seq`]: a network with a recurrent core run over a
+//! batch of sequences in libtorch — the torso and hidden layers on every
+//! step at once, the LSTM step by step from each sequence's start state,
+//! the output layer on every step at once — so that training
+//! backpropagates through the whole sequence.
+
+use super::FlatNet;
+use tch::{Kind, Tensor};
+
+impl FlatNet {
+    /// Outputs for `steps` steps of `batch` sequences, and the states they
+    /// end in.
+    ///
+    /// `x` is `[steps * batch, obs_dim]`, time-major (row `t * batch + b`
+    /// is sequence `b`'s step `t`); `state` is `[batch, state_len]`, each
+    /// sequence's state before its first step (per layer `h` then `c`, as
+    /// `rlfleet_shared::nets::Core` lays it out); `keep` is `[steps,
+    /// batch]` f32, 1 where a step advances the state and 0 where the state
+    /// is held (padding after a short sequence, or a last step whose output
+    /// is read but whose state is not kept). Returns `[steps * batch,
+    /// output]` and the states after each sequence's last kept step,
+    /// `[batch, state_len]`.
+    pub fn forward_seq(
+        &self,
+        params: &Tensor,
+        x: &Tensor,
+        state: &Tensor,
+        keep: &Tensor,
+    ) -> (Tensor, Tensor) {
+        let core = *self.shape.core().expect("a network with a recurrent core");
+        let parts = params.split_with_sizes(&self.parts, 0);
+        let n = self.sizes.len();
+        let (conv_parts, rest) = parts.split_at(2 * self.convs.len());
+        let (hidden_parts, rest) = rest.split_at(2 * (n - 2));
+        let (core_parts, head) = rest.split_at(4 * core.layers);
+        let x = &x.to_kind(Kind::Float);
+        let mut h = match self.shape.torso() {
+            Some(torso) => self.torso(torso, conv_parts, x),
+            None => x.shallow_clone(),
+        };
+        for (w, wb) in self.sizes[..n - 1]
+            .windows(2)
+            .zip(hidden_parts.chunks_exact(2))
+        {
+            h = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1])).relu();
+        }
+        let (steps, batch) = (keep.size()[0], keep.size()[1]);
+        let units = core.size as i64;
+        let mut seq = h.view([steps, batch, -1]);
+        let mut ends = Vec::with_capacity(2 * core.layers);
+        for (l, p) in core_parts.chunks_exact(4).enumerate() {
+            let input = seq.size()[2];
+            let w_ih = p[0].view([4 * units, input]);
+            let w_hh_t = p[1].view([4 * units, units]).tr();
+            // The input's share of every step's gates at once.
+            let x_gates = seq.linear(&w_ih, Some(&(&p[2] + &p[3])));
+            let l = l as i64;
+            let mut hs = state.narrow(1, 2 * l * units, units);
+            let mut cs = state.narrow(1, (2 * l + 1) * units, units);
+            let mut outs = Vec::with_capacity(steps as usize);
+            for t in 0..steps {
+                let gates = x_gates.get(t) + hs.matmul(&w_hh_t);
+                let g = gates.chunk(4, 1);
+                let c_new = g[1].sigmoid() * &cs + g[0].sigmoid() * g[2].tanh();
+                let h_new = g[3].sigmoid() * c_new.tanh();
+                let k = keep.get(t).unsqueeze(1);
+                hs = &hs + &k * (&h_new - &hs);
+                cs = &cs + &k * (c_new - &cs);
+                outs.push(h_new);
+            }
+            seq = Tensor::stack(&outs, 0);
+            ends.push(hs);
+            ends.push(cs);
+        }
+        let out_dim = self.sizes[n - 1];
+        let out = seq
+            .view([steps * batch, units])
+            .linear(&head[0].view([out_dim, units]), Some(&head[1]));
+        (out, Tensor::cat(&ends, 1))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::nets::{Core, Forward, NetCopy, NetShape, Rows};
+    use tch::Device;
+
+    /// Stepped one step at a time with each sequence's state, the
+    /// plain-Rust copy actors act with gives the outputs and end states the
+    /// sequence pass gives, held states included (two layers, hidden
+    /// layers before the core, sequences of different lengths).
+    #[test]
+    fn the_sequence_pass_agrees_with_the_plain_rust_steps() {
+        let core = Core { size: 5, layers: 2 };
+        let shape = NetShape::new(3, &[8], 4).with_core(Some(core));
+        let net = FlatNet::from_shape(shape.clone());
+        assert_eq!(net.numel() as usize, shape.numel());
+        tch::manual_seed(3);
+        let p = net.init(Device::Cpu);
+        let (steps, batch, sl) = (6usize, 3usize, core.state_len());
+        let x: Vec<f32> = (0..steps * batch * 3)
+            .map(|i| ((i * 37) % 17) as f32 / 8.0 - 1.0)
+            .collect();
+        let state0: Vec<f32> = (0..batch * sl)
+            .map(|i| ((i % 7) as f32 - 3.0) / 5.0)
+            .collect();
+        // Sequence 1 holds its state after step 2, sequence 2 after step 4.
+        let lens = [6, 3, 5];
+        let keep: Vec<f32> = (0..steps * batch)
+            .map(|i| f32::from(u8::from(i / batch < lens[i % batch])))
+            .collect();
+        let (out, end) = net.forward_seq(
+            &p,
+            &Tensor::from_slice(&x).view([(steps * batch) as i64, 3]),
+            &Tensor::from_slice(&state0).view([batch as i64, sl as i64]),
+            &Tensor::from_slice(&keep).view([steps as i64, batch as i64]),
+        );
+        let out: Vec<f32> = Vec::try_from(out.view([-1])).unwrap();
+        let end: Vec<f32> = Vec::try_from(end.view([-1])).unwrap();
+        let mut copy = NetCopy::new(shape);
+        copy.load(&Vec::<f32>::try_from(&p).unwrap()).unwrap();
+        for b in 0..batch {
+            let mut s = state0[b * sl..(b + 1) * sl].to_vec();
+            for t in 0..steps {
+                let row = &x[(t * batch + b) * 3..(t * batch + b + 1) * 3];
+                let mut next = s.clone();
+                let y = copy.forward_state(Rows::Values(row), 1, &mut next).to_vec();
+                let want = &out[(t * batch + b) * 4..(t * batch + b + 1) * 4];
+                for (a, w) in y.iter().zip(want) {
+                    assert!((a - w).abs() < 1e-5, "seq {b} step {t}: {a} vs {w}");
+                }
+                if t < lens[b] {
+                    s = next;
+                }
+            }
+            for (a, w) in s.iter().zip(&end[b * sl..(b + 1) * sl]) {
+                assert!((a - w).abs() < 1e-5, "seq {b} end state: {a} vs {w}");
+            }
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Validation of the `[model]` table: a convolutional torso that fits the
+//! env's observations, and a recurrent core with the agents and workflows
+//! that keep its state.
+
+use super::validate::require;
+use super::{AgentKind, ConfigError, RunConfig, WorkflowKind};
+
+impl RunConfig {
+    /// A convolutional torso fits the env's observations, and the agent
+    /// takes one.
+    pub(super) fn validate_model(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
+        self.validate_core(spec)?;
+        if self.model.torso == super::Torso::Mlp {
+            return Ok(());
+        }
+        if !matches!(
+            self.agent,
+            AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala
+        ) {
+            return Err(ConfigError::Unsupported {
+                key: "model.torso",
+                value: serde_json::to_string(&self.model.torso).expect("an enum serialises"),
+                allowed: format!(
+                    "agents dqn, a2c, ppo and impala take a convolutional torso; `{}` takes \"mlp\"",
+                    self.agent
+                ),
+            });
+        }
+        self.model.torso_for(spec).map_err(ConfigError::Conflict)?;
+        Ok(())
+    }
+
+    /// A recurrent core: its sizes, and the agents and workflows that keep
+    /// its state so far (PPO on discrete actions, under `single` and
+    /// `sync`).
+    fn validate_core(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
+        let m = &self.model;
+        if m.core == super::CoreKind::None {
+            return Ok(());
+        }
+        require(
+            "model.core_size",
+            m.core_size,
+            (1..=4096).contains(&m.core_size),
+            "an integer in 1..=4096",
+        )?;
+        require(
+            "model.core_layers",
+            m.core_layers,
+            (1..=4).contains(&m.core_layers),
+            "an integer in 1..=4",
+        )?;
+        if self.agent != AgentKind::Ppo {
+            return Err(ConfigError::Unsupported {
+                key: "model.core",
+                value: "\"lstm\"".into(),
+                allowed: format!(
+                    "agent ppo takes a recurrent core so far; `{}` takes \"none\"",
+                    self.agent
+                ),
+            });
+        }
+        if !spec.action_space.is_discrete() {
+            return Err(ConfigError::Conflict(format!(
+                "model.core = \"lstm\" is for discrete actions so far, and `{}` has a \
+                 continuous action space",
+                self.env
+            )));
+        }
+        if !matches!(self.workflow, WorkflowKind::Single | WorkflowKind::Sync) {
+            return Err(ConfigError::Conflict(format!(
+                "model.core = \"lstm\" runs under workflows `single` and `sync` so far \
+                 (the learner keeps each episode's state there); not under `{}`",
+                self.workflow
+            )));
+        }
+        Ok(())
+    }
+}
