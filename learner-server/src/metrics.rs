@@ -40,6 +40,10 @@ pub struct Metrics {
     /// transport.
     pub weights_sent: IntCounterVec,
     pub inference_requests: IntCounter,
+    /// Actor envs' recurrent states the `seed` front zeroed, by cause
+    /// (`episode`: an episode's first observation; `session`: a new
+    /// connection's envs).
+    pub core_states_zeroed: IntCounterVec,
     /// Batches MPI actor ranks deposited one-sidedly (`rma` workflows).
     pub rma_deposits: IntCounter,
     pub inference_batch_size: Histogram,
@@ -223,6 +227,12 @@ impl Metrics {
                 &r,
                 "rlfleet_inference_requests_total",
                 "Observation requests answered (seed).",
+            ),
+            core_states_zeroed: counter_vec(
+                &r,
+                "rlfleet_core_states_zeroed_total",
+                "Actor envs' recurrent core states the seed front zeroed, by cause: episode (an episode's first observation) or session (the envs of a new connection, such as a reconnected actor's).",
+                "cause",
             ),
             rma_deposits: counter(
                 &r,

@@ -1,12 +1,16 @@
 //! Actors die: an actor process is SIGKILLed in the middle of an `async`
-//! and of a `seed` run. The learner notices (idle timeout), re-issues the
-//! killed actor's unfinished episode, a restarted actor rejoins, and the
-//! run completes with every episode id finished exactly once.
+//! and of a `seed` run, and of a `seed-a2c` run whose policy has an LSTM
+//! core. The learner notices (idle timeout), re-issues the killed actor's
+//! unfinished episode, a restarted actor rejoins, and the run completes
+//! with every episode id finished exactly once; with a core, the front
+//! started the rejoined actor's envs from zeroed states and zeroed every
+//! env's state at each episode's first observation.
 
 use crate::daemon_accounting::short_run;
 use learner_server::output::read_episodes;
+use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
-use rlfleet_tests::heavy;
+use rlfleet_tests::{heavy, workspace_root};
 use std::time::Duration;
 
 const EPISODES: u64 = 200;
@@ -14,7 +18,14 @@ const EPISODES: u64 = 200;
 fn kill_one_actor(workflow: &str) {
     let d = Daemon::start("", "");
     let cfg = short_run(workflow, EPISODES, d.dir.path());
-    let id = d.start_run(&cfg);
+    kill_one_actor_of(&d, workflow, &cfg);
+}
+
+/// Kills one of 4 actors of `cfg`'s run mid-run, restarts it, checks the
+/// run's books; returns the run's final status.
+fn kill_one_actor_of(d: &Daemon, workflow: &str, cfg: &RunConfig) -> serde_json::Value {
+    let episodes = cfg.stop.max_episodes.expect("an episode limit");
+    let id = d.start_run(cfg);
     let mut victim = d.actor("victim", 1, &["--once"]);
     let others: Vec<_> = (0..3)
         .map(|i| d.actor(&format!("steady-{i}"), 1, &["--once"]))
@@ -28,10 +39,10 @@ fn kill_one_actor(workflow: &str) {
     let status = d.wait_finished(&id, Duration::from_secs(120));
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(
-        status["episodes_finished"], EPISODES,
+        status["episodes_finished"], episodes,
         "{workflow}: {status}"
     );
-    assert_eq!(status["episodes_issued"], EPISODES, "{workflow}: {status}");
+    assert_eq!(status["episodes_issued"], episodes, "{workflow}: {status}");
     assert!(
         status["episodes_reissued"].as_u64().unwrap() >= 1,
         "{workflow}: the killed actor's episode was not re-issued: {status}\n{}",
@@ -60,7 +71,7 @@ fn kill_one_actor(workflow: &str) {
     ids.sort();
     assert_eq!(
         ids,
-        (0..EPISODES).collect::<Vec<_>>(),
+        (0..episodes).collect::<Vec<_>>(),
         "{workflow}: each id once"
     );
     let (ok, err) = finish_actor(restarted);
@@ -83,6 +94,7 @@ fn kill_one_actor(workflow: &str) {
         d.log().contains("actor left"),
         "{workflow}: no departure logged"
     );
+    status
 }
 
 #[test]
@@ -95,4 +107,40 @@ fn async_run_survives_a_killed_actor() {
 fn seed_run_survives_a_killed_actor() {
     let _heavy = heavy();
     kill_one_actor("seed");
+}
+
+/// Recurrent PPO over `seed-a2c`: the front keeps each actor env's LSTM
+/// state. The 5 connections (4 actors, then the killed one's restart)
+/// each start from zeros, and each of the run's episodes (re-issued ones
+/// again) from zeros at its first observation.
+#[test]
+fn seed_a2c_run_with_a_recurrent_core_zeroes_a_rejoined_actors_states() {
+    let _heavy = heavy();
+    let d = Daemon::start("", "");
+    let shipped = workspace_root().join("config/memory-ppo-lstm-seed-a2c.toml");
+    let mut cfg = RunConfig::load(&shipped).unwrap();
+    cfg.output_dir = d.dir.path().join("memory-lstm");
+    cfg.stop.target_eval_return = None;
+    cfg.stop.max_env_steps = None;
+    // Enough episodes (about 24,000 env steps) that the restarted actor
+    // joins before the others finish them.
+    let episodes = 2_000;
+    cfg.stop.max_episodes = Some(episodes);
+    let status = kill_one_actor_of(&d, "seed-a2c with a core", &cfg);
+    let zeroed = |cause: &str| {
+        d.metric(&format!(
+            "rlfleet_core_states_zeroed_total{{cause=\"{cause}\"}}"
+        ))
+    };
+    assert_eq!(
+        zeroed("session"),
+        5.0,
+        "one env per connection, 5 connections"
+    );
+    let reissued = status["episodes_reissued"].as_u64().unwrap();
+    assert!(
+        zeroed("episode") >= episodes as f64 && zeroed("episode") <= (episodes + reissued) as f64,
+        "{} episode starts zeroed for {episodes} episodes, {reissued} re-issued",
+        zeroed("episode")
+    );
 }

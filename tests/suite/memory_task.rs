@@ -4,7 +4,8 @@
 //! episodes averages at most 0.1 (chance is 0, memory gets 1; the env's
 //! unit test plays both) — while every episode is played whole: lengths 7
 //! to 17 and returns of ±1. The baseline a recurrent core must beat — and
-//! recurrent PPO (an LSTM core) does, under `single` and `sync`.
+//! recurrent PPO (an LSTM core) does, under `single`, `sync` and
+//! `seed-a2c`.
 
 use learner_server::output::{read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
@@ -48,14 +49,15 @@ fn feed_forward_agents_cannot_name_the_cue() {
 }
 
 /// An LSTM core remembers the cue: recurrent PPO confirms a mean of at
-/// least 0.95 over 100 evaluation episodes under `single` and under
-/// `sync` with 4 actor processes over QUIC, each actor running the core
-/// in plain Rust with every env's state zeroed at its episode's start.
+/// least 0.95 over 100 evaluation episodes under `single`, under `sync`
+/// with 4 actor processes over QUIC (each actor running the core in plain
+/// Rust, every env's state zeroed at its episode's start) and under
+/// `seed-a2c` with 4 (the learner's front keeping each actor env's state).
 /// Budget (seed 1, this 2-core machine): about 6,400 env steps and 9 s
-/// under `single`, 8,100 and 8 s under `sync`; both configs stop at
-/// 60,000 steps.
+/// under `single`, 8,100 and 8 s under `sync`, 16,000 and 20 s under
+/// `seed-a2c`; each config stops at 60,000 steps.
 #[test]
-fn recurrent_ppo_names_the_cue_under_single_and_sync() {
+fn recurrent_ppo_names_the_cue_under_single_sync_and_seed_a2c() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     let shipped = workspace_root().join("config/memory-ppo-lstm-single.toml");
@@ -83,5 +85,7 @@ fn recurrent_ppo_names_the_cue_under_single_and_sync() {
         "single: {} (last 20 training episodes {last:.2})",
         out.stdout.trim()
     );
-    crate::workflows_learn::learn_config("memory-ppo-lstm-sync", dir.path());
+    for config in ["memory-ppo-lstm-sync", "memory-ppo-lstm-seed-a2c"] {
+        crate::workflows_learn::learn_config(config, dir.path());
+    }
 }

@@ -3,7 +3,7 @@
 //! that keep its state.
 
 use super::validate::require;
-use super::{AgentKind, ConfigError, RunConfig, WorkflowKind};
+use super::{AgentKind, ConfigError, RunConfig};
 
 impl RunConfig {
     /// A convolutional torso fits the env's observations, and the agent
@@ -30,9 +30,8 @@ impl RunConfig {
         Ok(())
     }
 
-    /// A recurrent core: its sizes, and the agents and workflows that keep
-    /// its state so far (PPO on discrete actions, under `single` and
-    /// `sync`).
+    /// A recurrent core: its sizes, and the agents that run one so far
+    /// (PPO on discrete actions).
     fn validate_core(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
         let m = &self.model;
         if m.core == super::CoreKind::None {
@@ -67,13 +66,8 @@ impl RunConfig {
                 self.env
             )));
         }
-        if !matches!(self.workflow, WorkflowKind::Single | WorkflowKind::Sync) {
-            return Err(ConfigError::Conflict(format!(
-                "model.core = \"lstm\" runs under workflows `single` and `sync` so far \
-                 (the learner keeps each episode's state there); not under `{}`",
-                self.workflow
-            )));
-        }
+        // PPO's workflows (`single`, `sync`, `seed-a2c`) all keep the
+        // state: actors per env slot, the `seed` front per actor env.
         Ok(())
     }
 }

@@ -153,6 +153,21 @@ impl ActorPolicy {
         }
     }
 
+    /// [`ActorPolicy::act_rows`] with the rows' recurrent states held by
+    /// the caller (`n * state_len` values; empty without a core).
+    pub fn act_states(
+        &mut self,
+        obs: Rows<'_>,
+        n: usize,
+        states: &mut [f32],
+        actions: &mut Vec<f32>,
+    ) {
+        match self {
+            ActorPolicy::Discrete(q) => q.act_states(obs, n, states, actions),
+            ActorPolicy::Continuous(_) => self.act_rows(obs, n, actions),
+        }
+    }
+
     /// Zeros env slot `slot`'s recurrent state (a new episode there).
     pub fn reset_slot(&mut self, slot: usize) {
         if let ActorPolicy::Discrete(q) = self {

@@ -129,34 +129,49 @@ impl QPolicy {
     }
 
     fn act_in(&mut self, obs: Rows<'_>, n: usize, slots: Option<&[usize]>, actions: &mut Vec<f32>) {
+        let len = self.net.net().state_len();
+        if len == 0 {
+            return self.act_states(obs, n, &mut [], actions);
+        }
+        let slot = |i: usize| slots.map_or(i, |s| s[i]);
+        let top = (0..n).map(slot).max().map_or(0, |m| m + 1);
+        if self.states.len() < top * len {
+            self.states.resize(top * len, 0.0);
+        }
+        let mut gathered = std::mem::take(&mut self.gathered);
+        gathered.clear();
+        for i in 0..n {
+            let s = slot(i);
+            gathered.extend_from_slice(&self.states[s * len..(s + 1) * len]);
+        }
+        self.act_states(obs, n, &mut gathered, actions);
+        for i in 0..n {
+            let s = slot(i);
+            self.states[s * len..(s + 1) * len].copy_from_slice(&gathered[i * len..(i + 1) * len]);
+        }
+        self.gathered = gathered;
+    }
+
+    /// [`QPolicy::act_rows`] with the rows' recurrent states held by the
+    /// caller (`n * state_len` values, read and advanced; empty without a
+    /// core): the `seed` front keeps each actor env's.
+    pub fn act_states(
+        &mut self,
+        obs: Rows<'_>,
+        n: usize,
+        states: &mut [f32],
+        actions: &mut Vec<f32>,
+    ) {
         actions.clear();
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
         let k = width - skip;
-        let len = self.net.net().state_len();
         let q: &[f32] = if !self.net.loaded() {
             &[]
-        } else if len == 0 {
+        } else if states.is_empty() {
             self.net.forward_rows(obs, n)
         } else {
-            let slot = |i: usize| slots.map_or(i, |s| s[i]);
-            let top = (0..n).map(slot).max().map_or(0, |m| m + 1);
-            if self.states.len() < top * len {
-                self.states.resize(top * len, 0.0);
-            }
-            self.gathered.clear();
-            for i in 0..n {
-                let s = slot(i);
-                self.gathered
-                    .extend_from_slice(&self.states[s * len..(s + 1) * len]);
-            }
-            let q = self.net.forward_state(obs, n, &mut self.gathered);
-            for i in 0..n {
-                let s = slot(i);
-                self.states[s * len..(s + 1) * len]
-                    .copy_from_slice(&self.gathered[i * len..(i + 1) * len]);
-            }
-            q
+            self.net.forward_state(obs, n, states)
         };
         for i in 0..n {
             let a = if q.is_empty() {
@@ -213,7 +228,11 @@ mod tests {
             p
         };
         let obs = |t: usize, slot: usize| {
-            let sign = if (t + slot) % 3 == 0 { -1.0 } else { 1.0 };
+            let sign = if (t + slot).is_multiple_of(3) {
+                -1.0
+            } else {
+                1.0
+            };
             [
                 sign * (t as f32 - slot as f32),
                 (t * slot) as f32 * 0.5 - 1.0,

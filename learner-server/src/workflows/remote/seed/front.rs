@@ -10,8 +10,10 @@
 
 use super::super::input::{Acted, Input, Internal};
 use super::batcher::{Batcher, Pending};
+use super::core_states::CoreStates;
 use super::link::SeedLink;
 use super::request::check_observations;
+use super::rows::{gather, stack_rows};
 use crate::metrics::Metrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
@@ -69,6 +71,8 @@ pub struct Front {
     /// The same for a run whose observations are bytes.
     byte_stacks: HashMap<ConnId, Vec<Stacker<u8>>>,
     policy: ActorPolicy,
+    /// Each actor env's recurrent state (a core's; none without one).
+    cores: CoreStates,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
     parked: Vec<Parked>,
@@ -99,6 +103,7 @@ impl Front {
             stack: 1,
             stacks: HashMap::new(),
             byte_stacks: HashMap::new(),
+            cores: CoreStates::new(policy.net().state_len()),
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
@@ -176,6 +181,16 @@ impl Front {
         }
         if self.stack > 1 {
             self.stack_frames(conn, &mut obs, n_envs);
+        }
+        let link = &self.link;
+        let (episodes, session) = self.cores.begin(conn, &obs.flags, |c| {
+            link.conns.lock().expect("conns lock").contains_key(&c)
+        });
+        let zeroed = &self.metrics.core_states_zeroed;
+        for (cause, n) in [("episode", episodes), ("session", session)] {
+            if n > 0 {
+                zeroed.with_label_values(&[cause]).inc_by(n);
+            }
         }
         self.metrics.inference_requests.inc();
         let done = flags::IDLE | flags::TERMINATED | flags::TRUNCATED;
@@ -293,13 +308,22 @@ impl Front {
         let (od, ad) = (self.obs_dim, self.act_dim);
         let n: usize = pending.iter().map(|p| p.act.len()).sum();
         let mut chosen = Vec::with_capacity(n * ad);
+        let rows = || {
+            pending
+                .iter()
+                .flat_map(|p| p.act.iter().map(move |&i| (p.conn, i)))
+        };
+        let mut states = self.cores.gather(rows());
         if self.obs_u8 {
             let bytes = gather(&pending, |p| &p.obs.obs_u8, od);
-            self.policy.act_rows(Rows::Bytes(&bytes), n, &mut chosen);
+            self.policy
+                .act_states(Rows::Bytes(&bytes), n, &mut states, &mut chosen);
         } else {
             let values = gather(&pending, |p| &p.obs.obs, od);
-            self.policy.act_rows(Rows::Values(&values), n, &mut chosen);
+            self.policy
+                .act_states(Rows::Values(&values), n, &mut states, &mut chosen);
         }
+        self.cores.scatter(rows(), &states);
         self.metrics.inference_batch_size.observe(n as f64);
         let mut items = Vec::with_capacity(pending.len());
         let mut row = 0;
@@ -349,39 +373,4 @@ impl Front {
             let _ = r.reply.send(stop());
         }
     }
-}
-
-/// Puts each env's frame of `rows` on its stack (a fresh episode's first
-/// frame fills it; an idle env's is not acted on) and returns the stacks.
-fn stack_rows<T: Copy + Default>(stacks: &mut [Stacker<T>], rows: &[T], flags: &[u8]) -> Vec<T> {
-    let Some((frame_dim, depth)) = stacks.first().map(|s| (s.frame_dim(), s.stack().len())) else {
-        return Vec::new();
-    };
-    let mut stacked = Vec::with_capacity(stacks.len() * depth);
-    for (i, stack) in stacks.iter_mut().enumerate() {
-        let frame = &rows[i * frame_dim..(i + 1) * frame_dim];
-        let f = flags[i];
-        if f & flags::IDLE != 0 {
-            // No episode: whatever it holds is not acted on.
-        } else if f & flags::FRESH != 0 {
-            stack.reset(frame);
-        } else {
-            stack.push(frame);
-        }
-        stacked.extend_from_slice(stack.stack());
-    }
-    stacked
-}
-
-/// The rows the pending requests act for, in order, from each request's
-/// `rows` of `od` each.
-fn gather<T: Copy>(pending: &[Pending], rows: impl Fn(&Pending) -> &Vec<T>, od: usize) -> Vec<T> {
-    let mut out = Vec::new();
-    for p in pending {
-        for &i in &p.act {
-            let i = i as usize;
-            out.extend_from_slice(&rows(p)[i * od..(i + 1) * od]);
-        }
-    }
-    out
 }

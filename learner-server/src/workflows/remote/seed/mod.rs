@@ -5,10 +5,12 @@
 //! Weights never leave the learner.
 
 mod batcher;
+mod core_states;
 mod door;
 pub mod front;
 pub mod link;
 mod request;
+mod rows;
 
 use super::core::Core;
 use super::input::{Acted, Bypass, Input, Internal};
