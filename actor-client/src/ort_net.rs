@@ -7,7 +7,7 @@
 use anyhow::Context;
 use ort::session::Session;
 use ort::value::TensorRef;
-use rlfleet_shared::nets::{Forward, NetShape};
+use rlfleet_shared::nets::{Forward, NetShape, Rows};
 use std::sync::OnceLock;
 
 /// The process's ONNX Runtime environment (loaded once).
@@ -49,12 +49,6 @@ impl OrtForward {
     /// A session over `model` (as `rlfleet_shared::onnx` writes it, with
     /// `params` an input) for the network `net`; one intra-op thread.
     pub fn new(model: &[u8], net: NetShape) -> anyhow::Result<OrtForward> {
-        anyhow::ensure!(
-            net.core().is_none(),
-            "the learner's policy has a recurrent core ({}), which the onnx-runtime \
-             backend does not run yet: use --inference rust",
-            net.describe()
-        );
         let env = environment()?;
         let session = Session::builder(env)
             .and_then(|b| b.with_intra_threads(1).map_err(ort::Error::from))
@@ -64,6 +58,16 @@ impl OrtForward {
         anyhow::ensure!(
             names.contains(&"obs") && names.contains(&"params"),
             "the policy model's inputs are {names:?}, not obs and params"
+        );
+        anyhow::ensure!(
+            names.contains(&"state") == net.core().is_some(),
+            "the policy model's inputs are {names:?}; the network ({}) {} a recurrent state",
+            net.describe(),
+            if net.core().is_some() {
+                "has"
+            } else {
+                "has no"
+            }
         );
         Ok(OrtForward {
             net,
@@ -93,16 +97,46 @@ impl Forward for OrtForward {
     /// Panics if ONNX Runtime fails on inputs of the shapes the model
     /// declares (it does not, short of a broken runtime).
     fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+        assert!(
+            self.net.core().is_none(),
+            "a recurrent network runs through forward_state"
+        );
+        self.run(x, batch, &mut [])
+    }
+
+    /// Feeds each row's `state` as the model's `state` input and writes
+    /// `state_out` back into it.
+    fn forward_state(&mut self, x: Rows<'_>, batch: usize, state: &mut [f32]) -> &[f32] {
+        self.run(&x.values(), batch, state)
+    }
+}
+
+impl OrtForward {
+    fn run(&mut self, x: &[f32], batch: usize, state: &mut [f32]) -> &[f32] {
         assert!(self.loaded(), "forward before any weights were loaded");
         let obs_dim = self.net.obs_dim();
         assert_eq!(x.len(), batch * obs_dim, "input size");
+        let len = self.net.state_len();
+        assert_eq!(state.len(), batch * len, "recurrent state size");
         let obs = TensorRef::from_array_view(([batch, obs_dim], x)).expect("obs tensor");
         let params = TensorRef::from_array_view(([self.params.len()], &self.params[..]))
             .expect("params tensor");
-        let outputs = self
-            .session
-            .run(ort::inputs!["obs" => obs, "params" => params])
-            .expect("ONNX Runtime run");
+        let outputs = if len == 0 {
+            self.session
+                .run(ort::inputs!["obs" => obs, "params" => params])
+                .expect("ONNX Runtime run")
+        } else {
+            let s = TensorRef::from_array_view(([batch, len], &*state)).expect("state tensor");
+            self.session
+                .run(ort::inputs!["obs" => obs, "params" => params, "state" => s])
+                .expect("ONNX Runtime run")
+        };
+        if len > 0 {
+            let (_, next) = outputs["state_out"]
+                .try_extract_tensor::<f32>()
+                .expect("f32 state");
+            state.copy_from_slice(next);
+        }
         let (_, data) = outputs["out"]
             .try_extract_tensor::<f32>()
             .expect("f32 output");
@@ -205,5 +239,50 @@ mod continuous_tests {
                 assert!((x - y).abs() < 1e-5, "{head:?}: {x} vs {y}");
             }
         }
+    }
+
+    /// A network with a recurrent core (two LSTM layers, a convolution-free
+    /// MLP before them) steps in ONNX Runtime, its state fed back as the
+    /// model's `state` input, to the outputs and states the plain-Rust copy
+    /// reaches, row by row over several steps; a model without the state
+    /// input is refused for it.
+    #[test]
+    fn a_recurrent_core_steps_with_its_state_fed_back() {
+        use rlfleet_shared::nets::{Core, NetCopy};
+        let net = NetShape::new(3, &[8], 4).with_core(Some(Core { size: 5, layers: 2 }));
+        let graph = PolicyGraph {
+            net: net.clone(),
+            head: Head::Logits,
+        };
+        let mut ort = OrtForward::new(&graph.model(None), net.clone()).unwrap();
+        let mut rust = NetCopy::new(net.clone());
+        let w: Vec<f32> = (0..net.numel())
+            .map(|i| ((i * 31) % 17) as f32 * 0.05 - 0.4)
+            .collect();
+        Forward::load(&mut ort, &w).unwrap();
+        Forward::load(&mut rust, &w).unwrap();
+        let (batch, len) = (3, net.state_len());
+        let (mut s_ort, mut s_rust) = (vec![0.0; batch * len], vec![0.0; batch * len]);
+        for t in 0..6 {
+            let x: Vec<f32> = (0..batch * 3)
+                .map(|i| ((i + t) % 5) as f32 * 0.4 - 0.8)
+                .collect();
+            let a = ort
+                .forward_state(Rows::Values(&x), batch, &mut s_ort)
+                .to_vec();
+            let b = rust
+                .forward_state(Rows::Values(&x), batch, &mut s_rust)
+                .to_vec();
+            for (x, y) in a.iter().zip(&b).chain(s_ort.iter().zip(&s_rust)) {
+                assert!((x - y).abs() < 1e-5, "step {t}: {x} vs {y}");
+            }
+        }
+        assert!(s_ort.iter().any(|&v| v != 0.0));
+        let plain = PolicyGraph {
+            net: NetShape::new(3, &[8], 4),
+            head: Head::Logits,
+        };
+        let e = OrtForward::new(&plain.model(None), net).unwrap_err();
+        assert!(format!("{e}").contains("has a recurrent state"), "{e}");
     }
 }

@@ -47,6 +47,7 @@ mod measure;
 mod mpi;
 mod pyenv;
 mod seed;
+mod seed_core;
 mod soak;
 mod solve;
 mod torch_python;
@@ -95,6 +96,19 @@ enum What {
         /// Override the config's `inference_max_batch`.
         #[arg(long)]
         max_batch: Option<u32>,
+    },
+    /// `seed-a2c` inference with an LSTM core vs. the same network
+    /// without it, over QUIC.
+    SeedCore {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+        #[arg(long, value_delimiter = ',', default_value = "4,16")]
+        actors: Vec<usize>,
+        #[arg(long, default_value_t = 3)]
+        rounds: usize,
+        /// Units of the LSTM.
+        #[arg(long, default_value_t = 64)]
+        core_size: u32,
     },
     /// Experience ingest over QUIC vs. memcpy of the same bytes.
     Ingest {
@@ -358,6 +372,12 @@ fn main() -> anyhow::Result<()> {
             max_wait_us,
             max_batch,
         } => seed::command(secs, &actors, rounds, max_wait_us, max_batch, &cli.out),
+        What::SeedCore {
+            secs,
+            actors,
+            rounds,
+            core_size,
+        } => seed_core::command(secs, &actors, rounds, core_size, &cli.out),
         What::Ingest {
             secs,
             actors,

@@ -248,7 +248,7 @@ async fn baseline_server(
 }
 
 /// The round with the median throughput.
-fn median(mut figs: Vec<Figure>) -> Figure {
+pub(crate) fn median(mut figs: Vec<Figure>) -> Figure {
     figs.sort_by(|a, b| a.env_steps_per_sec.total_cmp(&b.env_steps_per_sec));
     figs[figs.len() / 2]
 }

@@ -26,11 +26,6 @@ pub struct Exported {
 pub fn export_onnx(run_dir: &Path, out: &Path, latest: bool) -> anyhow::Result<Exported> {
     let cfg = RunConfig::load(&run_dir.join("config.resolved.toml"))?;
     let spec = cfg.env_source().spec()?;
-    anyhow::ensure!(
-        cfg.model.core().is_none(),
-        "the run's policy has a recurrent core (model.core = \"lstm\"), which the ONNX \
-         export does not write yet"
-    );
     let ck = Checkpoint::load(&run_dir.join("checkpoint.safetensors"))?;
     let (weights, version, eval_mean) = match (&ck.best, latest) {
         (Some(best), false) => (

@@ -19,6 +19,7 @@ mod memory_task;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;
+mod onnx_recurrent;
 mod openapi_conformance;
 mod ort_actors;
 mod python_client;

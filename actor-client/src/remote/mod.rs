@@ -59,8 +59,8 @@ pub struct Player {
 /// The backend that runs an actor's policy network.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Inference {
-    /// ONNX Runtime for networks with a convolutional torso (and no
-    /// recurrent core), plain Rust for the others.
+    /// ONNX Runtime for networks with a convolutional torso, plain Rust
+    /// for MLPs.
     #[default]
     Auto,
     /// Plain Rust (`rlfleet_shared::nets::NetCopy`).
@@ -73,8 +73,7 @@ impl Inference {
     /// Whether the policy `w` describes runs in ONNX Runtime.
     pub fn uses_ort(self, w: &wire::Welcome) -> bool {
         match self {
-            // ONNX Runtime does not run a recurrent core yet.
-            Inference::Auto => w.torso.is_some() && w.core == [0, 0],
+            Inference::Auto => w.torso.is_some(),
             Inference::Rust => false,
             Inference::Ort => true,
         }

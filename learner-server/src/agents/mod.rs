@@ -226,7 +226,7 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
             &cfg.ppo,
             spec,
             torso,
-            cfg.model.core(),
+            (cfg.model.core(), cfg.model.max_seq_len),
             cfg.seed,
             device,
         )),

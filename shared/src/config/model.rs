@@ -70,6 +70,10 @@ pub struct ModelConfig {
     pub core_size: u32,
     /// Stacked core layers.
     pub core_layers: u32,
+    /// Steps a recurrent core is trained through at most (truncated
+    /// backpropagation through time: longer segments are cut into pieces
+    /// that start from the state the whole pass reached there).
+    pub max_seq_len: u32,
 }
 
 impl Default for ModelConfig {
@@ -83,6 +87,7 @@ impl Default for ModelConfig {
             core: CoreKind::None,
             core_size: 64,
             core_layers: 1,
+            max_seq_len: 32,
         }
     }
 }

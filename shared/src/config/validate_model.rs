@@ -49,6 +49,12 @@ impl RunConfig {
             (1..=4).contains(&m.core_layers),
             "an integer in 1..=4",
         )?;
+        require(
+            "model.max_seq_len",
+            m.max_seq_len,
+            (1..=100_000).contains(&m.max_seq_len),
+            "an integer in 1..=100000",
+        )?;
         if self.agent != AgentKind::Ppo {
             return Err(ConfigError::Unsupported {
                 key: "model.core",

@@ -22,13 +22,7 @@ impl Forward for NetCopy {
         NetCopy::forward(self, x, batch)
     }
     fn forward_state(&mut self, x: Rows<'_>, batch: usize, state: &mut [f32]) -> &[f32] {
-        match x {
-            Rows::Values(v) => self.run(v, batch, state),
-            Rows::Bytes(b) => {
-                let v: Vec<f32> = b.iter().map(|&x| f32::from(x)).collect();
-                self.run(&v, batch, state)
-            }
-        }
+        self.run(&x.values(), batch, state)
     }
 }
 

@@ -179,6 +179,16 @@ pub enum Rows<'a> {
     Bytes(&'a [u8]),
 }
 
+impl<'a> Rows<'a> {
+    /// The rows as values (bytes widened to 0..=255).
+    pub fn values(self) -> std::borrow::Cow<'a, [f32]> {
+        match self {
+            Rows::Values(v) => std::borrow::Cow::Borrowed(v),
+            Rows::Bytes(b) => b.iter().map(|&x| f32::from(x)).collect(),
+        }
+    }
+}
+
 /// Something that runs a [`NetShape`]'s forward pass from flat parameters in
 /// the learner's layout: [`NetCopy`] in plain Rust, or an ONNX Runtime
 /// session on the actor (`actor-client`'s `ort` backend).
@@ -202,13 +212,7 @@ pub trait Forward: Send + std::fmt::Debug {
     /// [`Forward::forward`] for rows held either way: bytes are widened
     /// here unless the backend takes them as they are.
     fn forward_rows(&mut self, x: Rows<'_>, batch: usize) -> &[f32] {
-        match x {
-            Rows::Values(v) => self.forward(v, batch),
-            Rows::Bytes(b) => {
-                let v: Vec<f32> = b.iter().map(|&x| f32::from(x)).collect();
-                self.forward(&v, batch)
-            }
-        }
+        self.forward(&x.values(), batch)
     }
 }
 

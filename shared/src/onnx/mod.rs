@@ -7,13 +7,17 @@
 //! runtime loads). Every model has the input `obs` `[batch, obs_dim]`, the
 //! raw network output `out` `[batch, width]`, and the head's output: `q`
 //! (Q-values; a dueling head's `V + A - mean(A)`), `logits`, or `action`
-//! (the greedy action in the env's box).
+//! (the greedy action in the env's box). A network with a recurrent core
+//! also has the input `state` and the output `state_out` (`lstm.rs`).
 
+mod graph;
+mod lstm;
 mod proto;
 
 use crate::config::{AgentKind, RunConfig};
 use crate::env::{EnvSpec, Space};
-use crate::nets::{ConvTorso, NetShape, Op};
+use crate::nets::NetShape;
+use graph::{Dim, Graph, attr_int, attr_ints, value_info};
 use proto::Msg;
 
 /// ONNX IR version and default-domain opset the models use.
@@ -119,14 +123,26 @@ impl PolicyGraph {
             // head's log stds may follow or not (actors feed the network's).
             None => inputs.push(value_info("params", &[Dim::Named("n_params")])),
         }
+        let core = self.net.core().copied();
+        if let Some(core) = &core {
+            let len = core.state_len();
+            inputs.push(value_info("state", &[Dim::Batch, Dim::Fixed(len)]));
+        }
         let n_layers = sizes.len() - 1;
         let mut h = "obs".to_string();
         let mut offset = 0i64;
         if let Some(torso) = self.net.torso() {
             h = g.torso(torso, &mut offset);
         }
-        for (i, w) in sizes.windows(2).enumerate() {
-            let (fan_in, fan_out) = (w[0] as i64, w[1] as i64);
+        // The hidden layers, then (through the core, if any) the output.
+        let mut layers: Vec<(usize, usize)> =
+            sizes[..n_layers].windows(2).map(|w| (w[0], w[1])).collect();
+        layers.push((self.net.head_input(), sizes[n_layers]));
+        for (i, (fan_in, fan_out)) in layers.into_iter().enumerate() {
+            if let Some(core) = core.as_ref().filter(|_| i + 1 == n_layers) {
+                h = g.lstm_step(core, &h, sizes[n_layers - 1], &mut offset);
+            }
+            let (fan_in, fan_out) = (fan_in as i64, fan_out as i64);
             let flat = g.slice("params", offset, offset + fan_in * fan_out, 0);
             offset += fan_in * fan_out;
             let shape = g.const_i64(&[fan_out, fan_in]);
@@ -189,10 +205,14 @@ impl PolicyGraph {
                 low.len() as i64
             }
         };
-        let outputs = [
+        let mut outputs = vec![
             value_info("out", &[Dim::Batch, Dim::Fixed(width as usize)]),
             value_info(head_out, &[Dim::Batch, Dim::Fixed(out_dim as usize)]),
         ];
+        if let Some(core) = &core {
+            let len = core.state_len();
+            outputs.push(value_info("state_out", &[Dim::Batch, Dim::Fixed(len)]));
+        }
 
         let mut graph = Msg::new();
         for n in &g.nodes {
@@ -219,182 +239,4 @@ impl PolicyGraph {
             .msg(8, &opset);
         model.buf
     }
-}
-
-/// Nodes and initializers under construction.
-#[derive(Debug, Default)]
-struct Graph {
-    nodes: Vec<Msg>,
-    inits: Vec<Msg>,
-    names: usize,
-}
-
-impl Graph {
-    fn fresh(&mut self) -> String {
-        self.names += 1;
-        format!("t{}", self.names)
-    }
-
-    fn node_to(&mut self, op: &str, inputs: &[&str], output: &str, attrs: Vec<Msg>) {
-        let mut n = Msg::new();
-        for i in inputs {
-            n.str(1, i);
-        }
-        n.str(2, output)
-            .str(3, &format!("{op}_{output}"))
-            .str(4, op);
-        for a in &attrs {
-            n.msg(5, a);
-        }
-        self.nodes.push(n);
-    }
-
-    /// A node with a fresh output name, which it returns.
-    fn node(&mut self, op: &str, inputs: &[&str], attrs: Vec<Msg>) -> String {
-        let out = self.fresh();
-        self.node_to(op, inputs, &out, attrs);
-        out
-    }
-
-    fn init(&mut self, name: &str, dims: &[i64], kind: i64, raw: Vec<u8>) {
-        let mut t = Msg::new();
-        t.ints(1, dims).int(2, kind).str(8, name).bytes(9, &raw);
-        self.inits.push(t);
-    }
-
-    fn init_f32(&mut self, name: &str, dims: &[i64], vals: &[f32]) {
-        let raw = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.init(name, dims, FLOAT, raw);
-    }
-
-    fn const_f32(&mut self, vals: &[f32]) -> String {
-        let name = self.fresh();
-        self.init_f32(&name, &[vals.len() as i64], vals);
-        name
-    }
-
-    fn const_i64(&mut self, vals: &[i64]) -> String {
-        let name = self.fresh();
-        let raw = vals.iter().flat_map(|v| v.to_le_bytes()).collect();
-        self.init(&name, &[vals.len() as i64], INT64, raw);
-        name
-    }
-
-    /// The convolutional torso over the input `obs`, reading its
-    /// parameters from `params` at `offset` (moved past them); returns the
-    /// flattened features.
-    fn torso(&mut self, torso: &ConvTorso, offset: &mut i64) -> String {
-        let [c, h, w] = torso.input.map(|d| d as i64);
-        let mut x = if torso.channels_last {
-            let shape = self.const_i64(&[-1, h, w, c]);
-            let img = self.node("Reshape", &["obs", &shape], vec![]);
-            self.node("Transpose", &[&img], vec![attr_ints("perm", &[0, 3, 1, 2])])
-        } else {
-            let shape = self.const_i64(&[-1, c, h, w]);
-            self.node("Reshape", &["obs", &shape], vec![])
-        };
-        if torso.bytes {
-            let scale = self.const_f32(&[1.0 / 255.0]);
-            x = self.node("Mul", &[&x, &scale], vec![]);
-        }
-        let mut convs = torso.convs().into_iter();
-        let mut saved = Vec::new();
-        for op in torso.ops() {
-            x = match op {
-                Op::Conv { .. } => {
-                    let (w, stride, pad) = convs.next().expect("one per Conv op");
-                    let [out, cin, k, _] = w.map(|d| d as i64);
-                    let (stride, pad) = (stride as i64, pad as i64);
-                    let n = out * cin * k * k;
-                    let flat = self.slice("params", *offset, *offset + n, 0);
-                    *offset += n;
-                    let shape = self.const_i64(&[out, cin, k, k]);
-                    let weight = self.node("Reshape", &[&flat, &shape], vec![]);
-                    let bias = self.slice("params", *offset, *offset + out, 0);
-                    *offset += out;
-                    self.node(
-                        "Conv",
-                        &[&x, &weight, &bias],
-                        vec![
-                            attr_ints("kernel_shape", &[k, k]),
-                            attr_ints("strides", &[stride, stride]),
-                            attr_ints("pads", &[pad, pad, pad, pad]),
-                        ],
-                    )
-                }
-                Op::Relu => self.node("Relu", &[&x], vec![]),
-                Op::MaxPool {
-                    kernel,
-                    stride,
-                    pad,
-                } => {
-                    let (k, s, p) = (kernel as i64, stride as i64, pad as i64);
-                    self.node(
-                        "MaxPool",
-                        &[&x],
-                        vec![
-                            attr_ints("kernel_shape", &[k, k]),
-                            attr_ints("strides", &[s, s]),
-                            attr_ints("pads", &[p, p, p, p]),
-                        ],
-                    )
-                }
-                Op::Save => {
-                    saved.push(x.clone());
-                    x
-                }
-                Op::AddSaved => {
-                    let skip = saved.pop().expect("a Save before each AddSaved");
-                    self.node("Add", &[&x, &skip], vec![])
-                }
-            };
-        }
-        self.node("Flatten", &[&x], vec![attr_int("axis", 1)])
-    }
-
-    /// `x[start..end]` along `axis`.
-    fn slice(&mut self, x: &str, start: i64, end: i64, axis: i64) -> String {
-        let s = self.const_i64(&[start]);
-        let e = self.const_i64(&[end]);
-        let a = self.const_i64(&[axis]);
-        self.node("Slice", &[x, &s, &e, &a], vec![])
-    }
-}
-
-enum Dim {
-    Batch,
-    Named(&'static str),
-    Fixed(usize),
-}
-
-fn value_info(name: &str, dims: &[Dim]) -> Msg {
-    let mut shape = Msg::new();
-    for d in dims {
-        let mut dim = Msg::new();
-        match d {
-            Dim::Batch => dim.str(2, "batch"),
-            Dim::Named(name) => dim.str(2, name),
-            Dim::Fixed(n) => dim.int(1, *n as i64),
-        };
-        shape.msg(1, &dim);
-    }
-    let mut tensor = Msg::new();
-    tensor.int(1, FLOAT).msg(2, &shape);
-    let mut ty = Msg::new();
-    ty.msg(1, &tensor);
-    let mut vi = Msg::new();
-    vi.str(1, name).msg(2, &ty);
-    vi
-}
-
-fn attr_int(name: &str, v: i64) -> Msg {
-    let mut a = Msg::new();
-    a.str(1, name).int(3, v).int(20, 2);
-    a
-}
-
-fn attr_ints(name: &str, vs: &[i64]) -> Msg {
-    let mut a = Msg::new();
-    a.str(1, name).ints(8, vs).int(20, 7);
-    a
 }

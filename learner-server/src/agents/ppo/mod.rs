@@ -67,6 +67,9 @@ pub struct Ppo {
     /// With a recurrent core: each unfinished episode's states (policy's
     /// then value's, `[2 * state_len]`) where its trained steps ended.
     carry: HashMap<u64, Tensor>,
+    /// With a recurrent core: steps backpropagated through at most
+    /// (`model.max_seq_len`).
+    max_seq_len: u32,
 }
 
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
@@ -81,16 +84,17 @@ impl Ppo {
         seed: u64,
         device: Device,
     ) -> Self {
-        Ppo::with_core(cfg, spec, torso, None, seed, device)
+        Ppo::with_core(cfg, spec, torso, (None, 1), seed, device)
     }
 
     /// [`Ppo::new`] with a recurrent `core` after both networks' hidden
-    /// layers (discrete actions only: validated).
+    /// layers (discrete actions only: validated), trained through windows
+    /// of at most `max_seq_len` steps.
     pub fn with_core(
         cfg: &PpoConfig,
         spec: &EnvSpec,
         torso: Option<ConvTorso>,
-        core: Option<Core>,
+        (core, max_seq_len): (Option<Core>, u32),
         seed: u64,
         device: Device,
     ) -> Self {
@@ -149,6 +153,7 @@ impl Ppo {
             last_loss: None,
             last_entropy: None,
             carry: HashMap::new(),
+            max_seq_len: max_seq_len.max(1),
         }
     }
 
@@ -394,7 +399,7 @@ mod tests {
             ..PpoConfig::default()
         };
         let core = Core { size: 4, layers: 1 };
-        let mut ppo = Ppo::with_core(&cfg, &spec, None, Some(core), 1, Device::Cpu);
+        let mut ppo = Ppo::with_core(&cfg, &spec, None, (Some(core), 4), 1, Device::Cpu);
         let before = ppo.weights().data;
         feed(&mut ppo, 7, 10, 4, 1.0);
         // Not terminated: the feed's last step says so; make it go on.

@@ -153,13 +153,7 @@ impl Core {
         let k = cfg.frame_stack.max(1) as usize;
         let mut core = Core {
             frames: (k > 1).then(|| Frames::new(k, spec.obs_dim() / k, spec.obs_dtype.is_bytes())),
-            // No ONNX model for a recurrent core yet: an actor asking for
-            // ONNX Runtime is refused by name (`OrtForward::new`).
-            onnx: if cfg.model.core().is_some() {
-                Vec::new()
-            } else {
-                rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None)
-            },
+            onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
             trained_upto: book.counters.env_steps,
             agent,
