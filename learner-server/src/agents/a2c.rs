@@ -50,7 +50,7 @@ impl A2c {
     ) -> Self {
         let (nets, actor) = PolicyValue::discrete(
             spec,
-            torso,
+            (torso, None),
             &cfg.hidden,
             cfg.lr,
             (seed, seed ^ 0xa2c0),

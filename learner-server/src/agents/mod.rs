@@ -19,6 +19,7 @@ mod ppo;
 mod probe;
 mod rollout;
 mod sac;
+mod sequences;
 mod td3;
 pub mod vtrace;
 
@@ -230,7 +231,14 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
             cfg.seed,
             device,
         )),
-        AgentKind::Impala => Box::new(Impala::new(&cfg.impala, spec, torso, cfg.seed, device)),
+        AgentKind::Impala => Box::new(Impala::with_core(
+            &cfg.impala,
+            spec,
+            torso,
+            (cfg.model.core(), cfg.model.max_seq_len),
+            cfg.seed,
+            device,
+        )),
         AgentKind::Td3 => Box::new(Td3::new(&cfg.td3, true, spec, cfg.seed, device)),
         AgentKind::Ddpg => Box::new(Td3::new(&cfg.ddpg.as_td3(), false, spec, cfg.seed, device)),
         AgentKind::Sac => Box::new(Sac::new(&cfg.sac, spec, cfg.seed, device)),

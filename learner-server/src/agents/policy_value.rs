@@ -5,7 +5,7 @@
 use super::{AgentError, AgentState, named, restore, to_vec};
 use crate::nets::FlatNet;
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::nets::{ConvTorso, NetShape};
+use rlfleet_shared::nets::{ConvTorso, Core, NetShape};
 use rlfleet_shared::policy::QPolicy;
 use tch::{Device, Tensor};
 
@@ -48,6 +48,11 @@ impl SoftmaxActor {
         self.fresh = false;
     }
 
+    /// Zeros the state a recurrent policy acts from (its episode ended).
+    pub fn reset_state(&mut self) {
+        self.policy.reset_slot(0);
+    }
+
     /// Samples an action for `obs` from `nets`' policy (at `version`).
     pub fn act(&mut self, nets: &PolicyValue, version: u64, obs: &[f32], action: &mut [f32]) {
         if !self.fresh {
@@ -68,7 +73,7 @@ impl PolicyValue {
     /// sampling actor (its draws seeded by `actor_seed`).
     pub fn discrete(
         spec: &EnvSpec,
-        torso: Option<ConvTorso>,
+        (torso, core): (Option<ConvTorso>, Option<Core>),
         hidden: &[u32],
         lr: f64,
         (seed, actor_seed): (u64, u64),
@@ -78,7 +83,7 @@ impl PolicyValue {
             .action_space
             .n()
             .expect("a discrete action space (validated)");
-        let shape = NetShape::with_torso(torso, spec.obs_dim(), hidden, n_actions);
+        let shape = NetShape::with_torso(torso, spec.obs_dim(), hidden, n_actions).with_core(core);
         let policy_net = FlatNet::from_shape(shape.clone());
         let value_net = FlatNet::from_shape(shape.with_output(1));
         tch::manual_seed(seed as i64);

@@ -31,7 +31,7 @@ impl RunConfig {
     }
 
     /// A recurrent core: its sizes, and the agents that run one so far
-    /// (PPO on discrete actions).
+    /// (PPO and IMPALA, on discrete actions).
     fn validate_core(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
         let m = &self.model;
         if m.core == super::CoreKind::None {
@@ -55,12 +55,12 @@ impl RunConfig {
             (1..=100_000).contains(&m.max_seq_len),
             "an integer in 1..=100000",
         )?;
-        if self.agent != AgentKind::Ppo {
+        if !matches!(self.agent, AgentKind::Ppo | AgentKind::Impala) {
             return Err(ConfigError::Unsupported {
                 key: "model.core",
                 value: "\"lstm\"".into(),
                 allowed: format!(
-                    "agent ppo takes a recurrent core so far; `{}` takes \"none\"",
+                    "agents ppo and impala take a recurrent core so far; `{}` takes \"none\"",
                     self.agent
                 ),
             });
@@ -72,8 +72,9 @@ impl RunConfig {
                 self.env
             )));
         }
-        // PPO's workflows (`single`, `sync`, `seed-a2c`) all keep the
-        // state: actors per env slot, the `seed` front per actor env.
+        // PPO's and IMPALA's workflows (`single`, `sync`, `async`,
+        // `seed-a2c`) all keep the state: actors per env slot, the `seed`
+        // front per actor env.
         Ok(())
     }
 }

@@ -10,18 +10,19 @@
 //! one unroll) it takes `n_epochs` gradient steps on all of them, V-trace
 //! recomputed from the current networks each time.
 
+mod objective;
+mod recurrent;
 mod versions;
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::Rollout;
-use super::vtrace::{Clipping, vtrace};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
 use crate::replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::nets::ConvTorso;
+use rlfleet_shared::nets::{ConvTorso, Core};
 use std::collections::{BTreeSet, HashMap};
 use tch::{Device, Kind, Tensor};
 use versions::KeptVersions;
@@ -68,6 +69,11 @@ pub struct Impala {
     last_rho: Option<RhoStats>,
     /// Acting in this process (`single`).
     actor: SoftmaxActor,
+    /// With a recurrent core: each unfinished episode's states (policy's
+    /// then value's) where its trained steps ended.
+    carry: HashMap<u64, Tensor>,
+    /// With a recurrent core: steps backpropagated through at most.
+    max_seq_len: u32,
 }
 
 impl Impala {
@@ -80,9 +86,22 @@ impl Impala {
         seed: u64,
         device: Device,
     ) -> Self {
+        Impala::with_core(cfg, spec, torso, (None, 1), seed, device)
+    }
+
+    /// [`Impala::new`] with a recurrent `core` after both networks' hidden
+    /// layers, trained through windows of at most `max_seq_len` steps.
+    pub fn with_core(
+        cfg: &ImpalaConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        (core, max_seq_len): (Option<Core>, u32),
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let (nets, actor) = PolicyValue::discrete(
             spec,
-            torso,
+            (torso, core),
             &cfg.hidden,
             cfg.lr,
             (seed, seed ^ 0x1a1a),
@@ -105,6 +124,8 @@ impl Impala {
             last_entropy: None,
             last_rho: None,
             actor,
+            carry: HashMap::new(),
+            max_seq_len: max_seq_len.max(1),
         };
         agent.kept.keep(0, &agent.nets.policy);
         agent
@@ -120,7 +141,10 @@ impl Impala {
         let version = self.acting.unwrap_or(self.train_steps);
         let bytes = self.bytes;
         let u = self.open.entry(t.episode).or_insert_with(|| Unroll {
-            steps: Rollout::new(bytes),
+            steps: Rollout {
+                episode: t.episode,
+                ..Rollout::new(bytes)
+            },
             versions: Vec::new(),
         });
         u.steps.push(t);
@@ -175,6 +199,7 @@ impl Impala {
     /// Trains on every held unroll; returns the gradient steps taken.
     fn update(&mut self) -> u32 {
         let mut unrolls = std::mem::take(&mut self.ready);
+        let finished: BTreeSet<u64> = unrolls.iter().map(|u| u.steps.episode).collect();
         unrolls.extend(self.open.drain().map(|(_, u)| u));
         self.held = 0;
         // Steps acted by weights no longer kept cannot be corrected.
@@ -184,10 +209,16 @@ impl Impala {
                 .all(|&v| self.kept.weights_of(v).is_some())
         });
         self.uncorrectable += lost.iter().map(|u| u.steps.len() as u64).sum::<u64>();
+        for u in &lost {
+            self.carry.remove(&u.steps.episode);
+        }
         let unrolls = kept;
         let n: usize = unrolls.iter().map(|u| u.steps.len()).sum();
         if n == 0 {
             return 0;
+        }
+        if self.nets.policy_net.shape().core().is_some() {
+            return self.update_recurrent(&unrolls, &finished);
         }
         let rows = |f: &dyn Fn(&Unroll) -> &ObsStore| {
             let parts: Vec<&ObsStore> = unrolls.iter().map(f).collect();
@@ -228,56 +259,7 @@ impl Impala {
         let (logp, entropy) = self.log_prob_entropy(&self.nets.policy, obs, actions);
         let values = self.nets.values(obs);
         let boot = tch::no_grad(|| self.nets.values(lasts));
-        let host = |t: &Tensor| -> Vec<f32> { Vec::try_from(&t.detach()).expect("f32 values") };
-        let log_rhos: Vec<f32> = host(&logp).iter().zip(mu).map(|(p, m)| p - m).collect();
-        let (v, boot) = (host(&values), host(&boot));
-        let clip = Clipping {
-            rho_bar: self.cfg.rho_bar as f32,
-            c_bar: self.cfg.c_bar as f32,
-            lambda: self.cfg.lambda as f32,
-        };
-        let gamma = self.cfg.gamma as f32;
-        let (mut vs, mut adv, mut rhos) = (Vec::new(), Vec::new(), Vec::new());
-        let mut at = 0;
-        for (u, &b) in unrolls.iter().zip(&boot) {
-            let len = u.steps.len();
-            let mut discounts = vec![gamma; len];
-            let bootstrap = if u.steps.terminated {
-                discounts[len - 1] = 0.0;
-                0.0
-            } else {
-                b
-            };
-            let r = at..at + len;
-            let out = vtrace(
-                &log_rhos[r.clone()],
-                &discounts,
-                &u.steps.rewards,
-                &v[r],
-                bootstrap,
-                clip,
-            );
-            vs.extend(out.vs);
-            adv.extend(out.pg_advantages);
-            rhos.extend(out.rhos);
-            at += len;
-        }
-        let n = rhos.len() as f64;
-        self.last_rho = Some(RhoStats {
-            mean: rhos.iter().map(|&r| f64::from(r)).sum::<f64>() / n,
-            clipped: rhos.iter().filter(|&&r| r > clip.rho_bar).count() as f64 / n,
-        });
-        let vs = Tensor::from_slice(&vs).to_device(self.device);
-        let adv = Tensor::from_slice(&adv).to_device(self.device);
-        let pg_loss = -(adv * &logp).mean(Kind::Float);
-        let baseline_loss = (vs - &values).square().mean(Kind::Float) * 0.5;
-        let entropy = entropy.mean(Kind::Float);
-        let loss =
-            pg_loss + baseline_loss * self.cfg.baseline_cost - &entropy * self.cfg.entropy_cost;
-        self.nets.step(&loss, self.cfg.max_grad_norm);
-        self.train_steps += 1;
-        self.last_loss = Some(loss.detach());
-        self.last_entropy = Some(entropy.detach());
+        self.vtrace_step(unrolls, (logp, entropy, values), &boot, mu);
     }
 
     /// Only the weights now loaded are kept (what acted before is another
@@ -309,12 +291,15 @@ impl Agent for Impala {
         if let Some(u) = self.open.remove(&episode) {
             self.ready.push(u);
         }
+        self.actor.reset_state();
     }
 
     fn abandon_episode(&mut self, episode: u64) {
         if let Some(u) = self.open.remove(&episode) {
             self.held -= u.steps.len();
         }
+        self.carry.remove(&episode);
+        self.actor.reset_state();
     }
 
     fn train(&mut self, _env_steps: u64) -> u32 {

@@ -142,3 +142,37 @@ fn on_policy_steps_have_importance_weights_of_one() {
     assert_eq!(other.state(), saved);
     assert_eq!(other.weights().version, agent.weights().version);
 }
+
+/// With a recurrent core, an update's first epoch is on-policy: μ, run
+/// with the acting version's weights over the same sequences from the same
+/// start states, equals π (every ρ is 1) — across windows shorter
+/// than the unrolls and with an episode cut by the update, whose state is
+/// carried to its next unroll and used up there; steps of an older
+/// version are corrected (ρ ≠ 1) after an update.
+#[test]
+fn a_recurrent_update_is_on_policy_at_its_first_epoch_and_carries_states() {
+    let core = Core { size: 6, layers: 1 };
+    let mut agent = Impala::with_core(&cfg(20, 1), &spec(), None, (Some(core), 4), 3, Device::Cpu);
+    play(&mut agent, 1, 9, None, true);
+    agent.end_episode(1);
+    play(&mut agent, 2, 11, None, false);
+    assert_eq!(agent.train(20), 1);
+    let rho = agent.last_rho.unwrap();
+    assert!(
+        (rho.mean - 1.0).abs() < 1e-5 && rho.clipped == 0.0,
+        "{rho:?}"
+    );
+    assert_eq!(agent.carry.keys().copied().collect::<Vec<_>>(), vec![2]);
+    assert_eq!(agent.carry[&2].size(), [2 * core.state_len() as i64]);
+    // Episode 2 goes on, acted by the version before the update.
+    play(&mut agent, 2, 20, Some(0), true);
+    agent.end_episode(2);
+    assert_eq!(agent.train(40), 1);
+    assert!(agent.carry.is_empty());
+    let rho = agent.last_rho.unwrap();
+    assert!(
+        (rho.mean - 1.0).abs() > 1e-5 && rho.clipped > 0.0,
+        "{rho:?}"
+    );
+    assert_eq!(agent.uncorrectable(), 0);
+}

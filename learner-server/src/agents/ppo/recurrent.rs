@@ -11,115 +11,9 @@
 //! act.
 
 use super::{Actor, Ppo, Rollout};
-use crate::agents::rows_on_device;
-use crate::replay::ObsStore;
+use crate::agents::sequences::{Padded, windowed};
 use rand::Rng;
 use tch::{Kind, Tensor};
-
-/// Segments as `[steps, batch]` sequences: sequence `b` holds segment
-/// `b`'s steps, then the observation after its last step (read for the
-/// bootstrap value, its state not kept), then padding; `steps` is a
-/// multiple of the window `window`. Training cuts them into pieces of
-/// `window` steps (truncated backpropagation through time), each starting
-/// from the state the whole pass reached there.
-struct Padded {
-    steps: i64,
-    batch: i64,
-    window: i64,
-    /// `[steps * batch, obs_dim]`, time-major.
-    obs: Tensor,
-    /// `[steps, batch]`: 1 at a segment's steps.
-    keep: Tensor,
-    /// Each step's padded row, in the segments' order (`[n]`).
-    rows: Tensor,
-    /// Each segment's bootstrap row (`[batch]`).
-    boot_rows: Tensor,
-}
-
-impl Padded {
-    fn new(segments: &[Rollout], obs_dim: usize, window: i64, device: tch::Device) -> Padded {
-        let lens: Vec<i64> = segments.iter().map(|s| s.len() as i64).collect();
-        let (n, batch) = (lens.iter().sum::<i64>(), lens.len() as i64);
-        let longest = lens.iter().max().copied().unwrap_or(0) + 1;
-        let steps = (longest + window - 1) / window * window;
-        let parts: Vec<&ObsStore> = segments
-            .iter()
-            .map(|s| &s.obs)
-            .chain(segments.iter().map(|s| &s.last_next))
-            .collect();
-        // Every step's row, every segment's last observation, one zero row.
-        let all = rows_on_device(&parts, obs_dim, device);
-        let zero = Tensor::zeros([1, obs_dim as i64], (Kind::Float, device));
-        let all = Tensor::cat(&[all, zero], 0);
-        let mut index = vec![n + batch; (steps * batch) as usize];
-        let mut keep = vec![0f32; (steps * batch) as usize];
-        let (mut rows, mut boot_rows) = (Vec::with_capacity(n as usize), Vec::new());
-        let mut start = 0;
-        for (b, &len) in lens.iter().enumerate() {
-            let b = b as i64;
-            for t in 0..len {
-                index[(t * batch + b) as usize] = start + t;
-                keep[(t * batch + b) as usize] = 1.0;
-                rows.push(t * batch + b);
-            }
-            index[(len * batch + b) as usize] = n + b;
-            boot_rows.push(len * batch + b);
-            start += len;
-        }
-        let on = |v: &[i64]| Tensor::from_slice(v).to_device(device);
-        Padded {
-            steps,
-            batch,
-            window,
-            obs: all.index_select(0, &on(&index)),
-            keep: Tensor::from_slice(&keep)
-                .view([steps, batch])
-                .to_device(device),
-            rows: on(&rows),
-            boot_rows: on(&boot_rows),
-        }
-    }
-
-    /// Windows of `window` steps.
-    fn windows(&self) -> i64 {
-        self.steps / self.window
-    }
-
-    /// Time steps `[c * window, (c + 1) * window)` of `x` (`[steps *
-    /// batch, ...]`, time-major).
-    fn window_of(&self, x: &Tensor, c: i64) -> Tensor {
-        x.narrow(0, c * self.window * self.batch, self.window * self.batch)
-    }
-
-    /// `[n, ...]` values of the segments' steps, laid out as `[steps *
-    /// batch, ...]` (zeros at the other rows).
-    fn spread(&self, x: &Tensor) -> Tensor {
-        let mut size = x.size();
-        size[0] = self.steps * self.batch;
-        Tensor::zeros(size.as_slice(), (x.kind(), x.device())).index_copy(0, &self.rows, x)
-    }
-
-    /// The pieces `cols` (piece `c * batch + b` is window `c` of sequence
-    /// `b`) of `x` (`[steps * batch, ...]`): `[window * cols, ...]`,
-    /// time-major.
-    fn pick(&self, x: &Tensor, cols: &Tensor) -> Tensor {
-        let mut size = x.size();
-        let rest = size.split_off(1);
-        let mut shape = vec![self.windows(), self.window, self.batch];
-        shape.extend(&rest);
-        let mut pieces = vec![self.window, self.windows() * self.batch];
-        pieces.extend(&rest);
-        let mut order: Vec<i64> = (0..shape.len() as i64).collect();
-        order.swap(0, 1);
-        let mut flat = vec![-1];
-        flat.extend(&rest);
-        x.view(shape.as_slice())
-            .permute(order.as_slice())
-            .reshape(pieces.as_slice())
-            .index_select(1, cols)
-            .reshape(flat.as_slice())
-    }
-}
 
 impl Ppo {
     /// Zeros the state the `single` loop's actor acts from (its episode
@@ -135,7 +29,8 @@ impl Ppo {
     pub(super) fn update_recurrent(&mut self, segments: &[Rollout], finished: usize) -> u32 {
         let len = self.nets.policy_net.shape().state_len() as i64;
         let window = i64::from(self.max_seq_len);
-        let seq = Padded::new(segments, self.obs_dim, window, self.device);
+        let parts: Vec<&Rollout> = segments.iter().collect();
+        let seq = Padded::new(&parts, self.obs_dim, window, self.device);
         let zeros = Tensor::zeros([2 * len], (Kind::Float, self.device));
         let starts: Vec<Tensor> = segments
             .iter()
@@ -173,27 +68,31 @@ impl Ppo {
         // The whole pass, window by window: the old outputs, and the state
         // each piece starts from.
         let (old_logp, old_v, boot, piece_starts) = tch::no_grad(|| {
-            let mut state = starts.shallow_clone();
-            let (mut logits, mut values, mut piece_starts) = (Vec::new(), Vec::new(), Vec::new());
-            for c in 0..seq.windows() {
-                let keep = seq.keep.narrow(0, c * window, window);
-                let (l, v, end) = run(self, &seq.window_of(&seq.obs, c), &state, &keep);
-                piece_starts.push(std::mem::replace(&mut state, end));
-                logits.push(l);
-                values.push(v);
-            }
+            let n_mlp = self.nets.policy_net.numel();
+            let policy = self.nets.policy.narrow(0, 0, n_mlp);
+            let (logits, p_starts, p_end) = windowed(
+                &self.nets.policy_net,
+                &policy,
+                &seq,
+                &starts.narrow(1, 0, len),
+            );
+            let (v, v_starts, v_end) = windowed(
+                &self.nets.value_net,
+                &self.nets.value,
+                &seq,
+                &starts.narrow(1, len, len),
+            );
+            let ends = Tensor::cat(&[p_end, v_end], 1);
             for (b, s) in segments.iter().enumerate().skip(finished) {
-                self.carry.insert(s.episode, state.get(b as i64));
+                self.carry.insert(s.episode, ends.get(b as i64));
             }
-            let v = Tensor::cat(&values, 0);
-            let logp = self
-                .log_prob_entropy_of(&Tensor::cat(&logits, 0), &actions)
-                .0;
+            let v = v.squeeze_dim(1);
+            let logp = self.log_prob_entropy_of(&logits, &actions).0;
             (
                 logp,
                 v.index_select(0, &seq.rows),
                 v.index_select(0, &seq.boot_rows),
-                Tensor::cat(&piece_starts, 0),
+                Tensor::cat(&[p_starts, v_starts], 1),
             )
         });
         let adv = self.gae(segments, &old_v, &boot);

@@ -1,0 +1,134 @@
+//! IMPALA with a recurrent core: the held unrolls as padded sequences
+//! (`agents::sequences`), each from the state its episode had reached at
+//! the previous update (zeros at an episode's first step), run window by
+//! window (`model.max_seq_len`). The behaviour log-probs μ of each step
+//! come from the weights of the version that acted it, run over the same
+//! sequences from the same start states; each gradient step runs the
+//! current networks over every piece at once (truncated backpropagation
+//! through time) and takes V-trace's step on the result.
+
+use super::{Impala, Unroll};
+use crate::agents::rollout::Rollout;
+use crate::agents::sequences::{Padded, windowed};
+use std::collections::BTreeSet;
+use tch::{Kind, Tensor};
+
+impl Impala {
+    /// [`Impala::update`] for a recurrent core; unrolls of episodes in
+    /// `finished` ended.
+    pub(super) fn update_recurrent(&mut self, unrolls: &[Unroll], finished: &BTreeSet<u64>) -> u32 {
+        let len = self.nets.policy_net.shape().state_len() as i64;
+        let window = i64::from(self.max_seq_len);
+        let parts: Vec<&Rollout> = unrolls.iter().map(|u| &u.steps).collect();
+        let seq = Padded::new(&parts, self.obs_dim, window, self.device);
+        let zeros = Tensor::zeros([2 * len], (Kind::Float, self.device));
+        let starts: Vec<Tensor> = unrolls
+            .iter()
+            .map(|u| {
+                self.carry
+                    .remove(&u.steps.episode)
+                    .unwrap_or_else(|| zeros.copy())
+            })
+            .collect();
+        let starts = Tensor::stack(&starts, 0);
+        let actions: Vec<i64> = unrolls
+            .iter()
+            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
+            .collect();
+        let actions = Tensor::from_slice(&actions)
+            .to_device(self.device)
+            .unsqueeze(1);
+        let padded_actions = seq.spread(&actions);
+        let versions: Vec<u64> = unrolls
+            .iter()
+            .flat_map(|u| u.versions.iter().copied())
+            .collect();
+        let logp_of = |logits: &Tensor| {
+            logits
+                .log_softmax(1, Kind::Float)
+                .gather(1, &padded_actions, false)
+                .squeeze_dim(1)
+        };
+        // μ per version; the pieces' start states and the unfinished
+        // episodes' end states from the current weights.
+        let (mu, piece_starts) = tch::no_grad(|| {
+            let mut mu = vec![0f32; versions.len()];
+            for v in versions.iter().copied().collect::<BTreeSet<u64>>() {
+                let w = self.kept.weights_of(v).expect("kept (checked before)");
+                let (logits, _, _) =
+                    windowed(&self.nets.policy_net, w, &seq, &starts.narrow(1, 0, len));
+                let logp = logp_of(&logits).index_select(0, &seq.rows);
+                let logp = Vec::<f32>::try_from(&logp).expect("f32 values");
+                for (i, l) in logp.into_iter().enumerate() {
+                    if versions[i] == v {
+                        mu[i] = l;
+                    }
+                }
+            }
+            let (_, p_starts, p_end) = windowed(
+                &self.nets.policy_net,
+                &self.nets.policy,
+                &seq,
+                &starts.narrow(1, 0, len),
+            );
+            let (_, v_starts, v_end) = windowed(
+                &self.nets.value_net,
+                &self.nets.value,
+                &seq,
+                &starts.narrow(1, len, len),
+            );
+            let ends = Tensor::cat(&[p_end, v_end], 1);
+            for (b, u) in unrolls.iter().enumerate() {
+                if !finished.contains(&u.steps.episode) {
+                    self.carry.insert(u.steps.episode, ends.get(b as i64));
+                }
+            }
+            (mu, Tensor::cat(&[p_starts, v_starts], 1))
+        });
+        // Every piece at once; rows back in the padded (then the unrolls')
+        // order.
+        let pieces = seq.windows() * seq.batch;
+        let all = Tensor::arange(pieces, (Kind::Int64, self.device));
+        let keep = seq
+            .pick(&seq.keep.reshape([-1]), &all)
+            .view([window, pieces]);
+        let obs = seq.pick(&seq.obs, &all);
+        let back = {
+            // Row t * batch + b of the padded layout is row
+            // (t % window) * pieces + (t / window) * batch + b of the pieces'.
+            let (steps, batch) = (seq.steps, seq.batch);
+            let rows: Vec<i64> = (0..steps * batch)
+                .map(|r| {
+                    let (t, b) = (r / batch, r % batch);
+                    (t % window) * pieces + (t / window) * batch + b
+                })
+                .collect();
+            Tensor::from_slice(&rows).to_device(self.device)
+        };
+        for _ in 0..self.cfg.n_epochs {
+            let (logits, _) = self.nets.policy_net.forward_seq(
+                &self.nets.policy,
+                &obs,
+                &piece_starts.narrow(1, 0, len),
+                &keep,
+            );
+            let (values, _) = self.nets.value_net.forward_seq(
+                &self.nets.value,
+                &obs,
+                &piece_starts.narrow(1, len, len),
+                &keep,
+            );
+            let logits = logits.index_select(0, &back);
+            let values = values.squeeze_dim(1).index_select(0, &back);
+            let logp_all = logits.log_softmax(1, Kind::Float);
+            let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
+            let logp = logp_of(&logits);
+            let at = |x: &Tensor| x.index_select(0, &seq.rows);
+            let boot = values.detach().index_select(0, &seq.boot_rows);
+            self.vtrace_step(unrolls, (at(&logp), at(&entropy), at(&values)), &boot, &mu);
+        }
+        self.kept.keep(self.train_steps, &self.nets.policy);
+        self.actor.stale();
+        self.cfg.n_epochs
+    }
+}
