@@ -6,16 +6,20 @@
 //! value baseline (normalised per trajectory when configured), policy
 //! gradient with an entropy bonus, and value regression. Only the policy
 //! network is published: that is what actors and the inference front run.
+//! With a recurrent core both networks run over the episode as one
+//! sequence from zeros, cut into windows of `model.max_seq_len` steps
+//! (truncated backpropagation through time, `agents::sequences`).
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
+use super::sequences::{Padded, all_pieces, windowed};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
 use crate::replay::Transition;
 use rlfleet_shared::config::A2cConfig;
 use rlfleet_shared::env::EnvSpec;
-use rlfleet_shared::nets::ConvTorso;
+use rlfleet_shared::nets::{ConvTorso, Core};
 use std::collections::{HashMap, VecDeque};
 use tch::{Device, Kind, Tensor};
 
@@ -36,6 +40,8 @@ pub struct A2c {
     /// Acting in this process (`single`): a plain-Rust copy of the policy,
     /// refreshed after each gradient step.
     actor: SoftmaxActor,
+    /// With a recurrent core: steps backpropagated through at most.
+    max_seq_len: u32,
 }
 
 impl A2c {
@@ -48,9 +54,22 @@ impl A2c {
         seed: u64,
         device: Device,
     ) -> Self {
+        A2c::with_core(cfg, spec, torso, (None, 1), seed, device)
+    }
+
+    /// [`A2c::new`] with a recurrent `core` after both networks' hidden
+    /// layers, trained through windows of at most `max_seq_len` steps.
+    pub fn with_core(
+        cfg: &A2cConfig,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        (core, max_seq_len): (Option<Core>, u32),
+        seed: u64,
+        device: Device,
+    ) -> Self {
         let (nets, actor) = PolicyValue::discrete(
             spec,
-            (torso, None),
+            (torso, core),
             &cfg.hidden,
             cfg.lr,
             (seed, seed ^ 0xa2c0),
@@ -68,22 +87,49 @@ impl A2c {
             last_loss: None,
             last_entropy: None,
             actor,
+            max_seq_len: max_seq_len.max(1),
         }
+    }
+
+    /// The policy's logits `[n, actions]` and the values `[n]` at each
+    /// step of `t` (with gradients), and the value after its last step.
+    fn outputs(&self, t: &Rollout) -> (Tensor, Tensor, f64) {
+        let Some(core) = self.nets.policy_net.shape().core() else {
+            let obs = rows_on_device(&[&t.obs], self.obs_dim, self.device);
+            let logits = self.nets.policy_net.forward(&self.nets.policy, &obs);
+            let bootstrap = tch::no_grad(|| {
+                let last = rows_on_device(&[&t.last_next], self.obs_dim, self.device);
+                self.nets.values(&last).double_value(&[0])
+            });
+            return (logits, self.nets.values(&obs), bootstrap);
+        };
+        let window = i64::from(self.max_seq_len);
+        let seq = Padded::new(&[t], self.obs_dim, window, self.device);
+        let zeros = Tensor::zeros([1, core.state_len() as i64], (Kind::Float, self.device));
+        let (p_starts, v_starts) = tch::no_grad(|| {
+            let (_, p, _) = windowed(&self.nets.policy_net, &self.nets.policy, &seq, &zeros);
+            let (_, v, _) = windowed(&self.nets.value_net, &self.nets.value, &seq, &zeros);
+            (p, v)
+        });
+        let logits = all_pieces(&self.nets.policy_net, &self.nets.policy, &seq, &p_starts);
+        let values =
+            all_pieces(&self.nets.value_net, &self.nets.value, &seq, &v_starts).squeeze_dim(1);
+        let bootstrap = values
+            .detach()
+            .index_select(0, &seq.boot_rows)
+            .double_value(&[0]);
+        (
+            logits.index_select(0, &seq.rows),
+            values.index_select(0, &seq.rows),
+            bootstrap,
+        )
     }
 
     /// One gradient step of both networks on one finished trajectory.
     fn gradient_step(&mut self, t: &Rollout) {
         let n = t.rewards.len() as i64;
-        let obs = rows_on_device(&[&t.obs], self.obs_dim, self.device);
-        let values = self.nets.values(&obs);
-        let bootstrap = if t.terminated {
-            0.0
-        } else {
-            tch::no_grad(|| {
-                let last = rows_on_device(&[&t.last_next], self.obs_dim, self.device);
-                self.nets.values(&last).double_value(&[0])
-            })
-        };
+        let (logits, values, bootstrap) = self.outputs(t);
+        let bootstrap = if t.terminated { 0.0 } else { bootstrap };
         let mut returns = vec![0f32; t.rewards.len()];
         let mut g = bootstrap;
         for i in (0..t.rewards.len()).rev() {
@@ -99,11 +145,7 @@ impl A2c {
         let actions = Tensor::from_slice(&actions)
             .to_device(self.device)
             .unsqueeze(1);
-        let logp_all = self
-            .nets
-            .policy_net
-            .forward(&self.nets.policy, &obs)
-            .log_softmax(1, Kind::Float);
+        let logp_all = logits.log_softmax(1, Kind::Float);
         let logp = logp_all.gather(1, &actions, false).squeeze_dim(1);
         let entropy = -(logp_all.exp() * &logp_all)
             .sum_dim_intlist(1, false, Kind::Float)
@@ -134,6 +176,7 @@ impl Agent for A2c {
 
     fn abandon_episode(&mut self, episode: u64) {
         self.open.remove(&episode);
+        self.actor.reset_state();
     }
 
     fn end_episode(&mut self, episode: u64) {
@@ -142,6 +185,7 @@ impl Agent for A2c {
         {
             self.ready.push_back(t);
         }
+        self.actor.reset_state();
     }
 
     fn train(&mut self, _env_steps: u64) -> u32 {
@@ -256,5 +300,35 @@ mod tests {
         let mut action = [0.0];
         other.act(&[0.0; 4], 0, &mut action);
         assert!(action[0] == 0.0 || action[0] == 1.0);
+    }
+
+    /// With a recurrent core the episode's loss is the same whether it is
+    /// cut into windows of 4 steps or run whole (each piece starts from
+    /// the state the whole pass reached there; only the gradient is
+    /// truncated), and the single-process actor starts each episode from
+    /// zeros.
+    #[test]
+    fn a_recurrent_episode_gives_the_same_loss_in_windows() {
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let core = Some(Core { size: 5, layers: 2 });
+        let cfg = A2cConfig {
+            hidden: vec![8],
+            ..A2cConfig::default()
+        };
+        let mut losses = Vec::new();
+        // The same weights for both (libtorch's generator is shared with
+        // tests running alongside).
+        let first = A2c::with_core(&cfg, &spec, None, (core, 4), 3, Device::Cpu).state();
+        for window in [4, 64] {
+            let mut a2c = A2c::with_core(&cfg, &spec, None, (core, window), 3, Device::Cpu);
+            a2c.load_state(&first).unwrap();
+            for t in 0..10 {
+                step(&mut a2c, 1, t, t == 9);
+            }
+            a2c.end_episode(1);
+            assert_eq!(a2c.train(10), 1);
+            losses.push(a2c.last_loss().unwrap());
+        }
+        assert!((losses[0] - losses[1]).abs() < 1e-5, "{losses:?}");
     }
 }

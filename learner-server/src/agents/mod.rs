@@ -222,7 +222,14 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
     match cfg.agent {
         AgentKind::Dqn => Box::new(Dqn::new(&cfg.dqn, spec, torso, cfg.seed, device)),
         AgentKind::Probe => Box::new(Probe::new(cfg, spec)),
-        AgentKind::A2c => Box::new(A2c::new(&cfg.a2c, spec, torso, cfg.seed, device)),
+        AgentKind::A2c => Box::new(A2c::with_core(
+            &cfg.a2c,
+            spec,
+            torso,
+            (cfg.model.core(), cfg.model.max_seq_len),
+            cfg.seed,
+            device,
+        )),
         AgentKind::Ppo => Box::new(Ppo::with_core(
             &cfg.ppo,
             spec,

@@ -135,3 +135,33 @@ pub(crate) fn windowed(
     }
     (Tensor::cat(&outs, 0), Tensor::cat(&piece_starts, 0), state)
 }
+
+/// Runs `net` with `params` over every piece of `seq` at once (each from
+/// its state in `piece_starts`, `[windows * batch, state_len]`, as
+/// [`windowed`] gives them), with gradients: backpropagation through each
+/// piece. Returns the outputs in `seq`'s padded, time-major layout
+/// (`[steps * batch, output]`).
+pub(crate) fn all_pieces(
+    net: &FlatNet,
+    params: &Tensor,
+    seq: &Padded,
+    piece_starts: &Tensor,
+) -> Tensor {
+    let (window, batch) = (seq.window, seq.batch);
+    let pieces = seq.windows() * batch;
+    let device = seq.obs.device();
+    let all = Tensor::arange(pieces, (Kind::Int64, device));
+    let keep = seq
+        .pick(&seq.keep.reshape([-1]), &all)
+        .view([window, pieces]);
+    let (out, _) = net.forward_seq(params, &seq.pick(&seq.obs, &all), piece_starts, &keep);
+    // Row t * batch + b of the padded layout is row
+    // (t % window) * pieces + (t / window) * batch + b of the pieces'.
+    let back: Vec<i64> = (0..seq.steps * batch)
+        .map(|r| {
+            let (t, b) = (r / batch, r % batch);
+            (t % window) * pieces + (t / window) * batch + b
+        })
+        .collect();
+    out.index_select(0, &Tensor::from_slice(&back).to_device(device))
+}

@@ -468,7 +468,7 @@ fn a_recurrent_core_is_checked_and_reaches_the_policy_network() {
     assert!(e.contains("model.core_layers"), "{e}");
     let e = err(&ppo.replace("agent = \"ppo\"", "agent = \"dqn\""));
     assert!(
-        e.contains("model.core") && e.contains("agents ppo and impala take a recurrent core"),
+        e.contains("model.core") && e.contains("agents ppo, impala and a2c take a recurrent core"),
         "{e}"
     );
     let e = err(&ppo.replace("CartPole-v1", "Pendulum-v1"));

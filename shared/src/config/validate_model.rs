@@ -31,7 +31,7 @@ impl RunConfig {
     }
 
     /// A recurrent core: its sizes, and the agents that run one so far
-    /// (PPO and IMPALA, on discrete actions).
+    /// (PPO, IMPALA and A2C, on discrete actions).
     fn validate_core(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
         let m = &self.model;
         if m.core == super::CoreKind::None {
@@ -55,12 +55,15 @@ impl RunConfig {
             (1..=100_000).contains(&m.max_seq_len),
             "an integer in 1..=100000",
         )?;
-        if !matches!(self.agent, AgentKind::Ppo | AgentKind::Impala) {
+        if !matches!(
+            self.agent,
+            AgentKind::Ppo | AgentKind::Impala | AgentKind::A2c
+        ) {
             return Err(ConfigError::Unsupported {
                 key: "model.core",
                 value: "\"lstm\"".into(),
                 allowed: format!(
-                    "agents ppo and impala take a recurrent core so far; `{}` takes \"none\"",
+                    "agents ppo, impala and a2c take a recurrent core so far; `{}` takes \"none\"",
                     self.agent
                 ),
             });
@@ -72,7 +75,7 @@ impl RunConfig {
                 self.env
             )));
         }
-        // PPO's and IMPALA's workflows (`single`, `sync`, `async`,
+        // PPO's, IMPALA's and A2C's workflows (`single`, `sync`, `async`,
         // `seed-a2c`) all keep the state: actors per env slot, the `seed`
         // front per actor env.
         Ok(())

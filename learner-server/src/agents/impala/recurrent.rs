@@ -9,7 +9,7 @@
 
 use super::{Impala, Unroll};
 use crate::agents::rollout::Rollout;
-use crate::agents::sequences::{Padded, windowed};
+use crate::agents::sequences::{Padded, all_pieces, windowed};
 use std::collections::BTreeSet;
 use tch::{Kind, Tensor};
 
@@ -85,41 +85,21 @@ impl Impala {
             }
             (mu, Tensor::cat(&[p_starts, v_starts], 1))
         });
-        // Every piece at once; rows back in the padded (then the unrolls')
-        // order.
-        let pieces = seq.windows() * seq.batch;
-        let all = Tensor::arange(pieces, (Kind::Int64, self.device));
-        let keep = seq
-            .pick(&seq.keep.reshape([-1]), &all)
-            .view([window, pieces]);
-        let obs = seq.pick(&seq.obs, &all);
-        let back = {
-            // Row t * batch + b of the padded layout is row
-            // (t % window) * pieces + (t / window) * batch + b of the pieces'.
-            let (steps, batch) = (seq.steps, seq.batch);
-            let rows: Vec<i64> = (0..steps * batch)
-                .map(|r| {
-                    let (t, b) = (r / batch, r % batch);
-                    (t % window) * pieces + (t / window) * batch + b
-                })
-                .collect();
-            Tensor::from_slice(&rows).to_device(self.device)
-        };
         for _ in 0..self.cfg.n_epochs {
-            let (logits, _) = self.nets.policy_net.forward_seq(
+            // Every piece at once, rows in the padded layout.
+            let logits = all_pieces(
+                &self.nets.policy_net,
                 &self.nets.policy,
-                &obs,
+                &seq,
                 &piece_starts.narrow(1, 0, len),
-                &keep,
             );
-            let (values, _) = self.nets.value_net.forward_seq(
+            let values = all_pieces(
+                &self.nets.value_net,
                 &self.nets.value,
-                &obs,
+                &seq,
                 &piece_starts.narrow(1, len, len),
-                &keep,
-            );
-            let logits = logits.index_select(0, &back);
-            let values = values.squeeze_dim(1).index_select(0, &back);
+            )
+            .squeeze_dim(1);
             let logp_all = logits.log_softmax(1, Kind::Float);
             let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
             let logp = logp_of(&logits);
