@@ -12,7 +12,7 @@
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
-use super::sequences::{Padded, all_pieces, windowed};
+use super::sequences::{Padded, all_pieces, windowed_both};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
@@ -105,12 +105,13 @@ impl A2c {
         };
         let window = i64::from(self.max_seq_len);
         let seq = Padded::new(&[t], self.obs_dim, window, self.device);
-        let zeros = Tensor::zeros([1, core.state_len() as i64], (Kind::Float, self.device));
-        let (p_starts, v_starts) = tch::no_grad(|| {
-            let (_, p, _) = windowed(&self.nets.policy_net, &self.nets.policy, &seq, &zeros);
-            let (_, v, _) = windowed(&self.nets.value_net, &self.nets.value, &seq, &zeros);
-            (p, v)
-        });
+        let len = core.state_len() as i64;
+        let zeros = Tensor::zeros([1, 2 * len], (Kind::Float, self.device));
+        let piece_starts = tch::no_grad(|| windowed_both(&self.nets, &seq, &zeros).2);
+        let (p_starts, v_starts) = (
+            piece_starts.narrow(1, 0, len),
+            piece_starts.narrow(1, len, len),
+        );
         let logits = all_pieces(&self.nets.policy_net, &self.nets.policy, &seq, &p_starts);
         let values =
             all_pieces(&self.nets.value_net, &self.nets.value, &seq, &v_starts).squeeze_dim(1);

@@ -165,3 +165,48 @@ pub(crate) fn all_pieces(
         .collect();
     out.index_select(0, &Tensor::from_slice(&back).to_device(device))
 }
+
+/// The states `episodes` start from: each one's carried state (taken out of
+/// `carry`), or zeros for an episode not seen before (`[episodes, width]`).
+pub(crate) fn start_states(
+    carry: &mut std::collections::HashMap<u64, Tensor>,
+    episodes: impl Iterator<Item = u64>,
+    width: i64,
+    device: tch::Device,
+) -> Tensor {
+    let zeros = Tensor::zeros([width], (Kind::Float, device));
+    let starts: Vec<Tensor> = episodes
+        .map(|e| carry.remove(&e).unwrap_or_else(|| zeros.copy()))
+        .collect();
+    Tensor::stack(&starts, 0)
+}
+
+/// A [`windowed`] pass of both of `nets`' networks (the policy's state
+/// first in each row of `starts`, `[batch, 2 * state_len]`): the policy's
+/// outputs, the values `[steps * batch]`, each piece's start states and
+/// each sequence's end states, both in the same two-network layout.
+pub(crate) fn windowed_both(
+    nets: &super::policy_value::PolicyValue,
+    seq: &Padded,
+    starts: &Tensor,
+) -> (Tensor, Tensor, Tensor, Tensor) {
+    let len = starts.size()[1] / 2;
+    let (logits, p_starts, p_end) = windowed(
+        &nets.policy_net,
+        &nets.policy,
+        seq,
+        &starts.narrow(1, 0, len),
+    );
+    let (values, v_starts, v_end) = windowed(
+        &nets.value_net,
+        &nets.value,
+        seq,
+        &starts.narrow(1, len, len),
+    );
+    (
+        logits,
+        values.squeeze_dim(1),
+        Tensor::cat(&[p_starts, v_starts], 1),
+        Tensor::cat(&[p_end, v_end], 1),
+    )
+}

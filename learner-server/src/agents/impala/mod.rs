@@ -196,6 +196,23 @@ impl Impala {
         mu
     }
 
+    /// Every held step's action (`[n, 1]`, int64, on the device) and the
+    /// version that acted it, in the unrolls' order.
+    fn actions_and_versions(&self, unrolls: &[Unroll]) -> (Tensor, Vec<u64>) {
+        let actions: Vec<i64> = unrolls
+            .iter()
+            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
+            .collect();
+        let versions = unrolls
+            .iter()
+            .flat_map(|u| u.versions.iter().copied())
+            .collect();
+        let actions = Tensor::from_slice(&actions)
+            .to_device(self.device)
+            .unsqueeze(1);
+        (actions, versions)
+    }
+
     /// Trains on every held unroll; returns the gradient steps taken.
     fn update(&mut self) -> u32 {
         let mut unrolls = std::mem::take(&mut self.ready);
@@ -225,17 +242,7 @@ impl Impala {
             rows_on_device(&parts, self.obs_dim, self.device)
         };
         let (obs, lasts) = (rows(&|u| &u.steps.obs), rows(&|u| &u.steps.last_next));
-        let actions: Vec<i64> = unrolls
-            .iter()
-            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
-            .collect();
-        let actions = Tensor::from_slice(&actions)
-            .to_device(self.device)
-            .unsqueeze(1);
-        let versions: Vec<u64> = unrolls
-            .iter()
-            .flat_map(|u| u.versions.iter().copied())
-            .collect();
+        let (actions, versions) = self.actions_and_versions(&unrolls);
         let mu = self.behaviour_logp(&versions, &obs, &actions);
         for _ in 0..self.cfg.n_epochs {
             self.gradient_step(&unrolls, &obs, &lasts, &actions, &mu);

@@ -9,7 +9,7 @@
 
 use super::{Impala, Unroll};
 use crate::agents::rollout::Rollout;
-use crate::agents::sequences::{Padded, all_pieces, windowed};
+use crate::agents::sequences::{Padded, all_pieces, start_states, windowed, windowed_both};
 use std::collections::BTreeSet;
 use tch::{Kind, Tensor};
 
@@ -21,28 +21,10 @@ impl Impala {
         let window = i64::from(self.max_seq_len);
         let parts: Vec<&Rollout> = unrolls.iter().map(|u| &u.steps).collect();
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
-        let zeros = Tensor::zeros([2 * len], (Kind::Float, self.device));
-        let starts: Vec<Tensor> = unrolls
-            .iter()
-            .map(|u| {
-                self.carry
-                    .remove(&u.steps.episode)
-                    .unwrap_or_else(|| zeros.copy())
-            })
-            .collect();
-        let starts = Tensor::stack(&starts, 0);
-        let actions: Vec<i64> = unrolls
-            .iter()
-            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
-            .collect();
-        let actions = Tensor::from_slice(&actions)
-            .to_device(self.device)
-            .unsqueeze(1);
+        let episodes = unrolls.iter().map(|u| u.steps.episode);
+        let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
+        let (actions, versions) = self.actions_and_versions(unrolls);
         let padded_actions = seq.spread(&actions);
-        let versions: Vec<u64> = unrolls
-            .iter()
-            .flat_map(|u| u.versions.iter().copied())
-            .collect();
         let logp_of = |logits: &Tensor| {
             logits
                 .log_softmax(1, Kind::Float)
@@ -65,25 +47,13 @@ impl Impala {
                     }
                 }
             }
-            let (_, p_starts, p_end) = windowed(
-                &self.nets.policy_net,
-                &self.nets.policy,
-                &seq,
-                &starts.narrow(1, 0, len),
-            );
-            let (_, v_starts, v_end) = windowed(
-                &self.nets.value_net,
-                &self.nets.value,
-                &seq,
-                &starts.narrow(1, len, len),
-            );
-            let ends = Tensor::cat(&[p_end, v_end], 1);
+            let (_, _, piece_starts, ends) = windowed_both(&self.nets, &seq, &starts);
             for (b, u) in unrolls.iter().enumerate() {
                 if !finished.contains(&u.steps.episode) {
                     self.carry.insert(u.steps.episode, ends.get(b as i64));
                 }
             }
-            (mu, Tensor::cat(&[p_starts, v_starts], 1))
+            (mu, piece_starts)
         });
         for _ in 0..self.cfg.n_epochs {
             // Every piece at once, rows in the padded layout.

@@ -11,9 +11,9 @@
 //! act.
 
 use super::{Actor, Ppo, Rollout};
-use crate::agents::sequences::{Padded, windowed};
+use crate::agents::sequences::{Padded, start_states, windowed_both};
 use rand::Rng;
-use tch::{Kind, Tensor};
+use tch::Tensor;
 
 impl Ppo {
     /// Zeros the state the `single` loop's actor acts from (its episode
@@ -31,16 +31,8 @@ impl Ppo {
         let window = i64::from(self.max_seq_len);
         let parts: Vec<&Rollout> = segments.iter().collect();
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
-        let zeros = Tensor::zeros([2 * len], (Kind::Float, self.device));
-        let starts: Vec<Tensor> = segments
-            .iter()
-            .map(|s| {
-                self.carry
-                    .remove(&s.episode)
-                    .unwrap_or_else(|| zeros.copy())
-            })
-            .collect();
-        let starts = Tensor::stack(&starts, 0);
+        let episodes = segments.iter().map(|s| s.episode);
+        let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
         let actions: Vec<f32> = segments
             .iter()
             .flat_map(|s| s.actions.iter().copied())
@@ -67,32 +59,18 @@ impl Ppo {
         };
         // The whole pass, window by window: the old outputs, and the state
         // each piece starts from.
+        // (A core's policy is discrete: its parameters are the network's.)
         let (old_logp, old_v, boot, piece_starts) = tch::no_grad(|| {
-            let n_mlp = self.nets.policy_net.numel();
-            let policy = self.nets.policy.narrow(0, 0, n_mlp);
-            let (logits, p_starts, p_end) = windowed(
-                &self.nets.policy_net,
-                &policy,
-                &seq,
-                &starts.narrow(1, 0, len),
-            );
-            let (v, v_starts, v_end) = windowed(
-                &self.nets.value_net,
-                &self.nets.value,
-                &seq,
-                &starts.narrow(1, len, len),
-            );
-            let ends = Tensor::cat(&[p_end, v_end], 1);
+            let (logits, v, piece_starts, ends) = windowed_both(&self.nets, &seq, &starts);
             for (b, s) in segments.iter().enumerate().skip(finished) {
                 self.carry.insert(s.episode, ends.get(b as i64));
             }
-            let v = v.squeeze_dim(1);
             let logp = self.log_prob_entropy_of(&logits, &actions).0;
             (
                 logp,
                 v.index_select(0, &seq.rows),
                 v.index_select(0, &seq.boot_rows),
-                Tensor::cat(&[p_starts, v_starts], 1),
+                piece_starts,
             )
         });
         let adv = self.gae(segments, &old_v, &boot);
