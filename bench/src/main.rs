@@ -46,6 +46,7 @@ mod measure;
 #[cfg(feature = "mpi")]
 mod mpi;
 mod pyenv;
+mod r2d2;
 mod seed;
 mod seed_core;
 mod soak;
@@ -73,6 +74,11 @@ struct Cli {
 enum What {
     /// DQN training steps per second vs. plain tch.
     Dqn {
+        #[arg(long, default_value_t = 3.0)]
+        secs: f64,
+    },
+    /// R2D2 sequence updates per second vs. PyTorch-Python.
+    R2d2 {
         #[arg(long, default_value_t = 3.0)]
         secs: f64,
     },
@@ -331,6 +337,7 @@ fn main() -> anyhow::Result<()> {
     match cli.what {
         What::Dqn { secs } => dqn::bench(secs, &cli.out),
         What::Envs { secs } => envs::bench(secs, &cli.out),
+        What::R2d2 { secs } => r2d2::bench(secs, &cli.out),
         What::Agents { secs } => agents::bench(secs, &cli.out),
         What::Pyenv {
             env,

@@ -1,6 +1,6 @@
 //! PyTorch from Python as a benchmark baseline: finds a Python that imports
-//! torch and runs `bench/python/dqn_step.py` or `cnn_step.py` in it as a
-//! subprocess.
+//! torch and runs `bench/python/dqn_step.py`, `cnn_step.py` or
+//! `r2d2_step.py` in it as a subprocess.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -93,4 +93,23 @@ pub fn cnn_rates(
         .into_iter()
         .map(|r| ((r.what, r.batch), r.per_sec))
         .collect())
+}
+
+/// The R2D2 sequence update in PyTorch-Python (embedded too).
+const R2D2_STEP: &str = include_str!("../python/r2d2_step.py");
+
+/// Sequence updates per second of the PyTorch-Python R2D2 step for the
+/// network and batch `shape`: obs, hidden, core, actions, batch, unroll,
+/// burn-in.
+pub fn r2d2_rate(secs: f64, shape: [u32; 7]) -> Result<f64, String> {
+    let mut args = vec![secs.to_string()];
+    args.extend(shape.iter().map(|v| v.to_string()));
+    #[derive(serde::Deserialize)]
+    struct Line {
+        steps_per_sec: f64,
+    }
+    lines::<Line>(&run(R2D2_STEP, &args)?)?
+        .first()
+        .map(|l| l.steps_per_sec)
+        .ok_or_else(|| "no result line".into())
 }

@@ -35,7 +35,7 @@ impl GreedyPolicy {
         if spec.action_space.is_discrete() {
             // `eval.epsilon`: a random action now and then (validated 0 for
             // continuous actions).
-            policy.set_exploration(cfg.eval.epsilon as f32);
+            policy.set_exploration(cfg.eval_epsilon() as f32);
         }
         GreedyPolicy {
             policy,

@@ -17,6 +17,7 @@ mod optimizer;
 mod policy_value;
 mod ppo;
 mod probe;
+mod r2d2;
 mod rollout;
 mod sac;
 mod sequences;
@@ -31,6 +32,7 @@ pub use impala::Impala;
 pub use optimizer::{Optimizer, Rmsprop};
 pub use ppo::Ppo;
 pub use probe::{Probe, ProbeLine};
+pub use r2d2::R2d2;
 pub use sac::Sac;
 pub use td3::Td3;
 
@@ -110,6 +112,12 @@ pub trait Agent: Send {
     /// agent use (0 when the agent explores otherwise).
     fn epsilon(&self, _env_steps: u64) -> f64 {
         0.0
+    }
+    /// The exploration rate of the actor that joined `actor`-th (0 first)
+    /// at `env_steps`: [`Agent::epsilon`] for every actor, unless the
+    /// agent gives each its own (R2D2's ladder).
+    fn actor_epsilon(&self, env_steps: u64, _actor: u64) -> f64 {
+        self.epsilon(env_steps)
     }
     /// The transitions observed next were acted by the published weights
     /// of version `version` (an actor's, or the `seed` front's; until told,
@@ -243,6 +251,16 @@ pub fn build_agent(cfg: &RunConfig, spec: &EnvSpec, device: Device) -> Box<dyn A
             spec,
             torso,
             (cfg.model.core(), cfg.model.max_seq_len),
+            cfg.seed,
+            device,
+        )),
+        AgentKind::R2d2 => Box::new(R2d2::new(
+            &cfg.r2d2,
+            spec,
+            torso,
+            cfg.model
+                .core()
+                .expect("r2d2 runs a recurrent core (validated)"),
             cfg.seed,
             device,
         )),

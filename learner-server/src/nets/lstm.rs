@@ -28,25 +28,11 @@ impl FlatNet {
         keep: &Tensor,
     ) -> (Tensor, Tensor) {
         let core = *self.shape.core().expect("a network with a recurrent core");
-        let parts = params.split_with_sizes(&self.parts, 0);
-        let n = self.sizes.len();
-        let (conv_parts, rest) = parts.split_at(2 * self.convs.len());
-        let (hidden_parts, rest) = rest.split_at(2 * (n - 2));
-        let (core_parts, head) = rest.split_at(4 * core.layers);
-        let x = &x.to_kind(Kind::Float);
-        let mut h = match self.shape.torso() {
-            Some(torso) => self.torso(torso, conv_parts, x),
-            None => x.shallow_clone(),
-        };
-        for (w, wb) in self.sizes[..n - 1]
-            .windows(2)
-            .zip(hidden_parts.chunks_exact(2))
-        {
-            h = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1])).relu();
-        }
+        let (h, core_parts, head) = self.around_core(params, x);
         let (steps, batch) = (keep.size()[0], keep.size()[1]);
         let units = core.size as i64;
         let mut seq = h.view([steps, batch, -1]);
+        let n = self.sizes.len();
         let mut ends = Vec::with_capacity(2 * core.layers);
         for (l, p) in core_parts.chunks_exact(4).enumerate() {
             let input = seq.size()[2];
@@ -77,6 +63,76 @@ impl FlatNet {
             .view([steps * batch, units])
             .linear(&head[0].view([out_dim, units]), Some(&head[1]));
         (out, Tensor::cat(&ends, 1))
+    }
+}
+
+impl FlatNet {
+    /// The layers before the core run on every row of `x`, the core's
+    /// parameters (per layer `w_ih`, `w_hh`, `b_ih`, `b_hh`, flat) and the
+    /// output layer's (weight, bias).
+    fn around_core(&self, params: &Tensor, x: &Tensor) -> (Tensor, Vec<Tensor>, Vec<Tensor>) {
+        let core = *self.shape.core().expect("a network with a recurrent core");
+        let mut parts = params.split_with_sizes(&self.parts, 0);
+        let n = self.sizes.len();
+        let head = parts.split_off(parts.len() - 2);
+        let core_parts = parts.split_off(parts.len() - 4 * core.layers);
+        let hidden_parts = parts.split_off(2 * self.convs.len());
+        let conv_parts = parts;
+        let x = &x.to_kind(Kind::Float);
+        let mut h = match self.shape.torso() {
+            Some(torso) => self.torso(torso, &conv_parts, x),
+            None => x.shallow_clone(),
+        };
+        for (w, wb) in self.sizes[..n - 1]
+            .windows(2)
+            .zip(hidden_parts.chunks_exact(2))
+        {
+            h = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1]));
+            h = h.relu();
+        }
+        (h, core_parts, head)
+    }
+
+    /// [`FlatNet::forward_seq`] where every step of every sequence
+    /// advances the state (no padding to hold it through), in ATen's own
+    /// LSTM — the fused kernel PyTorch's `nn.LSTM` runs, backward
+    /// included: R2D2's training pass, whose padded steps are masked out of
+    /// the loss instead. Returns the outputs `[steps * batch, output]` and
+    /// the states after the last step, `[batch, state_len]`.
+    pub fn forward_seq_all(
+        &self,
+        params: &Tensor,
+        x: &Tensor,
+        state: &Tensor,
+        steps: i64,
+    ) -> (Tensor, Tensor) {
+        let core = *self.shape.core().expect("a network with a recurrent core");
+        let (h, core_parts, head) = self.around_core(params, x);
+        let (layers, units) = (core.layers as i64, core.size as i64);
+        let batch = state.size()[0];
+        let seq = h.view([steps, batch, -1]);
+        let mut weights = Vec::with_capacity(core_parts.len());
+        let mut input = seq.size()[2];
+        for p in core_parts.chunks_exact(4) {
+            weights.push(p[0].view([4 * units, input]));
+            weights.push(p[1].view([4 * units, units]));
+            weights.push(p[2].shallow_clone());
+            weights.push(p[3].shallow_clone());
+            input = units;
+        }
+        // [batch, layers, (h, c), units] as the core lays it out.
+        let st = state.view([batch, layers, 2, units]);
+        let h0 = st.select(2, 0).transpose(0, 1).contiguous();
+        let c0 = st.select(2, 1).transpose(0, 1).contiguous();
+        let (out, h_n, c_n) = seq.lstm(&[h0, c0], &weights, true, layers, 0.0, true, false, false);
+        let out_dim = self.sizes[self.sizes.len() - 1];
+        let out = out
+            .view([steps * batch, units])
+            .linear(&head[0].view([out_dim, units]), Some(&head[1]));
+        let end = Tensor::stack(&[h_n, c_n], 2)
+            .permute([1, 0, 2, 3])
+            .reshape([batch, -1]);
+        (out, end)
     }
 }
 
@@ -138,5 +194,35 @@ mod tests {
                 assert!((a - w).abs() < 1e-5, "seq {b} end state: {a} vs {w}");
             }
         }
+    }
+
+    /// ATen's fused LSTM gives what the step-by-step pass gives when every
+    /// step advances (two layers, hidden layers before the core): the same
+    /// outputs, end states and gradient.
+    #[test]
+    fn the_fused_pass_agrees_with_the_step_by_step_one() {
+        let core = Core { size: 5, layers: 2 };
+        let net = FlatNet::from_shape(NetShape::new(3, &[8], 4).with_core(Some(core)));
+        let p = net.init(Device::Cpu).set_requires_grad(true);
+        let (steps, batch) = (7i64, 3i64);
+        let x = Tensor::randn([steps * batch, 3], (Kind::Float, Device::Cpu));
+        let s0 = Tensor::randn([batch, core.state_len() as i64], (Kind::Float, Device::Cpu));
+        let keep = Tensor::ones([steps, batch], (Kind::Float, Device::Cpu));
+        let (a, a_end) = net.forward_seq(&p, &x, &s0, &keep);
+        let (b, b_end) = net.forward_seq_all(&p, &x, &s0, steps);
+        let diff = (&a - &b).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "outputs differ by {diff}");
+        let diff = (&a_end - &b_end).abs().max().double_value(&[]);
+        assert!(diff < 1e-5, "end states differ by {diff}");
+        let mut p = p;
+        let mut grads = Vec::new();
+        for y in [&a, &b] {
+            p.zero_grad();
+            (y * y).sum(Kind::Float).backward();
+            grads.push(p.grad().copy());
+        }
+        let (ga, gb) = (&grads[0], &grads[1]);
+        let diff = (ga - gb).abs().max().double_value(&[]);
+        assert!(diff < 1e-4, "gradients differ by {diff}");
     }
 }

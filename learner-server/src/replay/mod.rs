@@ -8,6 +8,7 @@ mod n_step;
 mod obs_store;
 mod prioritized;
 mod rate_limiter;
+mod sequences;
 mod uniform;
 
 pub use chains::FrameChains;
@@ -16,4 +17,5 @@ pub use n_step::NStep;
 pub use obs_store::{ObsStore, ObsValue};
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
+pub use sequences::{Sequence, SequenceReplay};
 pub use uniform::{SampledBatch, Transition, UniformReplay};

@@ -28,6 +28,10 @@ pub enum AgentKind {
     /// which correct for the policy lag of the steps it is given
     /// (discrete actions).
     Impala,
+    /// R2D2: a recurrent Q-network trained on replayed sequences with
+    /// burn-in, n-step double-Q targets under value rescaling, and
+    /// sequence priorities (discrete actions; needs a recurrent core).
+    R2d2,
     /// Deterministic policy gradient (off-policy; continuous actions).
     Ddpg,
     /// Twin delayed DDPG (off-policy; continuous actions).

@@ -15,6 +15,7 @@ mod keyed;
 mod kinds;
 mod model;
 mod ppo;
+mod r2d2;
 mod sections;
 mod td3;
 mod validate;
@@ -31,6 +32,7 @@ pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use model::{CoreKind, ImageLayout, ModelConfig, Torso};
 pub use ppo::PpoConfig;
+pub use r2d2::R2d2Config;
 pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};
 
@@ -111,6 +113,9 @@ pub struct RunConfig {
     /// Hyperparameters of the `impala` agent.
     #[serde(default)]
     pub impala: ImpalaConfig,
+    /// Hyperparameters of the `r2d2` agent.
+    #[serde(default)]
+    pub r2d2: R2d2Config,
     /// Hyperparameters of the `ddpg` agent.
     #[serde(default)]
     pub ddpg: DdpgConfig,
@@ -171,6 +176,7 @@ impl RunConfig {
             AgentKind::A2c => &self.a2c.hidden,
             AgentKind::Ppo => &self.ppo.hidden,
             AgentKind::Impala => &self.impala.hidden,
+            AgentKind::R2d2 => &self.r2d2.hidden,
             AgentKind::Ddpg => &self.ddpg.hidden,
             AgentKind::Td3 => &self.td3.hidden,
             AgentKind::Sac => &self.sac.hidden,
@@ -213,6 +219,15 @@ impl RunConfig {
         .with_core(self.model.core())
     }
 
+    /// The chance of a random action at each evaluation step:
+    /// `eval.epsilon`, or for `r2d2` at least `r2d2.eval_epsilon`.
+    pub fn eval_epsilon(&self) -> f64 {
+        match self.agent {
+            AgentKind::R2d2 => self.eval.epsilon.max(self.r2d2.eval_epsilon),
+            _ => self.eval.epsilon,
+        }
+    }
+
     /// The published Q-network has a dueling head.
     pub fn dueling(&self) -> bool {
         self.agent == AgentKind::Dqn && self.dqn.dueling
@@ -223,6 +238,7 @@ impl RunConfig {
     pub fn items_per_sample(&self) -> Option<u64> {
         match self.agent {
             AgentKind::Dqn => Some(u64::from(self.dqn.batch_size)),
+            AgentKind::R2d2 => Some(u64::from(self.r2d2.batch_size)),
             AgentKind::Probe => Some(1),
             AgentKind::Ddpg => Some(u64::from(self.ddpg.batch_size)),
             AgentKind::Td3 => Some(u64::from(self.td3.batch_size)),

@@ -135,6 +135,37 @@ fn wrong_workflow_pairings_are_rejected() {
         "{e}"
     );
     RunConfig::from_toml(&impala, "t").unwrap();
+    // R2D2 needs a recurrent core, a workflow that delivers episodes in
+    // order, discrete actions, and its table in range; its evaluation
+    // explores at 1e-3 unless `eval.epsilon` says more.
+    let r2d2 = MINIMAL.replace("agent = \"dqn\"", "agent = \"r2d2\"");
+    let e = err(&r2d2);
+    assert!(e.contains("set `[model] core = \"lstm\"`"), "{e}");
+    let r2d2 = r2d2 + "[model]\ncore = \"lstm\"\n";
+    let e = err(&r2d2
+        .replace("\"single\"", "\"rma\"\ntransport = \"quic\"")
+        .replace("[stop]", "[stop]\nmax_episodes = 10"));
+    assert!(
+        e.contains("use workflow `single`, `sync`, `async` or `seed`, not `rma`"),
+        "{e}"
+    );
+    let e = err(&(r2d2.clone() + "[r2d2]\npriority_eta = 1.5\n"));
+    assert!(e.starts_with("`r2d2.priority_eta` = 1.5"), "{e}");
+    let e = err(&(r2d2.clone() + "[r2d2]\neps_ladder = 0\n"));
+    assert!(e.starts_with("`r2d2.eps_ladder` = 0"), "{e}");
+    let e = err(&r2d2.replace("CartPole-v1", "Pendulum-v1"));
+    assert!(
+        e.contains("agent `r2d2` needs a discrete action space"),
+        "{e}"
+    );
+    let cfg = RunConfig::from_toml(&r2d2, "t").unwrap();
+    assert_eq!(cfg.eval_epsilon(), 1e-3);
+    let cfg = RunConfig::from_toml(
+        &r2d2.replace("[stop]", "[eval]\nepsilon = 0.05\n[stop]"),
+        "t",
+    )
+    .unwrap();
+    assert_eq!(cfg.eval_epsilon(), 0.05);
     // DQN's update rule: RMSprop's settings are checked.
     let rms = MINIMAL.to_string() + "[dqn]\noptimizer = \"rmsprop\"\n";
     let cfg = RunConfig::from_toml(&rms, "t").unwrap();
@@ -468,7 +499,8 @@ fn a_recurrent_core_is_checked_and_reaches_the_policy_network() {
     assert!(e.contains("model.core_layers"), "{e}");
     let e = err(&ppo.replace("agent = \"ppo\"", "agent = \"dqn\""));
     assert!(
-        e.contains("model.core") && e.contains("agents ppo, impala and a2c take a recurrent core"),
+        e.contains("model.core")
+            && e.contains("agents ppo, impala, a2c and r2d2 take a recurrent core"),
         "{e}"
     );
     let e = err(&ppo.replace("CartPole-v1", "Pendulum-v1"));

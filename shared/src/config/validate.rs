@@ -156,6 +156,7 @@ impl RunConfig {
         self.validate_a2c()?;
         self.validate_ppo()?;
         self.validate_impala()?;
+        self.validate_r2d2()?;
         self.validate_continuous_agents()?;
         if self.agent == AgentKind::Probe {
             require(

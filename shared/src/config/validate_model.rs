@@ -15,13 +15,13 @@ impl RunConfig {
         }
         if !matches!(
             self.agent,
-            AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala
+            AgentKind::Dqn | AgentKind::A2c | AgentKind::Ppo | AgentKind::Impala | AgentKind::R2d2
         ) {
             return Err(ConfigError::Unsupported {
                 key: "model.torso",
                 value: serde_json::to_string(&self.model.torso).expect("an enum serialises"),
                 allowed: format!(
-                    "agents dqn, a2c, ppo and impala take a convolutional torso; `{}` takes \"mlp\"",
+                    "agents dqn, a2c, ppo, impala and r2d2 take a convolutional torso; `{}` takes \"mlp\"",
                     self.agent
                 ),
             });
@@ -31,7 +31,7 @@ impl RunConfig {
     }
 
     /// A recurrent core: its sizes, and the agents that run one so far
-    /// (PPO, IMPALA and A2C, on discrete actions).
+    /// (PPO, IMPALA, A2C and R2D2, on discrete actions).
     fn validate_core(&self, spec: &crate::env::EnvSpec) -> Result<(), ConfigError> {
         let m = &self.model;
         if m.core == super::CoreKind::None {
@@ -57,13 +57,13 @@ impl RunConfig {
         )?;
         if !matches!(
             self.agent,
-            AgentKind::Ppo | AgentKind::Impala | AgentKind::A2c
+            AgentKind::Ppo | AgentKind::Impala | AgentKind::A2c | AgentKind::R2d2
         ) {
             return Err(ConfigError::Unsupported {
                 key: "model.core",
                 value: "\"lstm\"".into(),
                 allowed: format!(
-                    "agents ppo, impala and a2c take a recurrent core so far; `{}` takes \"none\"",
+                    "agents ppo, impala, a2c and r2d2 take a recurrent core; `{}` takes \"none\"",
                     self.agent
                 ),
             });

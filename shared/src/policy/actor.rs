@@ -168,6 +168,22 @@ impl ActorPolicy {
         }
     }
 
+    /// [`ActorPolicy::act_states`] with each row's own exploration rate
+    /// (a Q-policy's epsilon; empty: the policy's own for every row).
+    pub fn act_states_eps(
+        &mut self,
+        obs: Rows<'_>,
+        n: usize,
+        states: &mut [f32],
+        epsilons: &[f32],
+        actions: &mut Vec<f32>,
+    ) {
+        match self {
+            ActorPolicy::Discrete(q) => q.act_states_eps(obs, n, states, epsilons, actions),
+            ActorPolicy::Continuous(_) => self.act_rows(obs, n, actions),
+        }
+    }
+
     /// Zeros env slot `slot`'s recurrent state (a new episode there).
     pub fn reset_slot(&mut self, slot: usize) {
         if let ActorPolicy::Discrete(q) = self {

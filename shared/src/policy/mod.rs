@@ -162,6 +162,20 @@ impl QPolicy {
         states: &mut [f32],
         actions: &mut Vec<f32>,
     ) {
+        self.act_states_eps(obs, n, states, &[], actions);
+    }
+
+    /// [`QPolicy::act_states`] with each row's own exploration rate
+    /// (`epsilons[i]` for row `i`; empty: `epsilon` for every row), as
+    /// the `seed` front acts for R2D2's ladder.
+    pub fn act_states_eps(
+        &mut self,
+        obs: Rows<'_>,
+        n: usize,
+        states: &mut [f32],
+        epsilons: &[f32],
+        actions: &mut Vec<f32>,
+    ) {
         actions.clear();
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
@@ -178,7 +192,7 @@ impl QPolicy {
                 self.rng.random_range(0..k)
             } else if self.sample {
                 sample_softmax(&q[i * width..(i + 1) * width], self.rng.random::<f32>())
-            } else if self.rng.random::<f32>() < self.epsilon {
+            } else if self.rng.random::<f32>() < epsilons.get(i).copied().unwrap_or(self.epsilon) {
                 self.rng.random_range(0..k)
             } else {
                 // Q = V + A - mean(A): the best action has the best A.

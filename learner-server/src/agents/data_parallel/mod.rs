@@ -131,6 +131,10 @@ impl Agent for DataParallel {
         self.inner.epsilon(env_steps)
     }
 
+    fn actor_epsilon(&self, env_steps: u64, actor: u64) -> f64 {
+        self.inner.actor_epsilon(env_steps, actor)
+    }
+
     fn observe(&mut self, t: &Transition<'_>) {
         let k = self.owner(t.episode);
         self.held[k] += 1;

@@ -83,7 +83,7 @@ impl Core {
         starts: Vec<EpisodeStart>,
     ) -> Message {
         let weights = with_weights.then(|| self.weights_msg());
-        let epsilon = self.actor_epsilon();
+        let epsilon = self.epsilon_of(conn);
         let slot = self.actors.get_mut(&conn).expect("joined");
         slot.sent_version = weights.as_ref().map(|w| w.version);
         let (index, n_envs) = (slot.index, slot.n_envs);
@@ -155,7 +155,7 @@ impl Core {
             seq,
             duplicate,
             weights,
-            epsilon: self.actor_epsilon(),
+            epsilon: self.epsilon_of(conn),
             starts,
             full: false,
         })

@@ -246,6 +246,18 @@ impl Core {
             .unwrap_or_else(|| self.agent.epsilon(self.book.counters.env_steps) as f32)
     }
 
+    /// The exploration rate of actor `conn` now (R2D2 gives each actor
+    /// its rung of a ladder, by the order they joined).
+    pub fn epsilon_of(&self, conn: ConnId) -> f32 {
+        match (self.fixed_epsilon, self.actors.get(&conn)) {
+            (None, Some(slot)) => self
+                .agent
+                .actor_epsilon(self.book.counters.env_steps, u64::from(slot.index))
+                as f32,
+            _ => self.actor_epsilon(),
+        }
+    }
+
     /// Answers `reply` with a counted, logged `Error`.
     pub fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
         let _ = reply.send(refusal(&self.metrics, code, text));

@@ -11,13 +11,14 @@
 use super::super::input::{Acted, Input, Internal};
 use super::batcher::{Batcher, Pending};
 use super::core_states::CoreStates;
+use super::ladder::Ladder;
 use super::link::SeedLink;
 use super::request::check_observations;
 use super::rows::{gather, stack_rows};
 use crate::metrics::Metrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
-use rlfleet_shared::config::DistributedConfig;
+use rlfleet_shared::config::{DistributedConfig, R2d2Config};
 use rlfleet_shared::env::Stacker;
 use rlfleet_shared::nets::Rows;
 use rlfleet_shared::policy::ActorPolicy;
@@ -73,6 +74,8 @@ pub struct Front {
     policy: ActorPolicy,
     /// Each actor env's recurrent state (a core's; none without one).
     cores: CoreStates,
+    /// Each actor env's exploration rate (R2D2's ladder).
+    ladder: Ladder,
     batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
     parked: Vec<Parked>,
@@ -104,6 +107,7 @@ impl Front {
             stacks: HashMap::new(),
             byte_stacks: HashMap::new(),
             cores: CoreStates::new(policy.net().state_len()),
+            ladder: Ladder::default(),
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
@@ -123,6 +127,13 @@ impl Front {
     /// network converts them on its device).
     pub fn u8_observations(mut self, yes: bool) -> Front {
         self.obs_u8 = yes;
+        self
+    }
+
+    /// Each actor env acts at its own rung of R2D2's exploration ladder
+    /// (`None`: every env at the published epsilon).
+    pub fn ladder(mut self, rungs: Option<R2d2Config>) -> Front {
+        self.ladder = Ladder::new(rungs);
         self
     }
 
@@ -314,15 +325,17 @@ impl Front {
                 .flat_map(|p| p.act.iter().map(move |&i| (p.conn, i)))
         };
         let mut states = self.cores.gather(rows());
-        if self.obs_u8 {
-            let bytes = gather(&pending, |p| &p.obs.obs_u8, od);
-            self.policy
-                .act_states(Rows::Bytes(&bytes), n, &mut states, &mut chosen);
+        let eps = self.ladder.epsilons(rows());
+        let (bytes, values);
+        let obs = if self.obs_u8 {
+            bytes = gather(&pending, |p| &p.obs.obs_u8, od);
+            Rows::Bytes(&bytes)
         } else {
-            let values = gather(&pending, |p| &p.obs.obs, od);
-            self.policy
-                .act_states(Rows::Values(&values), n, &mut states, &mut chosen);
-        }
+            values = gather(&pending, |p| &p.obs.obs, od);
+            Rows::Values(&values)
+        };
+        self.policy
+            .act_states_eps(obs, n, &mut states, &eps, &mut chosen);
         self.cores.scatter(rows(), &states);
         self.metrics.inference_batch_size.observe(n as f64);
         let mut items = Vec::with_capacity(pending.len());

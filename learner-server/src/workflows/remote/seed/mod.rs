@@ -8,6 +8,7 @@ mod batcher;
 mod core_states;
 mod door;
 pub mod front;
+mod ladder;
 pub mod link;
 mod request;
 mod rows;
@@ -18,6 +19,7 @@ use super::workflow::Workflow;
 use crate::replay::Transition;
 use crate::vocab::{ConnId, Reply};
 use link::{PolicySnapshot, SeedLink};
+use rlfleet_shared::config::AgentKind;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::flags;
 use std::collections::BTreeMap;
@@ -250,7 +252,8 @@ impl Workflow for Seed {
             policy,
         )
         .u8_observations(core.shapes().obs_u8)
-        .frame_stack(cfg.frame_stack as usize);
+        .frame_stack(cfg.frame_stack as usize)
+        .ladder((cfg.agent == AgentKind::R2d2).then(|| cfg.r2d2.clone()));
         rt.spawn(front.serve());
         Some(Arc::new(door::FrontDoor(tx)))
     }

@@ -1,0 +1,297 @@
+//! [`R2d2`]: recurrent DQN on replayed sequences (Kapturowski et al.
+//! 2019, as seed_rl builds it). Episodes are cut into overlapping
+//! sequences as their steps arrive ([`cutter`]), each stored with the
+//! recurrent state it starts from in a prioritized [`SequenceReplay`]; a
+//! gradient step burns each sampled sequence's first steps in through the
+//! online and target networks (no gradient), then trains on the rest with
+//! n-step double-Q targets under the value rescaling h ([`batch`]), and
+//! gives each sequence the priority η max|δ| + (1 − η) mean|δ|.
+//! Exploration follows Ape-X's ladder of ε across the fleet's actors.
+
+mod batch;
+mod cutter;
+#[cfg(test)]
+mod tests;
+mod update;
+
+use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore};
+use crate::nets::FlatNet;
+use crate::replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
+
+use cutter::{Cutter, Step};
+use rand::SeedableRng;
+use rand_pcg::Pcg64;
+use rlfleet_shared::config::R2d2Config;
+use rlfleet_shared::env::EnvSpec;
+use rlfleet_shared::nets::{ConvTorso, Core, Forward, NetCopy, NetShape, Rows};
+use rlfleet_shared::policy::QPolicy;
+use tch::{Device, Tensor};
+
+/// The R2D2 learner.
+#[derive(Debug)]
+pub struct R2d2 {
+    cfg: R2d2Config,
+    net: FlatNet,
+    device: Device,
+    obs_dim: usize,
+    params: Tensor,
+    target: Tensor,
+    opt: super::Adam,
+    replay: SequenceReplay,
+    per: Prioritized,
+    cutter: Cutter,
+    /// Advances each open episode's state as its steps arrive.
+    tracker: NetCopy,
+    /// Acts under `single` (env slot 0).
+    actor: QPolicy,
+    /// The tracker and the actor hold the current online parameters.
+    copies_fresh: bool,
+    /// Episodes `single` has finished (its ladder rung).
+    episodes: u64,
+    rng: Pcg64,
+    train_steps: u64,
+    sampled: Vec<usize>,
+    is_weights: Vec<f32>,
+    last_loss: Option<Tensor>,
+    last_grad_norm: Option<Tensor>,
+    /// Mean priority given to the latest batch.
+    last_priority: Option<f64>,
+}
+
+impl R2d2 {
+    pub fn new(
+        cfg: &R2d2Config,
+        spec: &EnvSpec,
+        torso: Option<ConvTorso>,
+        core: Core,
+        seed: u64,
+        device: Device,
+    ) -> R2d2 {
+        let n_actions = spec
+            .action_space
+            .n()
+            .expect("R2D2 needs a discrete action space (validated)");
+        let shape = NetShape::with_torso(torso, spec.obs_dim(), &cfg.hidden, n_actions)
+            .with_core(Some(core));
+        let net = FlatNet::from_shape(shape.clone());
+        tch::manual_seed(seed as i64);
+        let params = net.init(device).set_requires_grad(true);
+        let target = params.detach().copy();
+        let mut opt = super::Adam::new(&params, cfg.lr);
+        opt.eps = cfg.adam_eps;
+        let (unroll, burn) = (cfg.unroll_length as usize, cfg.burn_in as usize);
+        let cutter = Cutter::new(unroll, burn, spec.obs_dim(), core.state_len());
+        let mut actor = QPolicy::from_shape(shape.clone(), seed ^ 0xd2d2);
+        actor.epsilon = cfg.ladder_epsilon(0) as f32;
+        R2d2 {
+            replay: SequenceReplay::new(
+                cfg.buffer_size as usize,
+                spec.obs_dim(),
+                core.state_len(),
+                cutter.max_steps(),
+            ),
+            per: Prioritized::new(cfg.buffer_size as usize, cfg.priority_exponent),
+            cutter,
+            tracker: NetCopy::new(shape),
+            actor,
+            copies_fresh: false,
+            episodes: 0,
+            cfg: cfg.clone(),
+            net,
+            device,
+            obs_dim: spec.obs_dim(),
+            params,
+            target,
+            opt,
+            rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d2d2),
+            train_steps: 0,
+            sampled: Vec::new(),
+            is_weights: Vec::new(),
+            last_loss: None,
+            last_grad_norm: None,
+            last_priority: None,
+        }
+    }
+
+    /// Loads the online parameters into the plain-Rust copies.
+    fn refresh_copies(&mut self) {
+        if self.copies_fresh {
+            return;
+        }
+        let p = super::to_vec(&self.params);
+        self.tracker.load(&p).expect("the network's own size");
+        self.actor
+            .load(self.train_steps, &p)
+            .expect("the network's own size");
+        self.copies_fresh = true;
+    }
+
+    /// Stores the sequences the cutter sends out, at the top priority.
+    fn store(
+        replay: &mut SequenceReplay,
+        per: &mut Prioritized,
+    ) -> impl FnOnce(&crate::replay::Sequence<'_>) {
+        move |s| {
+            let slot = replay.push(s);
+            per.pushed(slot);
+        }
+    }
+}
+
+impl Agent for R2d2 {
+    fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
+        self.refresh_copies();
+        let mut picked = Vec::with_capacity(1);
+        self.actor.act_slots(Rows::Values(obs), &[0], &mut picked);
+        action[0] = picked[0];
+    }
+
+    /// Rung 0 of the ladder (actors get theirs from
+    /// [`Agent::actor_epsilon`]).
+    fn epsilon(&self, _env_steps: u64) -> f64 {
+        self.cfg.ladder_epsilon(0)
+    }
+
+    fn actor_epsilon(&self, _env_steps: u64, actor: u64) -> f64 {
+        self.cfg.ladder_epsilon(actor)
+    }
+
+    fn observe(&mut self, t: &Transition<'_>) {
+        self.refresh_copies();
+        let step = Step {
+            episode: t.episode,
+            obs: t.obs,
+            action: t.action[0],
+            reward: t.reward,
+            next_obs: t.next_obs,
+            terminated: t.terminated,
+        };
+        let tracker = &mut self.tracker;
+        self.cutter.push(
+            &step,
+            |obs, state| {
+                tracker.forward_state(Rows::Values(obs), 1, state);
+            },
+            Self::store(&mut self.replay, &mut self.per),
+        );
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        self.cutter
+            .end(episode, Self::store(&mut self.replay, &mut self.per));
+        // `single`'s next episode: a fresh state, the next rung.
+        self.episodes += 1;
+        self.actor.reset_slot(0);
+        self.actor.epsilon = self.cfg.ladder_epsilon(self.episodes) as f32;
+    }
+
+    fn abandon_episode(&mut self, episode: u64) {
+        self.cutter.abandon(episode);
+    }
+
+    fn train(&mut self, env_steps: u64) -> u32 {
+        let ready = env_steps >= self.cfg.learning_starts
+            && self.replay.len() >= self.cfg.batch_size as usize
+            && env_steps.is_multiple_of(u64::from(self.cfg.train_freq));
+        if !ready {
+            return 0;
+        }
+        self.gradient_step();
+        1
+    }
+
+    fn sample_step(&mut self) -> u32 {
+        if self.replay.len() < self.cfg.batch_size as usize {
+            return 0;
+        }
+        self.gradient_step();
+        self.cfg.batch_size
+    }
+
+    fn last_loss(&self) -> Option<f64> {
+        self.last_loss.as_ref().map(|l| l.double_value(&[]))
+    }
+
+    fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
+        let mut s = vec![("train/learning_rate", self.opt.lr)];
+        s.extend(self.last_loss().map(|l| ("train/loss", l)));
+        s.extend(
+            self.last_grad_norm
+                .as_ref()
+                .map(|g| ("train/grad_norm", g.double_value(&[]))),
+        );
+        s.extend(self.last_priority.map(|p| ("r2d2/priority_mean", p)));
+        s.push(("r2d2/sequences", self.replay.len() as f64));
+        s
+    }
+
+    fn train_steps(&self) -> u64 {
+        self.train_steps
+    }
+
+    fn replay_len(&self) -> usize {
+        self.replay.len()
+    }
+
+    fn replay_bytes(&self) -> usize {
+        self.replay.memory_bytes()
+    }
+
+    fn weights(&self) -> Weights {
+        Weights {
+            version: self.train_steps,
+            data: super::to_vec(&self.params),
+        }
+    }
+
+    fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
+        check_weights(&w.data, self.net.numel() as usize)?;
+        copy_into(&mut self.params, &w.data);
+        self.copies_fresh = false;
+        Ok(())
+    }
+
+    fn state(&self) -> AgentState {
+        AgentState {
+            tensors: vec![
+                named("online", &self.params),
+                named("target", &self.target),
+                named("adam.m", &self.opt.m),
+                named("adam.v", &self.opt.v),
+            ],
+            train_steps: self.train_steps,
+            version: self.train_steps,
+            optimizer_steps: self.opt.steps,
+        }
+    }
+
+    fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        restore(
+            s,
+            &mut [
+                ("online", &mut self.params),
+                ("target", &mut self.target),
+                ("adam.m", &mut self.opt.m),
+                ("adam.v", &mut self.opt.v),
+            ],
+        )?;
+        self.opt.steps = s.optimizer_steps;
+        self.train_steps = s.train_steps;
+        self.copies_fresh = false;
+        Ok(())
+    }
+
+    fn replay_image(&self) -> Option<ReplayImage> {
+        let mut img = ReplayImage::default();
+        self.replay.image(&mut img);
+        self.per.image(self.replay.len(), &mut img);
+        Some(img)
+    }
+
+    fn restore_replay(&mut self, img: &ReplayImage) -> Result<(), AgentError> {
+        self.replay.restore(img)?;
+        self.per.restore(img, self.replay.len())?;
+        self.cutter.abandon_all();
+        Ok(())
+    }
+}
