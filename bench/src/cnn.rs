@@ -25,7 +25,9 @@ use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;
 use learner_server::replay::Transition;
 use rand::{Rng, SeedableRng};
-use rlfleet_shared::config::{AgentKind, DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind};
+use rlfleet_shared::config::{
+    AgentKind, CoreKind, DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind,
+};
 use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
 use rlfleet_shared::nets::{Forward, NetCopy, NetShape, Rows};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
@@ -231,12 +233,15 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     // Training from the first thousand steps on, in a replay that fits.
     cfg.dqn.learning_starts = 1_000;
     cfg.dqn.buffer_size = 10_000;
+    cfg.r2d2.learning_starts = 1_000;
+    cfg.r2d2.buffer_size = cfg.r2d2.buffer_size.min(500);
     let (env_steps, train_steps, wall) = embedded(&cfg, actors, dir)?;
     let mut random = cfg.clone();
     random.name = format!("{}-random", cfg.name);
     random.workflow = WorkflowKind::Random;
     // `random` plays no policy; an on-policy agent would refuse it.
     random.agent = AgentKind::Dqn;
+    random.model.core = CoreKind::None;
     random.output_dir = dir.join(&random.name);
     let (r_steps, _, r_wall) = embedded(&random, actors, dir)?;
     let fps = 4.0 * env_steps as f64 / wall;

@@ -62,10 +62,41 @@ impl Forward for DeviceForward {
 
     /// Bytes go to the device as bytes; the network converts them there.
     fn forward_rows(&mut self, x: Rows<'_>, batch: usize) -> &[f32] {
-        let params = self
-            .params
+        let x = self.upload(x, batch);
+        let params = self.params();
+        let y = tch::no_grad(|| self.net.forward(params, &x));
+        self.download(&y)
+    }
+
+    /// One step of the recurrent core for each row, from and into its
+    /// state in `state` (the states cross to the device and back with the
+    /// rows: the `seed` front keeps them per actor env).
+    fn forward_state(&mut self, x: Rows<'_>, batch: usize, state: &mut [f32]) -> &[f32] {
+        if state.is_empty() {
+            return self.forward_rows(x, batch);
+        }
+        let x = self.upload(x, batch);
+        let params = self.params();
+        let s = Tensor::from_slice(state)
+            .view([batch as i64, -1])
+            .to_device(self.device);
+        let (y, end) = tch::no_grad(|| self.net.forward_seq_all(params, &x, &s, 1));
+        let end = end.to_device(Device::Cpu).contiguous();
+        end.copy_data(state, state.len());
+        self.download(&y)
+    }
+}
+
+impl DeviceForward {
+    fn params(&self) -> &Tensor {
+        self.params
             .as_ref()
-            .expect("forward before any weights were loaded");
+            .expect("forward before any weights were loaded")
+    }
+
+    /// `batch` rows on the device as `[batch, obs_dim]` (bytes stay
+    /// bytes).
+    fn upload(&self, x: Rows<'_>, batch: usize) -> Tensor {
         let obs_dim = self.net.shape().obs_dim();
         let x = match x {
             Rows::Values(v) => {
@@ -77,13 +108,13 @@ impl Forward for DeviceForward {
                 Tensor::from_slice(b)
             }
         };
-        let x = x
-            .view([batch as i64, obs_dim as i64])
-            .to_device(self.device);
-        let y = tch::no_grad(|| self.net.forward(params, &x))
-            .to_kind(Kind::Float)
-            .to_device(Device::Cpu)
-            .contiguous();
+        x.view([batch as i64, obs_dim as i64])
+            .to_device(self.device)
+    }
+
+    /// `y` copied out to the host buffer the trait returns.
+    fn download(&mut self, y: &Tensor) -> &[f32] {
+        let y = y.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
         let n = y.numel();
         self.out.resize(n, 0.0);
         y.copy_data(&mut self.out, n);
@@ -96,8 +127,7 @@ impl Forward for DeviceForward {
 /// copy. Logs a move to the device.
 pub fn place(policy: ActorPolicy, choice: SeedInference, what: &str) -> ActorPolicy {
     let shape = policy.net().clone();
-    // A recurrent core runs in plain Rust, which keeps each env's state.
-    if shape.core().is_some() || !choice.on_device(shape.numel(), shape.torso().is_some()) {
+    if !choice.on_device(shape.numel(), shape.torso().is_some()) {
         return policy;
     }
     let device = crate::device::current();
@@ -143,6 +173,33 @@ mod tests {
         copy.load(&params).unwrap();
         for (a, b) in from_bytes.iter().zip(copy.forward(&values, batch)) {
             assert!((a - b).abs() < 1e-5, "device {a}, copy {b}");
+        }
+    }
+
+    /// With a recurrent core, each row's step from its own state gives the
+    /// outputs and new states the plain-Rust copy gives.
+    #[test]
+    fn a_core_steps_each_row_from_its_own_state() {
+        let core = rlfleet_shared::nets::Core { size: 4, layers: 2 };
+        let shape = NetShape::new(3, &[8], 2).with_core(Some(core));
+        tch::manual_seed(5);
+        let params: Vec<f32> =
+            Vec::try_from(FlatNet::from_shape(shape.clone()).init(Device::Cpu)).unwrap();
+        let mut dev = DeviceForward::new(shape.clone(), Device::Cpu);
+        let mut copy = NetCopy::new(shape);
+        dev.load(&params).unwrap();
+        copy.load(&params).unwrap();
+        let x: Vec<f32> = (0..9).map(|i| (i as f32 * 0.7).sin()).collect();
+        let mut s_dev: Vec<f32> = (0..48).map(|i| (i as f32 * 0.3).cos() / 2.0).collect();
+        let mut s_copy = s_dev.clone();
+        for _ in 0..3 {
+            let a = dev.forward_state(Rows::Values(&x), 3, &mut s_dev).to_vec();
+            let b = copy
+                .forward_state(Rows::Values(&x), 3, &mut s_copy)
+                .to_vec();
+            for (u, v) in a.iter().zip(&b).chain(s_dev.iter().zip(&s_copy)) {
+                assert!((u - v).abs() < 1e-5, "{u} vs {v}");
+            }
         }
     }
 }

@@ -4,6 +4,7 @@
 //! they come ([`ObsValue`]): a byte row goes into a byte store as it is.
 
 use super::image::{Blob, BlobType, ImageError, ReplayImage};
+use rlfleet_shared::nets::Rows;
 
 /// What an observation row is made of: values, or a uint8 env's bytes.
 pub trait ObsValue: Copy {
@@ -117,6 +118,38 @@ impl ObsStore {
     }
 
     /// Whether the values are kept as bytes.
+    /// Rows `at..at + len` (values) as a network takes them.
+    pub fn rows(&self, at: usize, len: usize) -> Rows<'_> {
+        match self {
+            ObsStore::F32(v) => Rows::Values(&v[at..at + len]),
+            ObsStore::U8(v) => Rows::Bytes(&v[at..at + len]),
+        }
+    }
+
+    /// Writes `rows` at `at` (values converted to this store's type).
+    pub fn write_rows(&mut self, at: usize, rows: Rows<'_>) {
+        match rows {
+            Rows::Values(v) => self.write(at, v),
+            Rows::Bytes(b) => self.write(at, b),
+        }
+    }
+
+    /// Appends `rows`.
+    pub fn push_rows(&mut self, rows: Rows<'_>) {
+        match rows {
+            Rows::Values(v) => self.push_row(v),
+            Rows::Bytes(b) => self.push_row(b),
+        }
+    }
+
+    /// Drops the first `n` values.
+    pub fn drain_front(&mut self, n: usize) {
+        match self {
+            ObsStore::F32(v) => drop(v.drain(..n)),
+            ObsStore::U8(v) => drop(v.drain(..n)),
+        }
+    }
+
     pub fn is_bytes(&self) -> bool {
         matches!(self, ObsStore::U8(_))
     }

@@ -6,13 +6,16 @@
 //! checkpoints.
 
 use super::image::{Blob, ImageError, ReplayImage};
+use super::obs_store::ObsStore;
+use rlfleet_shared::nets::Rows;
 
 /// One stored sequence of `actions.len()` steps.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy)]
 pub struct Sequence<'a> {
     /// `steps + 1` rows: each step's observation, then the observation
-    /// after the last step (what its targets bootstrap from).
-    pub obs: &'a [f32],
+    /// after the last step (what its targets bootstrap from); a uint8
+    /// env's as bytes.
+    pub obs: Rows<'a>,
     pub actions: &'a [f32],
     pub rewards: &'a [f32],
     /// The recurrent state before the first step.
@@ -38,7 +41,8 @@ pub struct SequenceReplay {
     state_len: usize,
     /// Steps a slot holds at most.
     max_steps: usize,
-    obs: Vec<f32>,
+    /// A uint8 env's observations stay bytes.
+    obs: ObsStore,
     actions: Vec<f32>,
     rewards: Vec<f32>,
     states: Vec<f32>,
@@ -50,18 +54,20 @@ pub struct SequenceReplay {
 }
 
 impl SequenceReplay {
+    /// `bytes`: the observations are a uint8 env's, kept as bytes.
     pub fn new(
         capacity: usize,
         obs_dim: usize,
         state_len: usize,
         max_steps: usize,
+        bytes: bool,
     ) -> SequenceReplay {
         SequenceReplay {
             capacity,
             obs_dim,
             state_len,
             max_steps,
-            obs: vec![0.0; capacity * (max_steps + 1) * obs_dim],
+            obs: ObsStore::new(capacity * (max_steps + 1) * obs_dim, bytes),
             actions: vec![0.0; capacity * max_steps],
             rewards: vec![0.0; capacity * max_steps],
             states: vec![0.0; capacity * state_len],
@@ -85,12 +91,14 @@ impl SequenceReplay {
         self.max_steps
     }
 
+    /// Whether observations are kept as bytes.
+    pub fn is_bytes(&self) -> bool {
+        self.obs.is_bytes()
+    }
+
     pub fn memory_bytes(&self) -> usize {
-        4 * (self.obs.len()
-            + self.actions.len()
-            + self.rewards.len()
-            + self.states.len()
-            + 2 * self.capacity)
+        self.obs.bytes()
+            + 4 * (self.actions.len() + self.rewards.len() + self.states.len() + 2 * self.capacity)
             + self.capacity
     }
 
@@ -98,13 +106,13 @@ impl SequenceReplay {
     pub fn push(&mut self, s: &Sequence<'_>) -> usize {
         let (n, od, m) = (s.steps(), self.obs_dim, self.max_steps);
         assert!(
-            (1..=m).contains(&n) && s.obs.len() == (n + 1) * od && s.rewards.len() == n,
+            (1..=m).contains(&n) && rows_len(s.obs) == (n + 1) * od && s.rewards.len() == n,
             "a sequence of {n} steps for slots of {m}"
         );
         assert_eq!(s.state.len(), self.state_len, "a state of the core's size");
         let slot = self.head;
         let o = slot * (m + 1) * od;
-        self.obs[o..o + s.obs.len()].copy_from_slice(s.obs);
+        self.obs.write_rows(o, s.obs);
         self.actions[slot * m..slot * m + n].copy_from_slice(s.actions);
         self.rewards[slot * m..slot * m + n].copy_from_slice(s.rewards);
         let sl = self.state_len;
@@ -127,7 +135,7 @@ impl SequenceReplay {
         );
         let o = slot * (m + 1) * od;
         Sequence {
-            obs: &self.obs[o..o + (n + 1) * od],
+            obs: self.obs.rows(o, (n + 1) * od),
             actions: &self.actions[slot * m..slot * m + n],
             rewards: &self.rewards[slot * m..slot * m + n],
             state: &self.states[slot * sl..(slot + 1) * sl],
@@ -142,7 +150,7 @@ impl SequenceReplay {
         let (od, m, sl) = (self.obs_dim, self.max_steps, self.state_len);
         let as_f32 = |v: &[u32]| v.iter().map(|&x| x as f32).collect::<Vec<f32>>();
         let blobs = [
-            ("obs", Blob::f32(&self.obs[..n * (m + 1) * od])),
+            ("obs", self.obs.image(n * (m + 1) * od)),
             ("actions", Blob::f32(&self.actions[..n * m])),
             ("rewards", Blob::f32(&self.rewards[..n * m])),
             ("states", Blob::f32(&self.states[..n * sl])),
@@ -175,7 +183,8 @@ impl SequenceReplay {
             ("max_steps", self.max_steps),
         ])?;
         let (od, m, sl) = (self.obs_dim, self.max_steps, self.state_len);
-        let obs = img.f32s("obs", n * (m + 1) * od)?;
+        let mut obs = ObsStore::new(self.capacity * (m + 1) * od, self.obs.is_bytes());
+        obs.restore(img, "obs", n * (m + 1) * od)?;
         let actions = img.f32s("actions", n * m)?;
         let rewards = img.f32s("rewards", n * m)?;
         let states = img.f32s("states", n * sl)?;
@@ -194,7 +203,7 @@ impl SequenceReplay {
             return Err(ImageError(format!("sequence {bad} has no steps")));
         }
         let terminated = img.blob("terminated", super::BlobType::U8, n)?.to_vec();
-        self.obs[..obs.len()].copy_from_slice(&obs);
+        self.obs = obs;
         self.actions[..n * m].copy_from_slice(&actions);
         self.rewards[..n * m].copy_from_slice(&rewards);
         self.states[..n * sl].copy_from_slice(&states);
@@ -204,6 +213,14 @@ impl SequenceReplay {
         self.len = n;
         self.head = head;
         Ok(())
+    }
+}
+
+/// Values in `rows`.
+pub fn rows_len(rows: Rows<'_>) -> usize {
+    match rows {
+        Rows::Values(v) => v.len(),
+        Rows::Bytes(b) => b.len(),
     }
 }
 
@@ -218,17 +235,29 @@ mod tests {
         (obs, actions, rewards, vec![tag; 4])
     }
 
-    /// Sequences of any length up to the slot's come back as stored; the
-    /// oldest is overwritten once full; an image restores every slot and
-    /// one of another shape is refused.
+    /// Sequences of any length up to the slot's come back as stored (a
+    /// byte replay's as bytes, in a quarter of the memory); the oldest is
+    /// overwritten once full; an image restores every slot and one of
+    /// another shape is refused.
     #[test]
     fn sequences_round_trip_through_slots_and_images() {
-        let mut r = SequenceReplay::new(3, 2, 4, 5);
+        round_trip(false);
+        round_trip(true);
+        let (f, b) = (
+            SequenceReplay::new(8, 100, 4, 5, false),
+            SequenceReplay::new(8, 100, 4, 5, true),
+        );
+        assert!(b.is_bytes() && !f.is_bytes());
+        assert_eq!(f.memory_bytes() - b.memory_bytes(), 3 * 8 * 6 * 100);
+    }
+
+    fn round_trip(bytes: bool) {
+        let mut r = SequenceReplay::new(3, 2, 4, 5, bytes);
         let mut kept = Vec::new();
         for (k, n) in [5, 1, 3, 4].into_iter().enumerate() {
             let (o, a, rw, st) = seq(n, 10.0 * k as f32);
             let s = Sequence {
-                obs: &o,
+                obs: Rows::Values(&o),
                 actions: &a,
                 rewards: &rw,
                 state: &st,
@@ -244,21 +273,20 @@ mod tests {
         let check = |r: &SequenceReplay| {
             for (slot, o, a, rw, st, burn, term) in &kept[1..] {
                 let s = r.get(*slot);
-                assert_eq!(
-                    (s.obs, s.actions, s.rewards, s.state),
-                    (&o[..], &a[..], &rw[..], &st[..])
-                );
+                assert_eq!(&s.obs.values()[..], &o[..]);
+                assert_eq!(matches!(s.obs, Rows::Bytes(_)), bytes);
+                assert_eq!((s.actions, s.rewards, s.state), (&a[..], &rw[..], &st[..]));
                 assert_eq!((s.burn, s.terminated), (*burn, *term));
             }
         };
         check(&r);
         let mut img = ReplayImage::default();
         r.image(&mut img);
-        let mut back = SequenceReplay::new(3, 2, 4, 5);
+        let mut back = SequenceReplay::new(3, 2, 4, 5, bytes);
         back.restore(&img).unwrap();
         check(&back);
         assert_eq!(back.push(&r.get(0)), 1, "the head comes back too");
-        let mut other = SequenceReplay::new(3, 2, 4, 6);
+        let mut other = SequenceReplay::new(3, 2, 4, 6, bytes);
         let e = other.restore(&img).unwrap_err();
         assert!(e.0.contains("max_steps"), "{e}");
         assert!(other.is_empty());

@@ -6,17 +6,19 @@
 //! that bootstrap's discount (0 past a termination); with the value
 //! rescaling h and its inverse.
 
-use crate::replay::Sequence;
+use crate::replay::{ObsStore, Sequence};
+use rlfleet_shared::nets::Rows;
 use tch::Tensor;
 
-/// Host arrays, time-major (`[t * batch + b]`).
-#[derive(Debug, Default)]
+/// Host arrays, time-major (`[t * batch + b]`); observations as the
+/// replay keeps them (a uint8 env's as bytes, uploaded as bytes).
+#[derive(Debug)]
 pub(super) struct Layout {
     /// `[burn * batch, obs_dim]`; the main block
     /// `[(unroll + 1) * batch, obs_dim]` holds the bootstrap observation
     /// after the training steps.
-    pub x_burn: Vec<f32>,
-    pub x_main: Vec<f32>,
+    pub x_burn: ObsStore,
+    pub x_main: ObsStore,
     pub states: Vec<f32>,
     /// `[unroll * batch]`: the action taken, 1 where a step trains, the
     /// n-step reward sum, the main-block row the target bootstraps from
@@ -39,9 +41,12 @@ impl Layout {
         gamma: f64,
     ) -> Layout {
         let b = seqs.len();
+        let bytes = seqs
+            .first()
+            .is_some_and(|s| matches!(s.obs, Rows::Bytes(_)));
         let mut l = Layout {
-            x_burn: vec![0.0; burn * b * od],
-            x_main: vec![0.0; (unroll + 1) * b * od],
+            x_burn: ObsStore::new(burn * b * od, bytes),
+            x_main: ObsStore::new((unroll + 1) * b * od, bytes),
             states: Vec::new(),
             actions: vec![0; unroll * b],
             mask: vec![0.0; unroll * b],
@@ -57,14 +62,17 @@ impl Layout {
                 "a sequence of this run"
             );
             l.states.extend_from_slice(s.state);
-            let row = |t: usize| &s.obs[t * od..(t + 1) * od];
+            let row = |t: usize| match s.obs {
+                Rows::Values(v) => Rows::Values(&v[t * od..(t + 1) * od]),
+                Rows::Bytes(v) => Rows::Bytes(&v[t * od..(t + 1) * od]),
+            };
             for t in 0..beta {
                 let pos = (burn - beta + t) * b + j;
-                l.x_burn[pos * od..(pos + 1) * od].copy_from_slice(row(t));
+                l.x_burn.write_rows(pos * od, row(t));
             }
             for t in 0..=len {
                 let pos = t * b + j;
-                l.x_main[pos * od..(pos + 1) * od].copy_from_slice(row(beta + t));
+                l.x_main.write_rows(pos * od, row(beta + t));
             }
             for t in 0..len {
                 let pos = t * b + j;

@@ -11,7 +11,8 @@
 //! open episode's state through the caller's copy of the network as the
 //! steps come in, as the actor that played them did.
 
-use crate::replay::Sequence;
+use crate::replay::{ObsStore, Sequence};
+use rlfleet_shared::nets::Rows;
 use std::collections::{HashMap, VecDeque};
 
 /// One episode whose steps are still coming.
@@ -19,7 +20,8 @@ use std::collections::{HashMap, VecDeque};
 struct Open {
     /// The absolute index of the first step held.
     first: usize,
-    obs: Vec<f32>,
+    /// A uint8 env's observations as bytes.
+    obs: ObsStore,
     actions: Vec<f32>,
     rewards: Vec<f32>,
     /// The state before each step a sequence will start at (index, state).
@@ -32,7 +34,7 @@ struct Open {
     sent: usize,
     /// The observation after the latest step, and whether that step
     /// terminated the episode.
-    last_next: Vec<f32>,
+    last_next: ObsStore,
     terminated: bool,
 }
 
@@ -46,13 +48,13 @@ pub(super) struct Cutter {
     open: HashMap<u64, Open>,
 }
 
-/// One arriving step.
+/// One arriving step (a uint8 env's observations as bytes).
 pub(super) struct Step<'a> {
     pub episode: u64,
-    pub obs: &'a [f32],
+    pub obs: Rows<'a>,
     pub action: f32,
     pub reward: f32,
-    pub next_obs: &'a [f32],
+    pub next_obs: Rows<'a>,
     pub terminated: bool,
 }
 
@@ -82,21 +84,22 @@ impl Cutter {
     pub fn push(
         &mut self,
         s: &Step<'_>,
-        advance: impl FnOnce(&[f32], &mut [f32]),
+        advance: impl FnOnce(Rows<'_>, &mut [f32]),
         emit: impl FnOnce(&Sequence<'_>),
     ) {
         let (od, sl) = (self.obs_dim, self.state_len);
         let next_start = |c: &Cutter, sent: usize| c.start_of(sent + 1);
+        let bytes = matches!(s.obs, Rows::Bytes(_));
         let ep = self.open.entry(s.episode).or_insert_with(|| Open {
             first: 0,
-            obs: Vec::new(),
+            obs: ObsStore::empty(bytes),
             actions: Vec::new(),
             rewards: Vec::new(),
             starts: VecDeque::from([(0, vec![0.0; sl])]),
             state: vec![0.0; sl],
             next: 0,
             sent: 0,
-            last_next: Vec::with_capacity(od),
+            last_next: ObsStore::empty(bytes),
             terminated: false,
         });
         let i = ep.next;
@@ -104,11 +107,11 @@ impl Cutter {
             ep.starts.push_back((i, ep.state.clone()));
         }
         advance(s.obs, &mut ep.state);
-        ep.obs.extend_from_slice(s.obs);
+        ep.obs.push_rows(s.obs);
         ep.actions.push(s.action);
         ep.rewards.push(s.reward);
-        ep.last_next.clear();
-        ep.last_next.extend_from_slice(s.next_obs);
+        ep.last_next.drain_front(ep.last_next.len());
+        ep.last_next.push_rows(s.next_obs);
         ep.terminated = s.terminated;
         ep.next += 1;
         if ep.next == (ep.sent + 1) * self.unroll {
@@ -119,7 +122,7 @@ impl Cutter {
             ep.sent += 1;
             // What the next sequence does not read goes.
             let cut = drop_to - ep.first;
-            ep.obs.drain(..cut * od);
+            ep.obs.drain_front(cut * od);
             ep.actions.drain(..cut);
             ep.rewards.drain(..cut);
             ep.first = drop_to;
@@ -169,10 +172,11 @@ fn send(ep: &Open, start: usize, burn: usize, od: usize, emit: impl FnOnce(&Sequ
         .find(|&&(j, _)| j == start)
         .expect("a state is kept for every sequence start")
         .1;
-    let mut obs = ep.obs[from * od..].to_vec();
-    obs.extend_from_slice(&ep.last_next);
+    let mut obs = ObsStore::empty(ep.obs.is_bytes());
+    obs.push_rows(ep.obs.rows(from * od, ep.obs.len() - from * od));
+    obs.push_rows(ep.last_next.rows(0, ep.last_next.len()));
     emit(&Sequence {
-        obs: &obs,
+        obs: obs.rows(0, obs.len()),
         actions: &ep.actions[from..],
         rewards: &ep.rewards[from..],
         state,

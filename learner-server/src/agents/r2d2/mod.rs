@@ -89,6 +89,7 @@ impl R2d2 {
                 spec.obs_dim(),
                 core.state_len(),
                 cutter.max_steps(),
+                spec.obs_dtype.is_bytes(),
             ),
             per: Prioritized::new(cfg.buffer_size as usize, cfg.priority_exponent),
             cutter,
@@ -126,6 +127,28 @@ impl R2d2 {
         self.copies_fresh = true;
     }
 
+    /// One step of an episode into the cutter; the episode's state
+    /// advanced through the tracker.
+    fn push_step<T>(&mut self, t: &Transition<'_, T>, obs: Rows<'_>, next_obs: Rows<'_>) {
+        self.refresh_copies();
+        let step = Step {
+            episode: t.episode,
+            obs,
+            action: t.action[0],
+            reward: t.reward,
+            next_obs,
+            terminated: t.terminated,
+        };
+        let tracker = &mut self.tracker;
+        self.cutter.push(
+            &step,
+            |obs, state| {
+                tracker.forward_state(obs, 1, state);
+            },
+            Self::store(&mut self.replay, &mut self.per),
+        );
+    }
+
     /// Stores the sequences the cutter sends out, at the top priority.
     fn store(
         replay: &mut SequenceReplay,
@@ -157,23 +180,12 @@ impl Agent for R2d2 {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        self.refresh_copies();
-        let step = Step {
-            episode: t.episode,
-            obs: t.obs,
-            action: t.action[0],
-            reward: t.reward,
-            next_obs: t.next_obs,
-            terminated: t.terminated,
-        };
-        let tracker = &mut self.tracker;
-        self.cutter.push(
-            &step,
-            |obs, state| {
-                tracker.forward_state(Rows::Values(obs), 1, state);
-            },
-            Self::store(&mut self.replay, &mut self.per),
-        );
+        self.push_step(t, Rows::Values(t.obs), Rows::Values(t.next_obs));
+    }
+
+    /// A uint8 env's steps stay bytes, in the sequences and to the device.
+    fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        self.push_step(t, Rows::Bytes(t.obs), Rows::Bytes(t.next_obs));
     }
 
     fn end_episode(&mut self, episode: u64) {

@@ -4,9 +4,14 @@
 use super::batch::{Layout, rescale, unrescale};
 use super::cutter::{Cutter, Step};
 use super::*;
-use crate::replay::Sequence;
+use crate::replay::{ObsStore, Sequence};
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::Space;
+
+/// A store's values.
+fn values(s: &ObsStore) -> Vec<f32> {
+    s.rows(0, s.len()).values().to_vec()
+}
 
 /// What the cutter sent, owned.
 #[derive(Debug, Clone, PartialEq)]
@@ -21,7 +26,7 @@ struct Sent {
 fn keep(into: &mut Vec<Sent>) -> impl FnOnce(&Sequence<'_>) + '_ {
     |s| {
         into.push(Sent {
-            obs: s.obs.to_vec(),
+            obs: s.obs.values().to_vec(),
             actions: s.actions.to_vec(),
             state: s.state.to_vec(),
             burn: s.burn,
@@ -49,13 +54,13 @@ fn episodes_are_cut_into_overlapping_sequences_with_their_start_states() {
             let (obs, next) = ([(100 * e + t) as f32], [(100 * e + t + 1) as f32]);
             let step = Step {
                 episode: e as u64,
-                obs: &obs,
+                obs: Rows::Values(&obs),
                 action: t as f32,
                 reward: 0.0,
-                next_obs: &next,
+                next_obs: Rows::Values(&next),
                 terminated: e == 0 && t == len - 1,
             };
-            c.push(&step, |o, s| s[0] += o[0], keep(&mut sent[e]));
+            c.push(&step, |o, s| s[0] += o.values()[0], keep(&mut sent[e]));
         }
     }
     c.abandon(2);
@@ -98,7 +103,7 @@ fn episodes_are_cut_into_overlapping_sequences_with_their_start_states() {
 fn targets_sum_n_rewards_and_bootstrap_where_the_sequence_allows() {
     let obs: Vec<f32> = (1..7).map(|i| i as f32).collect();
     let a = Sequence {
-        obs: &obs[..4],
+        obs: Rows::Values(&obs[..4]),
         actions: &[0.0, 1.0, 0.0],
         rewards: &[1.0, 2.0, 3.0],
         state: &[0.5],
@@ -106,7 +111,7 @@ fn targets_sum_n_rewards_and_bootstrap_where_the_sequence_allows() {
         terminated: false,
     };
     let b = Sequence {
-        obs: &obs[..4],
+        obs: Rows::Values(&obs[..4]),
         actions: &[1.0, 1.0, 1.0],
         rewards: &[1.0, 1.0, 1.0],
         state: &[0.25],
@@ -116,9 +121,9 @@ fn targets_sum_n_rewards_and_bootstrap_where_the_sequence_allows() {
     let g = 0.5;
     let l = Layout::new(&[a, b], 1, (2, 3), 2, g);
     // Burn block [2, 2]: a's one burn step right-aligned, b has none.
-    assert_eq!(l.x_burn, [0.0, 0.0, 1.0, 0.0]);
+    assert_eq!(values(&l.x_burn), [0.0, 0.0, 1.0, 0.0]);
     // Main block [4, 2]: a's observations 1..=3, b's 0..=3 (then padding).
-    assert_eq!(l.x_main, [2.0, 1.0, 3.0, 2.0, 4.0, 3.0, 0.0, 4.0]);
+    assert_eq!(values(&l.x_main), [2.0, 1.0, 3.0, 2.0, 4.0, 3.0, 0.0, 4.0]);
     assert_eq!(l.states, [0.5, 0.25]);
     // a trains on 2 steps: t0 = r1 + g r2, boot at t2 with g²; t1 = r2,
     // boot at t2 with g (truncated by the sequence). b trains on 3; its
@@ -221,7 +226,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
         "a fresh target is the online net"
     );
     let q = net
-        .forward_seq_all(&agent.params, &t(&l.x_main, &[30, 3]), &burned, 6)
+        .forward_seq_all(&agent.params, &t(&values(&l.x_main), &[30, 3]), &burned, 6)
         .0;
     let q: Vec<f32> = Vec::try_from(q.view([-1])).unwrap();
     let mut checked = 0;
@@ -311,4 +316,72 @@ fn sequences_and_priorities_survive_a_checkpoint() {
     let e = c.restore_replay(&img).unwrap_err().to_string();
     assert!(e.contains("max_steps"), "{e}");
     assert_eq!(c.replay_len(), 0);
+}
+
+/// A uint8 env's steps stay bytes: in the open episodes, in the stored
+/// sequences (a quarter of the memory) and up to the network, where a
+/// gradient step on them gives what the same steps as values give.
+#[test]
+fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
+    let cfg = R2d2Config {
+        hidden: vec![8],
+        unroll_length: 4,
+        burn_in: 2,
+        batch_size: 2,
+        buffer_size: 8,
+        learning_starts: 0,
+        train_freq: 1,
+        ..R2d2Config::default()
+    };
+    let spec = rlfleet_shared::env::make("MemoryCorridor-v0")
+        .unwrap()
+        .spec()
+        .clone();
+    let byte_spec = EnvSpec {
+        obs_dtype: rlfleet_shared::env::ObsDtype::U8,
+        ..spec.clone()
+    };
+    let core = Core { size: 4, layers: 1 };
+    let mut by_bytes = R2d2::new(&cfg, &byte_spec, None, core, 9, Device::Cpu);
+    let mut by_values = R2d2::new(&cfg, &spec, None, core, 9, Device::Cpu);
+    by_values.load_state(&by_bytes.state()).unwrap();
+    let row = |t: usize| [(t * 37 % 256) as u8, (t * 11 % 256) as u8, 255];
+    for t in 0..9usize {
+        let (o, n) = (row(t), row(t + 1));
+        let (ov, nv) = (o.map(f32::from), n.map(f32::from));
+        let (action, reward, terminated) = (&[(t % 2) as f32][..], t as f32, t == 8);
+        by_bytes.observe_bytes(&Transition {
+            episode: 1,
+            obs: &o,
+            action,
+            reward,
+            next_obs: &n,
+            terminated,
+        });
+        by_values.observe(&Transition {
+            episode: 1,
+            obs: &ov,
+            action,
+            reward,
+            next_obs: &nv,
+            terminated,
+        });
+    }
+    by_bytes.end_episode(1);
+    by_values.end_episode(1);
+    assert_eq!(by_bytes.replay_len(), 3);
+    assert!(matches!(by_bytes.replay.get(1).obs, Rows::Bytes(_)));
+    assert_eq!(
+        by_bytes.replay.get(1).obs.values(),
+        by_values.replay.get(1).obs.values()
+    );
+    assert!(by_bytes.replay_bytes() < by_values.replay_bytes());
+    // The same priorities sample the same sequences from the same seed.
+    by_bytes.sample_step();
+    by_values.sample_step();
+    let (a, b) = (
+        by_bytes.last_loss().unwrap(),
+        by_values.last_loss().unwrap(),
+    );
+    assert!((a - b).abs() < 1e-6 * a.abs().max(1.0), "{a} vs {b}");
 }

@@ -6,7 +6,8 @@
 use super::R2d2;
 use super::batch::{Layout, rescale, unrescale};
 use crate::agents::{Adam, to_vec};
-use tch::{Kind, Tensor};
+use crate::replay::ObsStore;
+use tch::{Device, Kind, Tensor};
 
 impl R2d2 {
     /// Each sequence's state after its burn-in (`burns[j]` steps, the
@@ -17,7 +18,7 @@ impl R2d2 {
     pub(super) fn burn_in(
         &self,
         burns: &[u32],
-        x_burn: &[f32],
+        x_burn: &ObsStore,
         states: &Tensor,
     ) -> (Tensor, Tensor) {
         let (burn, b, od) = (
@@ -29,9 +30,7 @@ impl R2d2 {
         if burn == 0 {
             return (online, target);
         }
-        let x = Tensor::from_slice(x_burn)
-            .view([burn, b, od])
-            .to_device(self.device);
+        let x = uploaded(x_burn, self.device).view([burn, b, od]);
         let mut lengths: Vec<u32> = burns.iter().copied().filter(|&n| n > 0).collect();
         lengths.sort_unstable();
         lengths.dedup();
@@ -79,7 +78,7 @@ impl R2d2 {
         let states = on(&l.states, &[bi, -1]);
         let burns: Vec<u32> = seqs.iter().map(|s| s.burn).collect();
         let (s_online, s_target) = tch::no_grad(|| self.burn_in(&burns, &l.x_burn, &states));
-        let x = on(&l.x_main, &[(unroll as i64 + 1) * bi, od]);
+        let x = uploaded(&l.x_main, dev).view([(unroll as i64 + 1) * bi, od]);
         // Every main-block step advances the state (a short sequence's
         // padding is masked out of the loss), so the fused LSTM runs it.
         let steps = unroll as i64 + 1;
@@ -143,4 +142,14 @@ impl R2d2 {
         }
         self.last_loss = Some(loss.detach());
     }
+}
+
+/// A store's values on `device`: a uint8 env's cross as bytes (the network
+/// converts them there).
+fn uploaded(store: &ObsStore, device: Device) -> Tensor {
+    match store {
+        ObsStore::F32(v) => Tensor::from_slice(v),
+        ObsStore::U8(v) => Tensor::from_slice(v),
+    }
+    .to_device(device)
 }
