@@ -17,6 +17,9 @@ fails (its "error" says why):
 - cnn: `rlfleet-bench cnn` (DQN-Nature update and seed inference from
   uint8 frames at batch 32 and 256 against PyTorch-Python on the same
   device), once on the default device and once on the CPU;
+- r2d2: `rlfleet-bench r2d2` (R2D2 sequence updates: burn-in, n-step
+  double-Q under h, priorities back) against PyTorch-Python, on the
+  default device;
 - atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors,
   each against the same actors under `random`, GPU utilisation sampled
   with nvidia-smi.
@@ -259,6 +262,18 @@ def bench_cnn(args, env, work, secs, atari_steps, actors, tag):
     return r
 
 
+def bench_r2d2(args, env, work, secs):
+    out = work / "bench-r2d2"
+    e = dict(env)
+    e["RLFLEET_TORCH_PYTHON"] = args.torch_python
+    cmd = [Path(args.bin) / "rlfleet-bench", "--out", out, "r2d2", "--secs", str(secs)]
+    code, text = run(cmd, args.budget, env=e, cwd=ROOT)
+    res = out / "r2d2_update.json"
+    r = {"rows": json.loads(res.read_text())} if res.exists() else {"error": f"exit {code}: {text[-600:]}"}
+    r["exit"] = code
+    return r
+
+
 class GpuSampler:
     """nvidia-smi's utilisation every second while a step runs."""
 
@@ -318,6 +333,7 @@ def main():
         ("resume", lambda: resume(args, env, work, 400 if dry else 2000)),
         ("cnn", lambda: bench_cnn(args, env, work, 0.3 if dry else 3, 0, 0, "default")),
         ("cnn_cpu", lambda: bench_cnn(args, cpu_env(env), work, 0.3 if dry else 2, 0, 0, "cpu")),
+        ("r2d2", lambda: bench_r2d2(args, env, work, 0.3 if dry else 3)),
     ]
     for name, step in steps:
         t0 = time.time()

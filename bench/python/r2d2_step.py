@@ -9,7 +9,8 @@ squared loss weighted by importance weights, priorities
 0.9 max|d| + 0.1 mean|d| copied back to the host, a gradient-norm clip at
 40 and Adam (eps 1e-3); one intra-op thread, the sampled batch's host
 arrays copied in each step as a replay sample would be. Prints one JSON
-line: {"steps_per_sec": S}.
+line: {"steps_per_sec": S, "device": D}, on the GPU when torch sees one
+(as rlfleet's libtorch does).
 Usage: r2d2_step.py SECS OBS HIDDEN CORE ACTIONS BATCH UNROLL BURN
 """
 
@@ -20,6 +21,8 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
 class Net(nn.Module):
@@ -58,24 +61,26 @@ def rate(secs, step):
 
 def bench(secs, obs, hidden, core, actions, b, unroll, burn):
     torch.manual_seed(0)
-    online, target = Net(obs, hidden, core, actions), Net(obs, hidden, core, actions)
+    online = Net(obs, hidden, core, actions).to(DEVICE)
+    target = Net(obs, hidden, core, actions).to(DEVICE)
     target.load_state_dict(online.state_dict())
     opt = torch.optim.Adam(online.parameters(), lr=1e-4, eps=1e-3)
-    x_burn = torch.randn(burn, b, obs)
-    x_main = torch.randn(unroll + 1, b, obs)
-    state = (torch.zeros(1, b, core), torch.zeros(1, b, core))
-    acts = torch.randint(0, actions, (unroll, b, 1))
-    returns = torch.rand(unroll, b)
-    disc = torch.full((unroll, b), 0.99**5)
-    boot = torch.clamp(torch.arange(unroll) + 5, max=unroll)
-    mask = torch.ones(unroll, b)
-    weights = torch.rand(b)
+    d = {"device": DEVICE}
+    x_burn = torch.randn(burn, b, obs, **d)
+    x_main = torch.randn(unroll + 1, b, obs, **d)
+    state = (torch.zeros(1, b, core, **d), torch.zeros(1, b, core, **d))
+    acts = torch.randint(0, actions, (unroll, b, 1), **d)
+    returns = torch.rand(unroll, b, **d)
+    disc = torch.full((unroll, b), 0.99**5, **d)
+    boot = torch.clamp(torch.arange(unroll, **d) + 5, max=unroll)
+    mask = torch.ones(unroll, b, **d)
+    weights = torch.rand(b, **d)
     # What the replay hands over each step: observations, actions, rewards,
     # states, the per-step target arrays.
     host = np.full((burn + unroll + 1) * b * obs + 6 * unroll * b + 2 * b * core, 0.5, dtype=np.float32)
 
     def step():
-        torch.tensor(host)
+        torch.tensor(host).to(DEVICE)
         with torch.no_grad():
             s_on = online(x_burn, state)[1] if burn else state
             s_tg = target(x_burn, state)[1] if burn else state
@@ -92,7 +97,7 @@ def bench(secs, obs, hidden, core, actions, b, unroll, burn):
         with torch.no_grad():
             d = delta.abs()
             prio = 0.9 * d.amax(0) + 0.1 * d.sum(0) / mask.sum(0)
-        prio.numpy()
+        prio.cpu().numpy()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         nn.utils.clip_grad_norm_(online.parameters(), 40.0)
@@ -105,7 +110,8 @@ def main():
     torch.set_num_threads(1)
     secs = float(sys.argv[1])
     obs, hidden, core, actions, b, unroll, burn = (int(a) for a in sys.argv[2:9])
-    print(json.dumps({"steps_per_sec": bench(secs, obs, hidden, core, actions, b, unroll, burn)}), flush=True)
+    rate_ = bench(secs, obs, hidden, core, actions, b, unroll, burn)
+    print(json.dumps({"steps_per_sec": rate_, "device": DEVICE.type}), flush=True)
 
 
 if __name__ == "__main__":

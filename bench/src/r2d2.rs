@@ -4,7 +4,8 @@
 //! run: MemoryCorridor-sized (3 → 32 → LSTM 32 → 2, unroll 10, burn-in 5,
 //! batch 32) and masked-CartPole-sized (2 → 64 → LSTM 64 → 2, unroll 20,
 //! burn-in 10, batch 32) and seed_rl's Atari unroll on the small network
-//! (unroll 80, burn-in 40, batch 64).
+//! (unroll 80, burn-in 40, batch 64). Both on the GPU when there is one
+//! (the learner's default device).
 
 use crate::measure::{rate, write_json};
 use crate::torch_python;
@@ -20,6 +21,7 @@ use tch::Device;
 #[derive(Serialize)]
 struct Row {
     case: String,
+    device: String,
     /// obs, hidden, core, actions, batch, unroll, burn-in.
     shape: [u32; 7],
     rlfleet_updates_per_sec: f64,
@@ -29,7 +31,7 @@ struct Row {
 
 /// An agent of `shape` whose replay holds sequences of 4,000 steps of
 /// random observations (episodes of 5 unrolls).
-fn filled(shape: [u32; 7]) -> R2d2 {
+fn filled(shape: [u32; 7], device: Device) -> R2d2 {
     let [obs, hidden, core, actions, batch, unroll, burn] = shape;
     let spec = EnvSpec {
         id: Cow::Borrowed("bench"),
@@ -54,7 +56,7 @@ fn filled(shape: [u32; 7]) -> R2d2 {
         size: core as usize,
         layers: 1,
     };
-    let mut agent = R2d2::new(&cfg, &spec, None, core, 0, Device::Cpu);
+    let mut agent = R2d2::new(&cfg, &spec, None, core, 0, device);
     let len = 5 * unroll as usize;
     let row = |i: usize| -> Vec<f32> {
         (0..obs as usize)
@@ -80,6 +82,7 @@ fn filled(shape: [u32; 7]) -> R2d2 {
 
 pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
     tch::set_num_threads(1);
+    let device = learner_server::device::current();
     let cases = [
         ("memory", [3, 32, 32, 2, 32, 10, 5]),
         ("masked-cartpole", [2, 64, 64, 2, 32, 20, 10]),
@@ -87,7 +90,7 @@ pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
     ];
     let mut rows = Vec::new();
     for (case, shape) in cases {
-        let mut agent = filled(shape);
+        let mut agent = filled(shape, device);
         let ours = rate(secs, || {
             agent.sample_step();
         });
@@ -97,7 +100,7 @@ pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
         }
         let py = py.ok();
         println!(
-            "r2d2 {case:<16} {ours:>7.1} updates/s ({:.1} ms each){}",
+            "r2d2 {case:<16} ({device:?}) {ours:>7.1} updates/s ({:.1} ms each){}",
             1e3 / ours,
             py.map_or(String::new(), |p| format!(
                 "; PyTorch-Python {p:>7.1} updates/s; ratio {:.2}",
@@ -106,6 +109,7 @@ pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
         );
         rows.push(Row {
             case: case.into(),
+            device: format!("{device:?}").to_lowercase(),
             shape,
             rlfleet_updates_per_sec: ours,
             pytorch_python_updates_per_sec: py,

@@ -57,6 +57,14 @@ fn the_gpu_check_dry_run_measures_every_step() {
             assert!(n["infer_obs_per_sec"].as_f64().unwrap() > 0.0, "{run}: {n}");
         }
     }
+    // R2D2's sequence update, three sizes.
+    assert_eq!(r["r2d2"]["exit"], 0, "{r}");
+    let rows = r["r2d2"]["rows"].as_array().expect("r2d2 rows");
+    let cases: Vec<&str> = rows.iter().map(|c| c["case"].as_str().unwrap()).collect();
+    assert_eq!(cases, ["memory", "masked-cartpole", "atari-unroll"], "{r}");
+    for c in rows {
+        assert!(c["rlfleet_updates_per_sec"].as_f64().unwrap() > 0.0, "{c}");
+    }
     // Pong end to end, DQN async and PPO seed-a2c, each against `random`.
     let atari = r["atari"].as_array().expect("atari rows");
     let workflows: Vec<&str> = atari

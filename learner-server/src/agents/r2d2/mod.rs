@@ -15,7 +15,7 @@ mod tests;
 mod update;
 
 use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore};
-use crate::nets::FlatNet;
+use crate::nets::{DeviceForward, FlatNet};
 use crate::replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
 
 use cutter::{Cutter, Step};
@@ -40,8 +40,10 @@ pub struct R2d2 {
     replay: SequenceReplay,
     per: Prioritized,
     cutter: Cutter,
-    /// Advances each open episode's state as its steps arrive.
-    tracker: NetCopy,
+    /// Advances each open episode's state as its steps arrive: a
+    /// plain-Rust copy of an MLP, a convolutional network in libtorch on
+    /// the learner's device.
+    tracker: Box<dyn Forward>,
     /// Acts under `single` (env slot 0).
     actor: QPolicy,
     /// The tracker and the actor hold the current online parameters.
@@ -82,6 +84,15 @@ impl R2d2 {
         let (unroll, burn) = (cfg.unroll_length as usize, cfg.burn_in as usize);
         let cutter = Cutter::new(unroll, burn, spec.obs_dim(), core.state_len());
         let mut actor = QPolicy::from_shape(shape.clone(), seed ^ 0xd2d2);
+        // A convolutional network acts through libtorch, as it tracks.
+        let conv = shape.torso().is_some();
+        let on_device =
+            |s: &NetShape| -> Box<dyn Forward> { Box::new(DeviceForward::new(s.clone(), device)) };
+        if conv {
+            actor = actor
+                .with_forward(on_device(&shape))
+                .expect("built for the same network");
+        }
         actor.epsilon = cfg.ladder_epsilon(0) as f32;
         R2d2 {
             replay: SequenceReplay::new(
@@ -93,7 +104,11 @@ impl R2d2 {
             ),
             per: Prioritized::new(cfg.buffer_size as usize, cfg.priority_exponent),
             cutter,
-            tracker: NetCopy::new(shape),
+            tracker: if conv {
+                on_device(&shape)
+            } else {
+                Box::new(NetCopy::new(shape))
+            },
             actor,
             copies_fresh: false,
             episodes: 0,
