@@ -244,32 +244,34 @@ def resume(args, env, work, steps):
     return result
 
 
-def bench_cnn(args, env, work, secs, atari_steps, actors, tag):
-    out = work / f"bench-{tag}"
+def bench(args, env, out, what, result):
+    """`rlfleet-bench --out OUT WHAT...` with the device's torch Python as
+    the PyTorch baseline; (exit code, the JSON it wrote to OUT/RESULT or
+    None, the output's tail)."""
     e = dict(env)
     e["RLFLEET_TORCH_PYTHON"] = args.torch_python
-    cmd = [
-        Path(args.bin) / "rlfleet-bench", "--out", out, "cnn",
-        "--secs", str(secs), "--threads", str(args.threads),
+    code, text = run([Path(args.bin) / "rlfleet-bench", "--out", out, *what], args.budget, env=e, cwd=ROOT)
+    res = out / result
+    return code, (json.loads(res.read_text()) if res.exists() else None), text[-600:]
+
+
+def bench_cnn(args, env, work, secs, atari_steps, actors, tag):
+    what = [
+        "cnn", "--secs", str(secs), "--threads", str(args.threads),
         "--batches", "32,256", "--atari-steps", str(atari_steps),
         "--actors", str(actors),
         "--configs", "config/pong-dqn-async.toml,config/pong-ppo-seed-a2c.toml",
     ]
-    code, text = run(cmd, args.budget, env=e, cwd=ROOT)
-    res = out / "cnn.json"
-    r = json.loads(res.read_text()) if res.exists() else {"error": f"exit {code}: {text[-600:]}"}
+    code, r, tail = bench(args, env, work / f"bench-{tag}", what, "cnn.json")
+    r = r if r is not None else {"error": f"exit {code}: {tail}"}
     r["exit"] = code
     return r
 
 
 def bench_r2d2(args, env, work, secs):
-    out = work / "bench-r2d2"
-    e = dict(env)
-    e["RLFLEET_TORCH_PYTHON"] = args.torch_python
-    cmd = [Path(args.bin) / "rlfleet-bench", "--out", out, "r2d2", "--secs", str(secs)]
-    code, text = run(cmd, args.budget, env=e, cwd=ROOT)
-    res = out / "r2d2_update.json"
-    r = {"rows": json.loads(res.read_text())} if res.exists() else {"error": f"exit {code}: {text[-600:]}"}
+    what = ["r2d2", "--secs", str(secs)]
+    code, rows, tail = bench(args, env, work / "bench-r2d2", what, "r2d2_update.json")
+    r = {"rows": rows} if rows is not None else {"error": f"exit {code}: {tail}"}
     r["exit"] = code
     return r
 

@@ -17,6 +17,7 @@ mod optimizer;
 mod policy_value;
 mod ppo;
 mod probe;
+mod q_state;
 mod r2d2;
 mod rollout;
 mod sac;

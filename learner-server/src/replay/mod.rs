@@ -17,5 +17,5 @@ pub use n_step::NStep;
 pub use obs_store::{ObsStore, ObsValue};
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
-pub use sequences::{Sequence, SequenceReplay, rows_len};
+pub use sequences::{Sequence, SequenceReplay};
 pub use uniform::{SampledBatch, Transition, UniformReplay};

@@ -142,6 +142,14 @@ impl ObsStore {
         }
     }
 
+    /// Replaces the contents with `rows`.
+    pub fn set_rows(&mut self, rows: Rows<'_>) {
+        match rows {
+            Rows::Values(v) => self.set_row(v),
+            Rows::Bytes(b) => self.set_row(b),
+        }
+    }
+
     /// Drops the first `n` values.
     pub fn drain_front(&mut self, n: usize) {
         match self {

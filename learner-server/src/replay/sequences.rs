@@ -87,10 +87,6 @@ impl SequenceReplay {
         self.len == 0
     }
 
-    pub fn max_steps(&self) -> usize {
-        self.max_steps
-    }
-
     /// Whether observations are kept as bytes.
     pub fn is_bytes(&self) -> bool {
         self.obs.is_bytes()
@@ -106,7 +102,7 @@ impl SequenceReplay {
     pub fn push(&mut self, s: &Sequence<'_>) -> usize {
         let (n, od, m) = (s.steps(), self.obs_dim, self.max_steps);
         assert!(
-            (1..=m).contains(&n) && rows_len(s.obs) == (n + 1) * od && s.rewards.len() == n,
+            (1..=m).contains(&n) && s.obs.len() == (n + 1) * od && s.rewards.len() == n,
             "a sequence of {n} steps for slots of {m}"
         );
         assert_eq!(s.state.len(), self.state_len, "a state of the core's size");
@@ -213,14 +209,6 @@ impl SequenceReplay {
         self.len = n;
         self.head = head;
         Ok(())
-    }
-}
-
-/// Values in `rows`.
-pub fn rows_len(rows: Rows<'_>) -> usize {
-    match rows {
-        Rows::Values(v) => v.len(),
-        Rows::Bytes(b) => b.len(),
     }
 }
 

@@ -180,6 +180,26 @@ pub enum Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// Values (or bytes) held.
+    pub fn len(&self) -> usize {
+        match self {
+            Rows::Values(v) => v.len(),
+            Rows::Bytes(b) => b.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Values `at..at + len`, held the same way.
+    pub fn slice(self, at: usize, len: usize) -> Rows<'a> {
+        match self {
+            Rows::Values(v) => Rows::Values(&v[at..at + len]),
+            Rows::Bytes(b) => Rows::Bytes(&b[at..at + len]),
+        }
+    }
+
     /// The rows as values (bytes widened to 0..=255).
     pub fn values(self) -> std::borrow::Cow<'a, [f32]> {
         match self {

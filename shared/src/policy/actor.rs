@@ -162,10 +162,7 @@ impl ActorPolicy {
         states: &mut [f32],
         actions: &mut Vec<f32>,
     ) {
-        match self {
-            ActorPolicy::Discrete(q) => q.act_states(obs, n, states, actions),
-            ActorPolicy::Continuous(_) => self.act_rows(obs, n, actions),
-        }
+        self.act_states_eps(obs, n, states, &[], actions);
     }
 
     /// [`ActorPolicy::act_states`] with each row's own exploration rate

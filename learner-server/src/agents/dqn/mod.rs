@@ -8,9 +8,8 @@ mod replay;
 #[cfg(test)]
 mod tests;
 
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore, to_vec,
-};
+use super::q_state::{load_q_state, q_state};
+use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
 use crate::nets::FlatNet;
 use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
@@ -355,30 +354,12 @@ impl Agent for Dqn {
     }
 
     fn state(&self) -> AgentState {
-        let mut tensors = vec![named("online", &self.params), named("target", &self.target)];
-        tensors.extend(self.opt.state());
-        AgentState {
-            tensors,
-            train_steps: self.train_steps,
-            version: self.train_steps,
-            optimizer_steps: self.opt.steps(),
-        }
+        q_state(&self.params, &self.target, &self.opt, self.train_steps)
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        let [m, v] = self.opt.tensors_mut();
-        restore(
-            s,
-            &mut [
-                ("online", &mut self.params),
-                ("target", &mut self.target),
-                m,
-                v,
-            ],
-        )?;
+        self.train_steps = load_q_state(s, &mut self.params, &mut self.target, &mut self.opt)?;
         self.copy_fresh = false;
-        *self.opt.steps_mut() = s.optimizer_steps;
-        self.train_steps = s.train_steps;
         Ok(())
     }
 

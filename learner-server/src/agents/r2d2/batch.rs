@@ -62,10 +62,7 @@ impl Layout {
                 "a sequence of this run"
             );
             l.states.extend_from_slice(s.state);
-            let row = |t: usize| match s.obs {
-                Rows::Values(v) => Rows::Values(&v[t * od..(t + 1) * od]),
-                Rows::Bytes(v) => Rows::Bytes(&v[t * od..(t + 1) * od]),
-            };
+            let row = |t: usize| s.obs.slice(t * od, od);
             for t in 0..beta {
                 let pos = (burn - beta + t) * b + j;
                 l.x_burn.write_rows(pos * od, row(t));

@@ -88,7 +88,6 @@ impl Cutter {
         emit: impl FnOnce(&Sequence<'_>),
     ) {
         let (od, sl) = (self.obs_dim, self.state_len);
-        let next_start = |c: &Cutter, sent: usize| c.start_of(sent + 1);
         let bytes = matches!(s.obs, Rows::Bytes(_));
         let ep = self.open.entry(s.episode).or_insert_with(|| Open {
             first: 0,
@@ -110,13 +109,12 @@ impl Cutter {
         ep.obs.push_rows(s.obs);
         ep.actions.push(s.action);
         ep.rewards.push(s.reward);
-        ep.last_next.drain_front(ep.last_next.len());
-        ep.last_next.push_rows(s.next_obs);
+        ep.last_next.set_rows(s.next_obs);
         ep.terminated = s.terminated;
         ep.next += 1;
         if ep.next == (ep.sent + 1) * self.unroll {
             let k = ep.sent;
-            let (start, drop_to) = (self.start_of(k), next_start(self, k));
+            let (start, drop_to) = (self.start_of(k), self.start_of(k + 1));
             let ep = self.open.get_mut(&s.episode).expect("just used");
             send(ep, start, k * self.unroll - start, od, emit);
             ep.sent += 1;

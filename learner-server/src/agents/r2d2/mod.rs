@@ -14,7 +14,8 @@ mod cutter;
 mod tests;
 mod update;
 
-use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, named, restore};
+use super::q_state::{load_q_state, q_state};
+use super::{Agent, AgentError, AgentState, Optimizer, Weights, check_weights, copy_into, to_vec};
 use crate::nets::{DeviceForward, FlatNet};
 use crate::replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
 
@@ -36,7 +37,7 @@ pub struct R2d2 {
     obs_dim: usize,
     params: Tensor,
     target: Tensor,
-    opt: super::Adam,
+    opt: Optimizer,
     replay: SequenceReplay,
     per: Prioritized,
     cutter: Cutter,
@@ -46,8 +47,15 @@ pub struct R2d2 {
     tracker: Box<dyn Forward>,
     /// Acts under `single` (env slot 0).
     actor: QPolicy,
+    /// The online parameters on the host, copied out once per change for
+    /// whichever of the tracker and the actor needs them (`None`: not
+    /// since the last change).
+    host: Option<Vec<f32>>,
     /// The tracker and the actor hold the current online parameters.
-    copies_fresh: bool,
+    tracker_fresh: bool,
+    actor_fresh: bool,
+    /// The action picked (reused).
+    picked: Vec<f32>,
     /// Episodes `single` has finished (its ladder rung).
     episodes: u64,
     rng: Pcg64,
@@ -79,8 +87,8 @@ impl R2d2 {
         tch::manual_seed(seed as i64);
         let params = net.init(device).set_requires_grad(true);
         let target = params.detach().copy();
-        let mut opt = super::Adam::new(&params, cfg.lr);
-        opt.eps = cfg.adam_eps;
+        let mut adam = super::Adam::new(&params, cfg.lr);
+        adam.eps = cfg.adam_eps;
         let (unroll, burn) = (cfg.unroll_length as usize, cfg.burn_in as usize);
         let cutter = Cutter::new(unroll, burn, spec.obs_dim(), core.state_len());
         let mut actor = QPolicy::from_shape(shape.clone(), seed ^ 0xd2d2);
@@ -110,7 +118,10 @@ impl R2d2 {
                 Box::new(NetCopy::new(shape))
             },
             actor,
-            copies_fresh: false,
+            host: None,
+            tracker_fresh: false,
+            actor_fresh: false,
+            picked: Vec::with_capacity(1),
             episodes: 0,
             cfg: cfg.clone(),
             net,
@@ -118,7 +129,7 @@ impl R2d2 {
             obs_dim: spec.obs_dim(),
             params,
             target,
-            opt,
+            opt: Optimizer::Adam(adam),
             rng: Pcg64::seed_from_u64(seed ^ 0x5eed_d2d2),
             train_steps: 0,
             sampled: Vec::new(),
@@ -129,23 +140,39 @@ impl R2d2 {
         }
     }
 
-    /// Loads the online parameters into the plain-Rust copies.
-    fn refresh_copies(&mut self) {
-        if self.copies_fresh {
-            return;
+    /// The online parameters changed: the copies load them when next used.
+    fn params_changed(&mut self) {
+        self.host = None;
+        self.tracker_fresh = false;
+        self.actor_fresh = false;
+    }
+
+    /// Loads the current online parameters into the tracker.
+    fn refresh_tracker(&mut self) {
+        if !self.tracker_fresh {
+            let p = &self.params;
+            let host = self.host.get_or_insert_with(|| to_vec(p));
+            self.tracker.load(host).expect("the network's own size");
+            self.tracker_fresh = true;
         }
-        let p = super::to_vec(&self.params);
-        self.tracker.load(&p).expect("the network's own size");
-        self.actor
-            .load(self.train_steps, &p)
-            .expect("the network's own size");
-        self.copies_fresh = true;
+    }
+
+    /// Loads the current online parameters into `single`'s actor.
+    fn refresh_actor(&mut self) {
+        if !self.actor_fresh {
+            let p = &self.params;
+            let host = self.host.get_or_insert_with(|| to_vec(p));
+            self.actor
+                .load(self.train_steps, host)
+                .expect("the network's own size");
+            self.actor_fresh = true;
+        }
     }
 
     /// One step of an episode into the cutter; the episode's state
     /// advanced through the tracker.
     fn push_step<T>(&mut self, t: &Transition<'_, T>, obs: Rows<'_>, next_obs: Rows<'_>) {
-        self.refresh_copies();
+        self.refresh_tracker();
         let step = Step {
             episode: t.episode,
             obs,
@@ -178,10 +205,10 @@ impl R2d2 {
 
 impl Agent for R2d2 {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
-        self.refresh_copies();
-        let mut picked = Vec::with_capacity(1);
-        self.actor.act_slots(Rows::Values(obs), &[0], &mut picked);
-        action[0] = picked[0];
+        self.refresh_actor();
+        self.actor
+            .act_slots(Rows::Values(obs), &[0], &mut self.picked);
+        action[0] = self.picked[0];
     }
 
     /// Rung 0 of the ladder (actors get theirs from
@@ -240,7 +267,7 @@ impl Agent for R2d2 {
     }
 
     fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
-        let mut s = vec![("train/learning_rate", self.opt.lr)];
+        let mut s = vec![("train/learning_rate", self.opt.lr())];
         s.extend(self.last_loss().map(|l| ("train/loss", l)));
         s.extend(
             self.last_grad_norm
@@ -267,44 +294,24 @@ impl Agent for R2d2 {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: super::to_vec(&self.params),
+            data: to_vec(&self.params),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.net.numel() as usize)?;
         copy_into(&mut self.params, &w.data);
-        self.copies_fresh = false;
+        self.params_changed();
         Ok(())
     }
 
     fn state(&self) -> AgentState {
-        AgentState {
-            tensors: vec![
-                named("online", &self.params),
-                named("target", &self.target),
-                named("adam.m", &self.opt.m),
-                named("adam.v", &self.opt.v),
-            ],
-            train_steps: self.train_steps,
-            version: self.train_steps,
-            optimizer_steps: self.opt.steps,
-        }
+        q_state(&self.params, &self.target, &self.opt, self.train_steps)
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        restore(
-            s,
-            &mut [
-                ("online", &mut self.params),
-                ("target", &mut self.target),
-                ("adam.m", &mut self.opt.m),
-                ("adam.v", &mut self.opt.v),
-            ],
-        )?;
-        self.opt.steps = s.optimizer_steps;
-        self.train_steps = s.train_steps;
-        self.copies_fresh = false;
+        self.train_steps = load_q_state(s, &mut self.params, &mut self.target, &mut self.opt)?;
+        self.params_changed();
         Ok(())
     }
 

@@ -8,6 +8,26 @@ use crate::replay::{ObsStore, Sequence};
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::Space;
 
+/// MemoryCorridor's spec.
+fn corridor() -> EnvSpec {
+    rlfleet_shared::env::spec("MemoryCorridor-v0").unwrap()
+}
+
+/// A small agent's settings (unroll 4, burn-in 2) that trains from the
+/// first step on, one gradient step per env step.
+fn small(batch_size: u32, buffer_size: u32) -> R2d2Config {
+    R2d2Config {
+        hidden: vec![8],
+        unroll_length: 4,
+        burn_in: 2,
+        batch_size,
+        buffer_size,
+        learning_starts: 0,
+        train_freq: 1,
+        ..R2d2Config::default()
+    }
+}
+
 /// A store's values.
 fn values(s: &ObsStore) -> Vec<f32> {
     s.rows(0, s.len()).values().to_vec()
@@ -177,10 +197,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
     };
     let spec = EnvSpec {
         action_space: Space::Discrete { n: 3 },
-        ..rlfleet_shared::env::make("MemoryCorridor-v0")
-            .unwrap()
-            .spec()
-            .clone()
+        ..corridor()
     };
     let core = Core { size: 4, layers: 1 };
     let mut agent = R2d2::new(&cfg, &spec, None, core, 7, Device::Cpu);
@@ -204,7 +221,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
     agent.end_episode(4);
     assert_eq!(agent.replay.len(), 5);
     let mut copy = NetCopy::new(agent.net.shape().clone());
-    copy.load(&super::super::to_vec(&agent.params)).unwrap();
+    copy.load(&to_vec(&agent.params)).unwrap();
     let mut state = vec![0.0; core.state_len()];
     let mut want = Vec::new();
     for t in 0..23 {
@@ -264,20 +281,8 @@ fn the_exploration_ladder_spans_the_fleet() {
 /// they were; an image of a replay of another shape is refused.
 #[test]
 fn sequences_and_priorities_survive_a_checkpoint() {
-    let cfg = R2d2Config {
-        hidden: vec![8],
-        unroll_length: 4,
-        burn_in: 2,
-        batch_size: 4,
-        buffer_size: 32,
-        learning_starts: 0,
-        train_freq: 1,
-        ..R2d2Config::default()
-    };
-    let spec = rlfleet_shared::env::make("MemoryCorridor-v0")
-        .unwrap()
-        .spec()
-        .clone();
+    let cfg = small(4, 32);
+    let spec = corridor();
     let core = Core { size: 4, layers: 1 };
     let mut a = R2d2::new(&cfg, &spec, None, core, 3, Device::Cpu);
     let mut env_steps = 0;
@@ -323,20 +328,8 @@ fn sequences_and_priorities_survive_a_checkpoint() {
 /// gradient step on them gives what the same steps as values give.
 #[test]
 fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
-    let cfg = R2d2Config {
-        hidden: vec![8],
-        unroll_length: 4,
-        burn_in: 2,
-        batch_size: 2,
-        buffer_size: 8,
-        learning_starts: 0,
-        train_freq: 1,
-        ..R2d2Config::default()
-    };
-    let spec = rlfleet_shared::env::make("MemoryCorridor-v0")
-        .unwrap()
-        .spec()
-        .clone();
+    let cfg = small(2, 8);
+    let spec = corridor();
     let byte_spec = EnvSpec {
         obs_dtype: rlfleet_shared::env::ObsDtype::U8,
         ..spec.clone()

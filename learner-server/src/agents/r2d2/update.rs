@@ -5,9 +5,9 @@
 
 use super::R2d2;
 use super::batch::{Layout, rescale, unrescale};
-use crate::agents::{Adam, to_vec};
+use crate::agents::{Adam, rows_on_device, to_vec};
 use crate::replay::ObsStore;
-use tch::{Device, Kind, Tensor};
+use tch::{Kind, Tensor};
 
 impl R2d2 {
     /// Each sequence's state after its burn-in (`burns[j]` steps, the
@@ -30,7 +30,7 @@ impl R2d2 {
         if burn == 0 {
             return (online, target);
         }
-        let x = uploaded(x_burn, self.device).view([burn, b, od]);
+        let x = rows_on_device(&[x_burn], self.obs_dim, self.device).view([burn, b, od]);
         let mut lengths: Vec<u32> = burns.iter().copied().filter(|&n| n > 0).collect();
         lengths.sort_unstable();
         lengths.dedup();
@@ -73,12 +73,12 @@ impl R2d2 {
             c.gamma,
         );
         let dev = self.device;
-        let (bi, od) = (b as i64, self.obs_dim as i64);
+        let bi = b as i64;
         let on = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(dev);
         let states = on(&l.states, &[bi, -1]);
         let burns: Vec<u32> = seqs.iter().map(|s| s.burn).collect();
         let (s_online, s_target) = tch::no_grad(|| self.burn_in(&burns, &l.x_burn, &states));
-        let x = uploaded(&l.x_main, dev).view([(unroll as i64 + 1) * bi, od]);
+        let x = rows_on_device(&[&l.x_main], self.obs_dim, dev);
         // Every main-block step advances the state (a short sequence's
         // padding is masked out of the loss), so the fused LSTM runs it.
         let steps = unroll as i64 + 1;
@@ -132,7 +132,7 @@ impl R2d2 {
         let mut grad = self.params.grad();
         self.last_grad_norm = Some(Adam::clip_grad_norm(&mut grad, c.max_grad_norm));
         self.opt.step(&mut self.params, &grad);
-        self.copies_fresh = false;
+        self.params_changed();
         self.train_steps += 1;
         if self
             .train_steps
@@ -142,14 +142,4 @@ impl R2d2 {
         }
         self.last_loss = Some(loss.detach());
     }
-}
-
-/// A store's values on `device`: a uint8 env's cross as bytes (the network
-/// converts them there).
-fn uploaded(store: &ObsStore, device: Device) -> Tensor {
-    match store {
-        ObsStore::F32(v) => Tensor::from_slice(v),
-        ObsStore::U8(v) => Tensor::from_slice(v),
-    }
-    .to_device(device)
 }
