@@ -10,10 +10,24 @@ use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step, Timed
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart, Welcome};
 use std::sync::Arc;
 
-/// Builds an actor's envs in place of the welcome's env source: the Python
-/// client's `run_actor`, whose envs come from a user's factory.
+/// Builds each of an actor's envs in place of the plain build: from the
+/// run's env source and the call time limit (`env_step_timeout_secs`), an
+/// env that honours it. The Python client's `run_actor` (a user's factory)
+/// and an MPI env group's leader (an env on every rank of its group) make
+/// them.
+pub type MakeEnv =
+    dyn Fn(&EnvSource, Option<std::time::Duration>) -> anyhow::Result<Box<dyn Env>> + Send + Sync;
+
 #[derive(Clone)]
-pub struct EnvFactory(pub Arc<dyn Fn() -> anyhow::Result<Box<dyn Env>> + Send + Sync>);
+pub struct EnvFactory(pub Arc<MakeEnv>);
+
+impl EnvFactory {
+    /// Envs from `make` (the run's source unused), each behind a [`Timed`]
+    /// when calls have a time limit.
+    pub fn new(make: impl Fn() -> anyhow::Result<Box<dyn Env>> + Send + Sync + 'static) -> Self {
+        EnvFactory(Arc::new(move |_, limit| Ok(timed(make()?, limit))))
+    }
+}
 
 impl std::fmt::Debug for EnvFactory {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -195,19 +209,23 @@ impl EnvSlots {
     }
 }
 
-/// One env: from the factory if there is one, else the run's source;
+/// One env: from the factory if there is one, else the run's source
 /// behind a [`Timed`] when calls have a time limit.
 fn build(
     source: &EnvSource,
     factory: Option<&EnvFactory>,
     limit: Option<std::time::Duration>,
 ) -> anyhow::Result<Box<dyn Env>> {
-    let env = match factory {
-        Some(f) => (f.0)()?,
-        None => source.make()?,
-    };
-    Ok(match limit {
+    match factory {
+        Some(f) => (f.0)(source, limit),
+        None => Ok(timed(source.make()?, limit)),
+    }
+}
+
+/// `env` behind a [`Timed`] when calls have a time limit.
+pub fn timed(env: Box<dyn Env>, limit: Option<std::time::Duration>) -> Box<dyn Env> {
+    match limit {
         Some(limit) => Box::new(Timed::new(env, limit)),
         None => env,
-    })
+    }
 }

@@ -7,9 +7,12 @@
 //!   in-flight window, and the `seed` loop.
 //! - [`ort_net`]: the ONNX Runtime backend of the actor's policy.
 //! - [`envs`]: the environments one actor runs behind one connection.
-//! - `mpi_link` (feature `mpi`): the actor as an MPI rank.
+//! - `mpi_link` (feature `mpi`): the actor as an MPI rank; `env_group`
+//!   (feature `mpi`): envs that span several ranks.
 //! - [`random_rollout`]: local episodes with a random policy.
 
+#[cfg(feature = "mpi")]
+pub mod env_group;
 pub mod envs;
 #[cfg(feature = "mpi")]
 pub mod mpi_link;

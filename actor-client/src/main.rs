@@ -122,6 +122,11 @@ enum Command {
         /// N + 1 (0: before the first).
         #[arg(long)]
         fail_after_batches: Option<u64>,
+        /// Ranks each env spans: the actor ranks form groups of this many
+        /// consecutive ranks, the first of each the actor (must equal the
+        /// run's `ranks_per_env`).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4096))]
+        ranks_per_env: u32,
     },
     /// Play episodes locally with random actions; print one CSV row each.
     Rollout {
@@ -185,7 +190,7 @@ fn finish(result: anyhow::Result<actor_client::remote::ActorReport>) -> ExitCode
 }
 
 #[cfg(feature = "mpi")]
-fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>) -> ExitCode {
+fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>, ranks_per_env: u32) -> ExitCode {
     // No other thread exists yet (it sets an environment variable).
     rlfleet_shared::mpi::steer_components();
     let rank = std::env::var("OMPI_COMM_WORLD_RANK")
@@ -194,6 +199,7 @@ fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>) -> ExitCode {
     let args = actor_client::mpi_link::MpiActor {
         player: play.player(|| format!("{}-mpi-{rank}", hostname()), String::new(), true),
         fail_after_batches,
+        ranks_per_env,
     };
     // The rank prints its own outcome (before leaving MPI).
     match actor_client::mpi_link::run(args, CancellationToken::new()) {
@@ -206,7 +212,7 @@ fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>) -> ExitCode {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn mpi_actor(_: PlayArgs, _: Option<u64>) -> ExitCode {
+fn mpi_actor(_: PlayArgs, _: Option<u64>, _: u32) -> ExitCode {
     eprintln!(
         "error: this actor-client was built without MPI: cargo build --release --features mpi \\
          (needs an MPI library and libclang; see SETUP.md)"
@@ -219,11 +225,12 @@ fn main() -> ExitCode {
     if let Some(Command::Mpi {
         play,
         fail_after_batches,
+        ranks_per_env,
     }) = cli.command
     {
         init_logging(play.log_json);
         rlfleet_shared::env::python::set_venv(play.python_venv.clone());
-        return mpi_actor(play, fail_after_batches);
+        return mpi_actor(play, fail_after_batches, ranks_per_env);
     }
     if let Some(Command::Rollout {
         env,

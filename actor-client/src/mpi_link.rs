@@ -12,8 +12,8 @@ use rlfleet_shared::mpi::rsmpi::traits::{
     Communicator, Destination, MatchedReceiveVec, Root, Source,
 };
 use rlfleet_shared::mpi::{
-    self, BYE_DONE, Backoff, Geometry, Layout, Role, SimpleCommunicator, TAG_BYE, TAG_MESSAGE,
-    Window, mailbox::Mailbox,
+    self, BYE_DONE, Backoff, EnvComm, Geometry, Group, Layout, Role, SimpleCommunicator, TAG_BYE,
+    TAG_MESSAGE, Window, mailbox::Mailbox,
 };
 use rlfleet_shared::wire::{self, Message, WeightsRejoin};
 use std::time::Duration;
@@ -107,6 +107,8 @@ impl Link for MpiLink {
 pub struct MpiActor {
     pub player: Player,
     pub fail_after_batches: Option<u64>,
+    /// Ranks each env spans (the run's `ranks_per_env`).
+    pub ranks_per_env: u32,
 }
 
 /// Runs this rank as an actor of the job and prints how its run went
@@ -120,8 +122,9 @@ pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
     // The window borrows the world for as long as it lives: the rest of
     // the process.
     let world: &'static SimpleCommunicator = Box::leak(Box::new(universe.world()));
-    let layout =
-        Layout::exchange(world, Role::Actor, args.player.envs).map_err(anyhow::Error::msg)?;
+    let k = args.ranks_per_env;
+    let mut layout =
+        Layout::exchange(world, Role::Actor, args.player.envs, k).map_err(anyhow::Error::msg)?;
     let Some(learner) = layout.lead_learner() else {
         mpi::abort(
             &format!(
@@ -136,10 +139,40 @@ pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
         .process_at_rank(learner)
         .broadcast_into(&mut words[..]);
     let geometry = Geometry::from_words(&words);
+    // The learner checked every rank's `--ranks-per-env` before its
+    // broadcast: every actor rank forms the same groups.
+    layout.form_groups(k).map_err(anyhow::Error::msg)?;
     // (Collective: the learners make their group from the same split.)
-    drop(mpi::split_by_role(world, Role::Actor));
+    let actors = mpi::split_by_role(world, Role::Actor);
+    let group = group_comm(&actors, &layout, k);
+    drop(actors);
     let window = Window::allocate(world, 0);
+    if layout.ranks[layout.rank as usize].0 == Role::EnvRank {
+        let group = group.expect("an env rank is in a group");
+        let line = match crate::env_group::follow::serve(&group.0) {
+            Ok(f) => format!(
+                "env rank {}: {} env builds, {} steps, {} raised, {} abandoned\n",
+                layout.rank, f.builds, f.steps, f.raised, f.abandoned
+            ),
+            Err(e) => format!("error: env rank {}: {e}\n", layout.rank),
+        };
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+        drop(group);
+        drop(window);
+        drop(universe);
+        return Ok(());
+    }
     let mut player = args.player;
+    let lead = group.map(|g| {
+        let (index, ranks) = layout
+            .group_of(layout.rank)
+            .expect("a leader is in a group");
+        crate::env_group::lead::GroupLead::new(g, index, ranks.to_vec())
+    });
+    player.env_factory = Some(match &lead {
+        Some(lead) => lead.factory(),
+        None => solo_factory(),
+    });
     if player.actor_id.len() > mpi::mailbox::MAX_ACTOR_ID {
         let end = (0..=mpi::mailbox::MAX_ACTOR_ID)
             .rev()
@@ -157,6 +190,12 @@ pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
         rejoin: WeightsRejoin::default(),
     };
     let result = runtime.block_on(run_link(&player, &mut link, cancel));
+    // (The run's envs are gone: the other ranks of the group may leave.)
+    if let Some(lead) = lead {
+        lead.stop();
+    }
+    // (Its env factory holds the group's communicator: freed before MPI is.)
+    drop(player);
     // Said before MPI_Finalize: mpirun need not forward what a rank writes
     // after it. A failure exits 0 all the same: the learner is told why (the
     // `bye`) and re-issues the rank's episodes, while a non-zero exit would
@@ -180,4 +219,27 @@ pub fn run(args: MpiActor, cancel: CancellationToken) -> anyhow::Result<()> {
     drop(link);
     drop(universe);
     Ok(())
+}
+
+/// This rank's env group's communicator (rank 0 its leader), when envs
+/// span several ranks. Collective over the actor ranks.
+fn group_comm(actors: &SimpleCommunicator, layout: &Layout, k: u32) -> Option<Group> {
+    use rlfleet_shared::mpi::rsmpi::topology::{Color, Communicator as _};
+    if k <= 1 {
+        return None;
+    }
+    let (index, _) = layout.group_of(layout.rank)?;
+    let comm = actors.split_by_color_with_key(Color::with_value(index as i32), layout.rank);
+    comm.map(Group)
+}
+
+/// Envs built as without a factory, but each given a communicator of its
+/// own rank alone (`MPI_COMM_SELF`): an env written for a group (a
+/// `comm` keyword, `HeatRod-v0`) runs unchanged with `ranks_per_env = 1`.
+fn solo_factory() -> crate::envs::EnvFactory {
+    crate::envs::EnvFactory(std::sync::Arc::new(|source, limit| {
+        let (own, _) = EnvComm::new(SimpleCommunicator::self_comm().duplicate());
+        let env = source.make_in(Some(Box::new(own)))?;
+        Ok(crate::envs::timed(env, limit))
+    }))
 }

@@ -77,6 +77,8 @@ pub fn rma_ranks(iters: u32) -> anyhow::Result<()> {
     let layout = Layout {
         rank: me,
         ranks: vec![(Role::Learner, 0), (Role::Actor, 1)],
+        announced: vec![0, 1],
+        groups: Vec::new(),
     };
     let geometry = Geometry::plan(&layout, 1, |_| 2048);
     let scratch = geometry.total_bytes().next_multiple_of(8);

@@ -57,8 +57,10 @@ pub fn geometry(cfg: &RunConfig, layout: &Layout) -> Result<Geometry, String> {
     ))
 }
 
-fn load(path: &Path, layout: &Layout) -> Result<RunConfig, String> {
+fn load(path: &Path, layout: &mut Layout) -> Result<RunConfig, String> {
     let mut cfg = RunConfig::load(path).map_err(|e| e.to_string())?;
+    // From here on an actor is an env group's leader.
+    layout.form_groups(cfg.ranks_per_env)?;
     let (learners, actors) = (layout.learners().len(), layout.actors().len());
     let (w, multi) = (cfg.workflow, cfg.workflow.is_multi_learner());
     if multi && learners < 2 {
@@ -121,8 +123,8 @@ fn helper(
 pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<RunSummary>> {
     let universe = mpi::init().map_err(anyhow::Error::msg)?;
     let world = universe.world();
-    let layout = Layout::exchange(&world, Role::Learner, 0).map_err(anyhow::Error::msg)?;
-    let cfg = match load(&args.config, &layout) {
+    let mut layout = Layout::exchange(&world, Role::Learner, 0, 0).map_err(anyhow::Error::msg)?;
+    let cfg = match load(&args.config, &mut layout) {
         Ok(c) => c,
         Err(e) => mpi::abort(&format!("{}: {e}", args.config.display()), 2),
     };
@@ -170,6 +172,7 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         actors = layout.actors().len(),
         mailbox_slots = geometry.slots,
         window_bytes = geometry.total_bytes(),
+        ranks_per_env = cfg.ranks_per_env,
         "MPI job: {} learner rank, {} actor ranks",
         layout.learners().len(),
         layout.actors().len()

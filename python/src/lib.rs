@@ -218,7 +218,7 @@ fn run_actor(
             envs: n_envs.max(1),
             once,
             inference: Inference::Rust,
-            env_factory: Some(EnvFactory(Arc::new(make))),
+            env_factory: Some(EnvFactory::new(make)),
         },
         liveness: Liveness::default(),
         max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,

@@ -250,3 +250,78 @@ class BoolCatch(Catch):
         self.ball = (0, int(self.random.randint(self.columns)))
         self.paddle = self.columns // 2
         return self._obs(), {}
+
+
+_RAISED = []
+
+
+class GroupCounting(gym.Env):
+    """An env that spans the ranks of an MPI env group (`ranks_per_env`):
+    every step is an allreduce over the group's communicator `comm`.
+
+    The observation is `[tag, t, ranks]`: the reset seed modulo 1000, the
+    step, and the number of ranks that took part in the step (the
+    allreduce of 1 from each). An episode terminates after `5 + seed % 7`
+    steps. Each rank counts the steps it took and writes
+    `STEPS RANKS` to `log_dir/steps-WORLDRANK` after every step. With
+    `raise_rank`, that rank of the group raises `RuntimeError` at its
+    `raise_at`-th step (once per process), before the collective: the
+    other ranks are then left waiting in it. The env built on world rank
+    `wide_world_rank` observes 4 values instead of 3 (a group whose ranks
+    disagree).
+    """
+
+    def __init__(self, comm=None, log_dir=None, raise_rank=None, raise_at=0, wide_world_rank=None):
+        self.comm = comm
+        self.rank = comm.Get_rank() if comm is not None else 0
+        self.log_dir = log_dir
+        self.raise_rank, self.raise_at = raise_rank, raise_at
+        width = 3
+        if wide_world_rank is not None and comm is not None:
+            from mpi4py import MPI
+
+            if MPI.COMM_WORLD.Get_rank() == wide_world_rank:
+                width = 4
+        self.observation_space = gym.spaces.Box(0.0, 1e6, (width,), np.float32)
+        self.action_space = gym.spaces.Discrete(2)
+        self.tag, self.t, self.length, self.steps = 0, 0, 5, 0
+
+    def _ranks(self):
+        if self.comm is None:
+            return 1
+        from mpi4py import MPI
+
+        ones = np.ones(1, dtype=np.int64)
+        total = np.zeros(1, dtype=np.int64)
+        self.comm.Allreduce(ones, total, op=MPI.SUM)
+        return int(total[0])
+
+    def reset(self, seed=None, options=None):
+        super().reset(seed=seed)
+        seed = 0 if seed is None else seed
+        self.tag, self.t, self.length = seed % 1000, 0, 5 + seed % 7
+        return np.array([self.tag, 0, self._ranks()], dtype=np.float32), {}
+
+    def step(self, action):
+        self.steps += 1
+        if (
+            self.raise_rank == self.rank
+            and self.steps >= self.raise_at
+            and not _RAISED
+        ):
+            _RAISED.append(self.steps)
+            raise RuntimeError(f"simulated failure of group rank {self.rank}")
+        ranks = self._ranks()
+        self.t += 1
+        if self.log_dir is not None:
+            from mpi4py import MPI
+
+            path = os.path.join(self.log_dir, f"steps-{MPI.COMM_WORLD.Get_rank()}")
+            previous = 0
+            if os.path.exists(path):
+                with open(path) as f:
+                    previous = int(f.read().split()[0])
+            with open(path, "w") as f:
+                f.write(f"{previous + 1} {ranks}")
+        obs = np.array([self.tag, self.t, ranks], dtype=np.float32)
+        return obs, 1.0, self.t >= self.length, False, {}

@@ -11,6 +11,8 @@ mod control_api;
 mod csv_files;
 mod daemon_accounting;
 mod durable_runs;
+#[cfg(feature = "mpi")]
+mod env_groups;
 mod env_parity;
 mod frame_stacks;
 mod gpu_check;

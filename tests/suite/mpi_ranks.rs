@@ -190,7 +190,8 @@ fn a_bad_config_ends_the_whole_job_with_its_reason() {
     );
 }
 
-/// A mixed fleet: while the MPI job runs, an `actor-client` process over
+/// A mixed fleet: while the MPI job (its actor an env group of 2 ranks)
+/// runs, an `actor-client` process over
 /// QUIC joins the learner rank's run and plays some of its episodes.
 #[test]
 fn a_quic_actor_joins_the_run_of_an_mpi_job() {
@@ -199,6 +200,8 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = counting("async", dir.path());
     cfg.stop.max_episodes = Some(3000);
+    // The MPI side is one env group of 2 ranks (issue 31).
+    cfg.ranks_per_env = 2;
     let cfg_path = dir.path().join("mixed.toml");
     std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
     let ready = dir.path().join("ready.json");
@@ -209,9 +212,9 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
         .arg(&cfg_path)
         .arg("--ready-file")
         .arg(&ready)
-        .args([":", "-n", "1"])
+        .args([":", "-n", "2"])
         .arg(rlfleet_tests::binary("actor-client"))
-        .args(["mpi", "--actor-id", "rank-actor"])
+        .args(["mpi", "--actor-id", "rank-actor", "--ranks-per-env", "2"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -251,6 +254,15 @@ fn a_quic_actor_joins_the_run_of_an_mpi_job() {
     assert_eq!(quic_report.episodes + rank_report.episodes, 3000);
     let (ids, _) = episode_ids_and_steps(&cfg.output_dir);
     assert_eq!(ids, (0..3000).collect::<Vec<u64>>());
+    // The group's second rank stepped every step its leader did.
+    let follower = format!(
+        "env rank 2: 1 env builds, {} steps, 0 raised, 0 abandoned",
+        rank_report.env_steps
+    );
+    assert!(
+        stderr.lines().any(|l| l == follower),
+        "{follower}: {stderr}"
+    );
     eprintln!(
         "mixed fleet: {} episodes by the MPI rank, {} by the QUIC actor",
         rank_report.episodes, quic_report.episodes

@@ -84,6 +84,15 @@ pub struct RunConfig {
     #[serde(default = "one")]
     #[schema(minimum = 1, maximum = 16)]
     pub frame_stack: u32,
+    /// Ranks one environment instance spans (EXARL's `process_per_env`):
+    /// the actor ranks of an MPI job form groups of this many consecutive
+    /// ranks; each group's first rank is the actor, and every rank of the
+    /// group builds the env (with the group's communicator) and steps it
+    /// together. Every `actor-client mpi` must be given the same
+    /// `--ranks-per-env`. 1: each actor rank runs whole envs.
+    #[serde(default = "one")]
+    #[schema(minimum = 1, maximum = 4096)]
+    pub ranks_per_env: u32,
     /// Where the run writes its resolved config, episodes, checkpoint and
     /// plots. Relative paths are relative to the working directory.
     #[schema(value_type = String)]

@@ -75,6 +75,24 @@ impl RunConfig {
             (1..=16).contains(&self.frame_stack),
             "an integer in 1..=16",
         )?;
+        require(
+            "ranks_per_env",
+            self.ranks_per_env,
+            (1..=4096).contains(&self.ranks_per_env),
+            "an integer in 1..=4096",
+        )?;
+        if self.ranks_per_env > 1 && self.transport != TransportKind::Mpi {
+            return Err(ConfigError::Unsupported {
+                key: "ranks_per_env",
+                value: self.ranks_per_env.to_string(),
+                allowed: format!(
+                    "an env spans several ranks only in an MPI job (`learner-server mpi` \
+                     under mpirun or srun, actors `actor-client mpi --ranks-per-env {}`); \
+                     this run's transport is \"{}\"",
+                    self.ranks_per_env, self.transport
+                ),
+            });
+        }
         let spec = self.env_source().spec().map_err(|e| match e {
             env::EnvError::Unknown(_) => ConfigError::Unsupported {
                 key: "env",

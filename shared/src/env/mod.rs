@@ -9,8 +9,10 @@
 
 mod acrobot;
 mod cartpole;
+mod collective;
 mod counting;
 mod frame_stack;
+mod heat_rod;
 mod memory_corridor;
 mod mountain_car;
 mod mountain_car_continuous;
@@ -26,8 +28,10 @@ mod timed;
 
 pub use acrobot::Acrobot;
 pub use cartpole::CartPole;
+pub use collective::{Collective, Solo, share};
 pub use counting::{COUNTING_MAX_STEPS, Counting};
 pub use frame_stack::{FrameStack, Stacker, newest, stacked_spec};
+pub use heat_rod::{HEAT_MAX_STEPS, HEAT_SEGMENTS, HeatRod};
 pub use memory_corridor::{CORRIDOR, MEMORY_MAX_STEPS, MemoryCorridor};
 pub use mountain_car::MountainCar;
 pub use mountain_car_continuous::MountainCarContinuous;
@@ -156,11 +160,24 @@ pub const ENV_IDS: &[&str] = &[
     "Pendulum-v1",
     "Counting-v0",
     "MemoryCorridor-v0",
+    "HeatRod-v0",
 ];
 
 /// Builds a built-in environment by its Gymnasium id.
 pub fn make(id: &str) -> Result<Box<dyn Env>, UnknownEnv> {
+    make_in(id, None)
+}
+
+/// Builds a built-in environment whose instance spans the ranks of
+/// `comm` (an MPI env group; `None`: this process alone). Only
+/// `HeatRod-v0` is partitioned; the others run whole on every rank.
+pub fn make_in(id: &str, comm: Option<Box<dyn Collective>>) -> Result<Box<dyn Env>, UnknownEnv> {
     Ok(match id {
+        "HeatRod-v0" => Box::new(TimeLimited::new(HeatRod::new(
+            32,
+            16,
+            comm.unwrap_or_else(|| Box::new(Solo)),
+        ))),
         "CartPole-v1" => Box::new(TimeLimited::new(CartPole::default())),
         "Acrobot-v1" => Box::new(TimeLimited::new(Acrobot::default())),
         "MountainCar-v0" => Box::new(TimeLimited::new(MountainCar::default())),

@@ -4,7 +4,7 @@
 
 #[cfg(feature = "python")]
 use super::python::{PyEnv, Recipe};
-use super::{Env, EnvFault, EnvSpec, FrameStack, UnknownEnv, stacked_spec};
+use super::{Collective, Env, EnvFault, EnvSpec, FrameStack, UnknownEnv, stacked_spec};
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -102,29 +102,41 @@ impl EnvSource {
     /// A new instance of the env (its observations stacked, with
     /// `frame_stack`).
     pub fn make(&self) -> Result<Box<dyn Env>, EnvError> {
+        self.make_in(None)
+    }
+
+    /// A new instance spanning the ranks of `comm` (one rank of an MPI env
+    /// group): a built-in partitions itself over them; a Python env whose
+    /// constructor takes a `comm` keyword gets it as an mpi4py
+    /// communicator. The env keeps `comm` for its life.
+    pub fn make_in(&self, comm: Option<Box<dyn Collective>>) -> Result<Box<dyn Env>, EnvError> {
         if self.stack() > 1 {
             let frames = EnvSource {
                 frame_stack: 1,
                 ..self.clone()
             };
-            return Ok(Box::new(FrameStack::new(frames.make()?, self.stack())));
+            return Ok(Box::new(FrameStack::new(
+                frames.make_in(comm)?,
+                self.stack(),
+            )));
         }
         if !self.is_python() {
             self.check_builtin_options()?;
-            return super::make(&self.id).map_err(EnvError::from);
+            return super::make_in(&self.id, comm).map_err(EnvError::from);
         }
-        self.make_python()
+        self.make_python(comm)
     }
 
     #[cfg(feature = "python")]
-    fn make_python(&self) -> Result<Box<dyn Env>, EnvError> {
+    fn make_python(&self, comm: Option<Box<dyn Collective>>) -> Result<Box<dyn Env>, EnvError> {
         let recipe = Recipe {
             id: &self.id,
             kwargs_json: &self.kwargs_json,
             wrappers: &self.wrappers,
             python_path: &self.python_path,
+            comm,
         };
-        match PyEnv::build(&recipe) {
+        match PyEnv::build(recipe) {
             Ok(env) => Ok(Box::new(env)),
             Err(fault) => Err(EnvError::Python {
                 id: self.id.clone(),
@@ -134,7 +146,7 @@ impl EnvSource {
     }
 
     #[cfg(not(feature = "python"))]
-    fn make_python(&self) -> Result<Box<dyn Env>, EnvError> {
+    fn make_python(&self, _comm: Option<Box<dyn Collective>>) -> Result<Box<dyn Env>, EnvError> {
         Err(EnvError::NoPython(self.id.clone()))
     }
 

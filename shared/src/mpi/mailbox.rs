@@ -222,6 +222,8 @@ mod tests {
         let layout = Layout {
             rank: 0,
             ranks: vec![(Role::Learner, 0), (Role::Actor, 2), (Role::Actor, 1)],
+            announced: vec![0, 1, 1],
+            groups: Vec::new(),
         };
         let g = Geometry::plan(&layout, 4, |envs| 100 * u64::from(envs));
         assert_eq!(g.regions, vec![(0, 0), (0, 200), (816, 100)]);

@@ -9,11 +9,13 @@
 //! Launch is MPMD: `mpirun -n L learner-server mpi RUN.toml : -n A
 //! actor-client mpi`. Ranks learn each other's roles from one allgather.
 
+pub mod env_comm;
 pub mod layout;
 pub mod mailbox;
 pub mod outbox;
 pub mod window;
 
+pub use env_comm::{Abandon, Abandoned, EnvComm, env_groups};
 pub use layout::{Layout, Role};
 pub use mailbox::Geometry;
 pub use outbox::Outbox;
@@ -161,7 +163,7 @@ pub fn split_by_role(world: &SimpleCommunicator, role: Role) -> SimpleCommunicat
     use mpi::topology::{Color, Communicator};
     let color = match role {
         Role::Learner => 1,
-        Role::Actor => 2,
+        Role::Actor | Role::EnvRank => 2,
     };
     world
         .split_by_color(Color::with_value(color))

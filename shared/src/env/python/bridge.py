@@ -7,6 +7,7 @@ rlfleet's flat float32 buffers happens here, in one place.
 
 import ast
 import importlib
+import inspect
 import json
 import sys
 import traceback
@@ -33,8 +34,82 @@ def add_path(entry):
         sys.path.insert(0, entry)
 
 
-def make(source, kwargs_json, wrappers):
-    """Builds an env from `gymnasium:ID` or `python:module:attr`."""
+def _takes_comm(constructor):
+    """Whether `constructor` names a `comm` parameter."""
+    try:
+        return "comm" in inspect.signature(constructor).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+class EnvAbandoned(Exception):
+    """Raised in an env's collective when another rank of its group
+    raised: the group gives up on the call and rebuilds the env."""
+
+
+# Fortran handle -> the GroupComm an env was given.
+_GROUP_COMMS = {}
+# Blocking collectives of mpi4py's buffer API whose calls can be
+# abandoned (each runs as its non-blocking twin, `I` + name).
+_ABANDONABLE = (
+    "Barrier", "Bcast", "Reduce", "Allreduce", "Gather", "Gatherv", "Allgather",
+    "Allgatherv", "Scatter", "Scatterv", "Alltoall", "Alltoallv", "Reduce_scatter",
+    "Reduce_scatter_block", "Scan", "Exscan",
+)
+_GROUP_COMM_CLASS = []
+
+
+def _group_comm_class():
+    """mpi4py's Intracomm whose buffer collectives can be abandoned."""
+    if _GROUP_COMM_CLASS:
+        return _GROUP_COMM_CLASS[0]
+    import time
+
+    from mpi4py import MPI
+
+    def abandonable(name):
+        start = getattr(MPI.Intracomm, "I" + name.lower())
+
+        def call(self, *args, **kwargs):
+            request = start(self, *args, **kwargs)
+            spins = 0
+            while not request.Test():
+                if self.abandoned:
+                    raise EnvAbandoned(f"{name}: another rank of the env group raised")
+                spins += 1
+                if spins > 100:
+                    time.sleep(50e-6)
+
+        call.__name__ = name
+        call.__doc__ = f"`{name}`, given up when another rank of the env group raises."
+        return call
+
+    attrs = {"abandoned": False}
+    attrs.update({name: abandonable(name) for name in _ABANDONABLE})
+    cls = type("GroupComm", (MPI.Intracomm,), attrs)
+    _GROUP_COMM_CLASS.append(cls)
+    return cls
+
+
+def _group_comm(handle):
+    """The env group's communicator as mpi4py's (its Fortran handle)."""
+    from mpi4py import MPI
+
+    comm = _group_comm_class()(MPI.Intracomm.f2py(handle))
+    _GROUP_COMMS[handle] = comm
+    return comm
+
+
+def abandon_comm(handle):
+    comm = _GROUP_COMMS.get(handle)
+    if comm is not None:
+        comm.abandoned = True
+
+
+def make(source, kwargs_json, wrappers, comm_handle=None):
+    """Builds an env from `gymnasium:ID` or `python:module:attr`; with
+    `comm_handle` (an MPI env group), a constructor that takes `comm`
+    gets the group's communicator."""
     kwargs = json.loads(kwargs_json) if kwargs_json else {}
     kind, _, target = source.partition(":")
     if kind == "gymnasium":
@@ -43,9 +118,17 @@ def make(source, kwargs_json, wrappers):
         namespace = target.split("/", 1)[0] if "/" in target else None
         if namespace in _NAMESPACES:
             gymnasium.register_envs(importlib.import_module(_NAMESPACES[namespace]))
+        if comm_handle is not None:
+            entry = gymnasium.spec(target).entry_point
+            constructor = _load(entry) if isinstance(entry, str) else entry
+            if _takes_comm(constructor):
+                kwargs["comm"] = _group_comm(comm_handle)
         env = gymnasium.make(target, **kwargs)
     elif kind == "python":
-        env = _load(target)(**kwargs)
+        constructor = _load(target)
+        if comm_handle is not None and _takes_comm(constructor):
+            kwargs["comm"] = _group_comm(comm_handle)
+        env = constructor(**kwargs)
     else:
         raise ValueError(f"unknown env source `{kind}`")
     for w in wrappers:

@@ -12,7 +12,7 @@ mod interpreter;
 
 pub use interpreter::{VENV_VAR, set_venv, use_host_interpreter, venv};
 
-use super::{Action, Env, EnvFault, EnvSpec, ObsDtype, Space, Step};
+use super::{Action, Collective, Env, EnvFault, EnvSpec, ObsDtype, Space, Step};
 use interpreter::{bridge, describe_err};
 use pyo3::buffer::PyBuffer;
 use pyo3::prelude::*;
@@ -24,6 +24,9 @@ pub struct PyEnv {
     spec: EnvSpec,
     stepper: Py<PyAny>,
     elapsed: u32,
+    /// The env group's communicator the env was given (kept alive while
+    /// the Python side may use it).
+    comm: Option<Box<dyn Collective>>,
 }
 
 impl std::fmt::Debug for PyEnv {
@@ -110,12 +113,43 @@ pub(super) struct Recipe<'a> {
     pub kwargs_json: &'a str,
     pub wrappers: &'a [String],
     pub python_path: &'a [String],
+    /// The env group's communicator, for a constructor with a `comm`
+    /// keyword.
+    pub comm: Option<Box<dyn Collective>>,
+}
+
+/// Fortran handles of the group communicators Python envs were given.
+static GROUP_COMMS: std::sync::Mutex<Vec<i32>> = std::sync::Mutex::new(Vec::new());
+
+/// Makes the collectives a Python env calls through the group
+/// communicator `handle` it was given give up (raising `EnvAbandoned` in
+/// the env): another rank of its group raised. Nothing when no Python env
+/// was given that communicator.
+pub fn abandon_comm(handle: i32) {
+    let known = GROUP_COMMS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .contains(&handle);
+    if known {
+        Python::attach(|py| {
+            if let Ok(b) = bridge(py) {
+                let _ = b.call_method1("abandon_comm", (handle,));
+            }
+        });
+    }
 }
 
 impl PyEnv {
     /// Builds the env `recipe` names and reads its spec; the error is the
     /// Python exception as one line.
-    pub(super) fn build(recipe: &Recipe<'_>) -> Result<PyEnv, EnvFault> {
+    pub(super) fn build(recipe: Recipe<'_>) -> Result<PyEnv, EnvFault> {
+        let handle = recipe.comm.as_ref().and_then(|c| c.fortran_handle());
+        if let Some(h) = handle {
+            let mut known = GROUP_COMMS.lock().unwrap_or_else(|p| p.into_inner());
+            if !known.contains(&h) {
+                known.push(h);
+            }
+        }
         Python::attach(|py| {
             let built = (|| -> PyResult<Bound<'_, PyAny>> {
                 let b = bridge(py)?;
@@ -124,11 +158,18 @@ impl PyEnv {
                 }
                 b.call_method1(
                     "make",
-                    (recipe.id, recipe.kwargs_json, recipe.wrappers.to_vec()),
+                    (
+                        recipe.id,
+                        recipe.kwargs_json,
+                        recipe.wrappers.to_vec(),
+                        handle,
+                    ),
                 )
             })();
             let env = built.map_err(|e| EnvFault(describe_err(py, &e)))?;
-            PyEnv::wrap(&env, recipe.id)
+            let mut env = PyEnv::wrap(&env, recipe.id)?;
+            env.comm = recipe.comm;
+            Ok(env)
         })
     }
 
@@ -150,6 +191,7 @@ impl PyEnv {
             spec: described.into_spec(id),
             stepper,
             elapsed: 0,
+            comm: None,
         })
     }
 
