@@ -31,11 +31,15 @@
 //!   frames, for the shipped image configs (see `wire.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
+//! - `env-groups` (feature `mpi`): HeatRod-v0 spanning K = 1, 2, 4 ranks
+//!   vs the same env on one rank without a group (see `env_groups.rs`).
 
 mod agents;
 mod cnn;
 mod dqn;
 mod durability;
+#[cfg(feature = "mpi")]
+mod env_groups;
 mod envs;
 mod inference;
 mod inference_stall;
@@ -265,6 +269,30 @@ enum What {
         #[arg(long, default_value_t = 2000)]
         ops: u64,
     },
+    /// Env steps/s of HeatRod-v0 spanning K = 1, 2, 4 ranks (env groups)
+    /// vs. the same env on one rank with no group.
+    #[cfg(feature = "mpi")]
+    EnvGroups {
+        /// Cells of the compute-bound rod.
+        #[arg(long, default_value_t = 65_536)]
+        cells: u32,
+        #[arg(long, default_value_t = 32)]
+        substeps: u32,
+        /// Steps per configuration (20 times as many for the small rod).
+        #[arg(long, default_value_t = 300)]
+        steps: u64,
+    },
+    /// The ranks of `env-groups` (started by it under mpirun).
+    #[cfg(feature = "mpi")]
+    #[command(hide = true)]
+    EnvGroupRanks {
+        #[arg(long)]
+        cells: u32,
+        #[arg(long)]
+        substeps: u32,
+        #[arg(long)]
+        steps: u64,
+    },
     /// `async` and `rma` over MPI vs. over QUIC (no training).
     #[cfg(feature = "mpi")]
     MpiTransports {
@@ -416,6 +444,18 @@ fn main() -> anyhow::Result<()> {
         What::RmaRanks { iters } => mpi::rma_ranks(iters),
         #[cfg(feature = "mpi")]
         What::RmaCheck { ops } => mpi::rma_check(ops),
+        #[cfg(feature = "mpi")]
+        What::EnvGroups {
+            cells,
+            substeps,
+            steps,
+        } => env_groups::bench(cells, substeps, steps, &cli.out),
+        #[cfg(feature = "mpi")]
+        What::EnvGroupRanks {
+            cells,
+            substeps,
+            steps,
+        } => env_groups::ranks(cells, substeps, steps),
         #[cfg(feature = "mpi")]
         What::MpiTransports { steps, actors } => mpi::transports(steps, actors, &cli.out),
         #[cfg(feature = "mpi")]

@@ -31,7 +31,7 @@ pub struct RmaRow {
     pub ratio_vs_ping_pong: f64,
 }
 
-fn mpirun() -> Command {
+pub(crate) fn mpirun() -> Command {
     let mut c = Command::new("mpirun");
     c.arg("--oversubscribe")
         .env("OMPI_ALLOW_RUN_AS_ROOT", "1")

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 struct Cluster {
     dir: tempfile::TempDir,
     conf: PathBuf,
+    /// Emulated node names (empty: one node, this host).
+    nodes: Vec<String>,
 }
 
 fn run(cmd: &mut Command) -> Output {
@@ -38,7 +40,17 @@ fn free_port() -> u16 {
 }
 
 impl Cluster {
+    /// One node: this host.
     fn start() -> Cluster {
+        Cluster::start_nodes(0)
+    }
+
+    /// `nodes` emulated nodes `node1..` on this host (0: one node, this
+    /// host itself): one slurmd per node name (`slurmd -N`), each with its
+    /// own port, and `%n` in every per-node path (`TmpFS` too, or the PMIx
+    /// plugins of two nodes' steps share a directory); node1 declares a GPU
+    /// (`/dev/null`) for the scripts that ask for one.
+    fn start_nodes(nodes: usize) -> Cluster {
         let dir = tempfile::tempdir().unwrap();
         let d = dir.path();
         let munge = d.join("munge");
@@ -63,6 +75,37 @@ impl Cluster {
         let host = String::from_utf8(run(Command::new("hostname").arg("-s")).stdout).unwrap();
         let host = host.trim();
         let p = |name: &str| d.join(name).display().to_string();
+        let (names, node_lines, per_node) = if nodes == 0 {
+            let line = format!("NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n");
+            (vec![None], line, String::new())
+        } else {
+            let lines: String = (1..=nodes)
+                .map(|i| {
+                    let gpu = if i == 1 { " Gres=gpu:1" } else { "" };
+                    format!(
+                        "NodeName=node{i} NodeAddr=127.0.0.1 NodeHostname={host} Port={} \
+                         CPUs=4{gpu} State=UNKNOWN\n",
+                        free_port()
+                    )
+                })
+                .collect();
+            std::fs::write(
+                d.join("gres.conf"),
+                "NodeName=node1 Name=gpu File=/dev/null\n",
+            )
+            .unwrap();
+            for i in 1..=nodes {
+                std::fs::create_dir_all(d.join(format!("tmp/node{i}"))).unwrap();
+                std::fs::create_dir(d.join(format!("spool-node{i}"))).unwrap();
+            }
+            let names = (1..=nodes).map(|i| Some(format!("node{i}"))).collect();
+            (
+                names,
+                lines,
+                format!("GresTypes=gpu\nTmpFS={}/%n\n", p("tmp")),
+            )
+        };
+        let n = if nodes == 0 { "" } else { "-%n" };
         let conf = d.join("slurm.conf");
         std::fs::write(
             &conf,
@@ -72,15 +115,15 @@ impl Cluster {
                  SlurmctldPort={ctld}\nSlurmdPort={slurmd}\n\
                  SlurmUser=root\nSlurmdUser=root\n\
                  AuthType=auth/munge\nCredType=cred/munge\nAuthInfo=socket={socket}\n\
-                 StateSaveLocation={state}\nSlurmdSpoolDir={spool}\n\
-                 SlurmctldPidFile={ctld_pid}\nSlurmdPidFile={slurmd_pid}\n\
-                 SlurmctldLogFile={ctld_log}\nSlurmdLogFile={slurmd_log}\n\
+                 StateSaveLocation={state}\nSlurmdSpoolDir={spool}{n}\n\
+                 SlurmctldPidFile={ctld_pid}\nSlurmdPidFile={slurmd_pid}{n}\n\
+                 SlurmctldLogFile={ctld_log}\nSlurmdLogFile={slurmd_log}{n}\n\
                  ProctrackType=proctrack/linuxproc\nTaskPlugin=task/none\n\
                  SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n\
                  SlurmdParameters=config_overrides\n\
                  JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
-                 MpiDefault=none\nReturnToService=2\nMinJobAge=600\n\
-                 NodeName={host} NodeAddr=127.0.0.1 CPUs=4 State=UNKNOWN\n\
+                 MpiDefault=none\nReturnToService=2\nMinJobAge=600\n{per_node}\
+                 {node_lines}\
                  PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n",
                 ctld = free_port(),
                 slurmd = free_port(),
@@ -94,26 +137,37 @@ impl Cluster {
             ),
         )
         .unwrap();
-        let cluster = Cluster { dir, conf };
+        let cluster = Cluster {
+            dir,
+            conf,
+            nodes: names.iter().flatten().cloned().collect(),
+        };
         run(Command::new("slurmctld")
             .arg("-i")
             .arg("-f")
             .arg(&cluster.conf));
-        run(Command::new("slurmd").arg("-f").arg(&cluster.conf));
+        for name in &names {
+            let mut slurmd = Command::new("slurmd");
+            slurmd.arg("-f").arg(&cluster.conf);
+            if let Some(name) = name {
+                slurmd.args(["-N", name]);
+            }
+            run(&mut slurmd);
+        }
         let t0 = Instant::now();
         loop {
             let out = rlfleet_tests::output_within(
-                cluster.cmd("sinfo").args(["-h", "-o", "%T"]),
+                cluster.cmd("sinfo").args(["-h", "-N", "-o", "%T"]),
                 Duration::from_secs(60),
                 "sinfo",
             );
-            if String::from_utf8_lossy(&out.stdout).trim() == "idle" {
+            let states = String::from_utf8_lossy(&out.stdout).into_owned();
+            if states.lines().count() == names.len() && states.lines().all(|l| l.trim() == "idle") {
                 break;
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(60),
-                "the node never became idle: {}\n{}",
-                String::from_utf8_lossy(&out.stdout),
+                "the nodes never became idle: {states}\n{}",
                 cluster.logs()
             );
             std::thread::sleep(Duration::from_millis(200));
@@ -128,12 +182,65 @@ impl Cluster {
         c
     }
 
+    /// The daemons' logs (`slurmctld.log`, `slurmd.log*`).
     fn logs(&self) -> String {
-        ["slurmctld.log", "slurmd.log"]
+        let mut files: Vec<PathBuf> = std::fs::read_dir(self.dir.path())
+            .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+            .unwrap_or_default();
+        files.retain(|f| f.to_string_lossy().contains(".log"));
+        files.sort();
+        files
             .iter()
-            .map(|f| std::fs::read_to_string(self.dir.path().join(f)).unwrap_or_default())
+            .map(|f| std::fs::read_to_string(f).unwrap_or_default())
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// `sbatch --parsable` of run config `run_cfg` (with one env per
+    /// actor rank and this build's binaries), printing to `job_out`,
+    /// submitted from the checkout as the scripts ask; the caller adds
+    /// the allocation and the script.
+    fn sbatch(&self, run_cfg: &Path, job_out: &Path) -> Command {
+        let bin = binary("learner-server").parent().unwrap().to_path_buf();
+        let mut c = self.cmd("sbatch");
+        c.args(["--parsable", "--time=10"])
+            .arg(format!("--output={}", job_out.display()))
+            .current_dir(workspace_root())
+            .env("RUN", run_cfg)
+            .env("ENVS", "1")
+            .env("BIN", &bin)
+            .env("RUST_LOG", "warn")
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+        c
+    }
+
+    /// Waits for job `id` to end (at most 300 s); its state.
+    fn wait_job(&self, id: &str, job_out: &Path) -> String {
+        let t0 = Instant::now();
+        loop {
+            let state = self.job_field(id, "JobState");
+            if !["PENDING", "CONFIGURING", "RUNNING", "COMPLETING"].contains(&state.as_str()) {
+                return state;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(300),
+                "job {id} still {state} after 300 s:\n{}",
+                std::fs::read_to_string(job_out).unwrap_or_default()
+            );
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    }
+
+    /// Every `key=value` of `scontrol show job ID` for `key` (one per
+    /// component of a heterogeneous job).
+    fn job_fields(&self, id: &str, key: &str) -> Vec<String> {
+        let out = run(self.cmd("scontrol").args(["show", "job", id]));
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.split_whitespace()
+            .filter_map(|kv| kv.strip_prefix(&format!("{key}=")))
+            .map(str::to_string)
+            .collect()
     }
 
     /// `scontrol show job ID`'s `key=value` for `key`.
@@ -166,6 +273,9 @@ impl Drop for Cluster {
     fn drop(&mut self) {
         let d = self.dir.path();
         stop_by_pid_file(&d.join("slurmd.pid"));
+        for n in &self.nodes {
+            stop_by_pid_file(&d.join(format!("slurmd.pid-{n}")));
+        }
         stop_by_pid_file(&d.join("slurmctld.pid"));
         stop_by_pid_file(&d.join("munge/munged.pid"));
     }
@@ -188,35 +298,15 @@ fn the_single_node_sbatch_script_runs_to_the_target_under_slurm() {
         ),
     )
     .unwrap();
-    let bin = binary("learner-server").parent().unwrap().to_path_buf();
     let job_out = d.join("job.out");
-    let out = run(cluster
-        .cmd("sbatch")
-        .args(["--parsable", "--ntasks=3", "--time=10"])
-        .arg(format!("--output={}", job_out.display()))
-        .arg(workspace_root().join("slurm/single-node.sbatch"))
-        // Submitted from the checkout, as the script asks.
-        .current_dir(workspace_root())
-        .env("RUN", &run_cfg)
-        .env("ENVS", "1")
-        .env("BIN", &bin)
-        .env("RUST_LOG", "warn")
-        .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"));
-    let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
-    let t0 = Instant::now();
-    let state = loop {
-        let state = cluster.job_field(&id, "JobState");
-        if !["PENDING", "CONFIGURING", "RUNNING", "COMPLETING"].contains(&state.as_str()) {
-            break state;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(300),
-            "job {id} still {state} after 300 s:\n{}",
-            std::fs::read_to_string(&job_out).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(500));
-    };
+    let mut sbatch = cluster.sbatch(&run_cfg, &job_out);
+    sbatch
+        .args(["--ntasks=3"])
+        .arg(workspace_root().join("slurm/single-node.sbatch"));
+    let id = String::from_utf8_lossy(&run(&mut sbatch).stdout)
+        .trim()
+        .to_string();
+    let state = cluster.wait_job(&id, &job_out);
     let printed = std::fs::read_to_string(&job_out).unwrap_or_default();
     assert_eq!(state, "COMPLETED", "{printed}\n{}", cluster.logs());
     assert_eq!(cluster.job_field(&id, "ExitCode"), "0:0", "{printed}");
@@ -231,4 +321,90 @@ fn the_single_node_sbatch_script_runs_to_the_target_under_slurm() {
         "{summary}"
     );
     eprintln!("slurm job {id}: {}", summary["reason"]);
+}
+
+/// `slurm/multi-node.sbatch` as a heterogeneous job on three emulated
+/// nodes: the learner rank on node1, two env groups of 2 ranks
+/// (`RANKS_PER_ENV=2`) on node2 and node3, `HeatRod-v0` split over each
+/// group's ranks across the job's one MPI_COMM_WORLD; exact episode counts.
+#[test]
+fn the_multi_node_hetjob_runs_env_groups_of_two_ranks_on_two_nodes() {
+    let _heavy = rlfleet_tests::heavy();
+    let cluster = Cluster::start_nodes(3);
+    let d = cluster.dir.path();
+    let out_dir = d.join("run");
+    let run_cfg = d.join("run.toml");
+    std::fs::write(
+        &run_cfg,
+        format!(
+            "name = \"slurm-heat\"\nenv = \"HeatRod-v0\"\nagent = \"probe\"\n\
+             workflow = \"async\"\ntransport = \"mpi\"\nranks_per_env = 2\nseed = 1\n\
+             output_dir = \"{}\"\n[stop]\nmax_episodes = 40\n[eval]\nperiod_steps = 1000000\n",
+            out_dir.display()
+        ),
+    )
+    .unwrap();
+    let job_out = d.join("job.out");
+    let t0 = Instant::now();
+    // The script's components, made small: one learner task, and 2 nodes
+    // of 2 actor tasks.
+    let mut sbatch = cluster.sbatch(&run_cfg, &job_out);
+    sbatch
+        .args([
+            "--nodes=1",
+            "--ntasks=1",
+            "--cpus-per-task=1",
+            "--gres=gpu:1",
+        ])
+        .args([":", "--nodes=2", "--ntasks-per-node=2", "--cpus-per-task=1"])
+        .arg(workspace_root().join("slurm/multi-node.sbatch"))
+        // One host playing three: OpenMPI's shared-memory transport
+        // crashes when ranks on one host are told they are on different
+        // nodes (README, "MPI and Slurm").
+        .env("OMPI_MCA_btl", "self,tcp")
+        .env("OMPI_MCA_pml", "ob1");
+    let id = String::from_utf8_lossy(&run(&mut sbatch).stdout)
+        .trim()
+        .to_string();
+    cluster.wait_job(&id, &job_out);
+    let printed = std::fs::read_to_string(&job_out).unwrap_or_default();
+    let states = cluster.job_fields(&id, "JobState");
+    assert_eq!(
+        states,
+        ["COMPLETED", "COMPLETED"],
+        "{printed}\n{}",
+        cluster.logs()
+    );
+    assert_eq!(
+        cluster.job_fields(&id, "ExitCode"),
+        ["0:0", "0:0"],
+        "{printed}"
+    );
+    assert_eq!(
+        cluster.job_fields(&id, "NodeList"),
+        ["node1", "node[2-3]"],
+        "{printed}"
+    );
+    assert!(
+        printed.contains("episode limit reached"),
+        "{printed}\n{}",
+        cluster.logs()
+    );
+    // Two leaders, two followers that stepped with them.
+    assert_eq!(printed.matches("actor done:").count(), 2, "{printed}");
+    assert_eq!(printed.matches("env rank ").count(), 2, "{printed}");
+    let summary: toml::Value =
+        toml::from_str(&std::fs::read_to_string(out_dir.join("summary.toml")).unwrap()).unwrap();
+    assert_eq!(summary["episodes"].as_integer(), Some(40), "{summary}");
+    assert_eq!(
+        summary["env_steps"].as_integer(),
+        Some(40 * 100),
+        "{summary}"
+    );
+    assert_eq!(summary["env_errors"].as_integer(), Some(0), "{summary}");
+    eprintln!(
+        "slurm hetjob {id}: {} in {:.1} s (submission to end)",
+        summary["reason"],
+        t0.elapsed().as_secs_f64()
+    );
 }

@@ -56,14 +56,50 @@ impl HeatRod {
     /// group has ranks) stepped `substeps` times per step, split over
     /// `comm`'s ranks.
     pub fn new(cells: usize, substeps: u32, comm: Box<dyn Collective>) -> HeatRod {
-        assert!(
-            cells.is_multiple_of(HEAT_SEGMENTS) && cells >= comm.size(),
-            "HeatRod: {cells} cells over {} ranks",
-            comm.size()
-        );
+        HeatRod::try_new(cells, substeps, comm).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// [`HeatRod::new`] from `env_kwargs` (`cells`, `substeps`; defaults
+    /// 32 and 16): the knob that makes the env as heavy as a benchmark
+    /// wants (the dynamics' time scales change with the size).
+    pub fn from_kwargs(kwargs_json: &str, comm: Box<dyn Collective>) -> Result<HeatRod, String> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Kwargs {
+            #[serde(default = "cells")]
+            cells: usize,
+            #[serde(default = "substeps")]
+            substeps: u32,
+        }
+        fn cells() -> usize {
+            32
+        }
+        fn substeps() -> u32 {
+            16
+        }
+        let k: Kwargs = if kwargs_json.is_empty() {
+            serde_json::from_str("{}")
+        } else {
+            serde_json::from_str(kwargs_json)
+        }
+        .map_err(|e| format!("HeatRod-v0 takes env_kwargs cells and substeps: {e}"))?;
+        HeatRod::try_new(k.cells, k.substeps, comm)
+    }
+
+    fn try_new(cells: usize, substeps: u32, comm: Box<dyn Collective>) -> Result<HeatRod, String> {
+        if !cells.is_multiple_of(HEAT_SEGMENTS) || cells < comm.size().max(HEAT_SEGMENTS) {
+            return Err(format!(
+                "HeatRod-v0: cells = {cells} must be a multiple of {HEAT_SEGMENTS} and at least \
+                 the group's {} ranks",
+                comm.size()
+            ));
+        }
+        if substeps == 0 {
+            return Err("HeatRod-v0: substeps must be at least 1".into());
+        }
         let mine = share(cells, comm.rank(), comm.size());
         let n = HEAT_SEGMENTS + 1;
-        HeatRod {
+        Ok(HeatRod {
             spec: EnvSpec {
                 id: Cow::Borrowed("HeatRod-v0"),
                 observation_space: Space::Box {
@@ -84,7 +120,7 @@ impl HeatRod {
             substeps,
             target: 0.5,
             coarse: [0.0; HEAT_SEGMENTS + 1],
-        }
+        })
     }
 
     /// Whether global cell `i` is under the heater (the middle quarter).
@@ -195,6 +231,16 @@ mod tests {
                 return ret;
             }
         }
+    }
+
+    #[test]
+    fn kwargs_size_the_rod_and_bad_ones_are_named() {
+        let rod = HeatRod::from_kwargs(r#"{"cells": 64, "substeps": 2}"#, Box::new(Solo)).unwrap();
+        assert_eq!((rod.cells, rod.substeps, rod.u.len()), (64, 2, 64));
+        let e = HeatRod::from_kwargs(r#"{"cells": 30}"#, Box::new(Solo)).unwrap_err();
+        assert!(e.contains("cells = 30"), "{e}");
+        let e = HeatRod::from_kwargs(r#"{"size": 3}"#, Box::new(Solo)).unwrap_err();
+        assert!(e.contains("unknown field `size`"), "{e}");
     }
 
     #[test]

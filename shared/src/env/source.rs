@@ -39,7 +39,11 @@ pub enum EnvError {
     /// The Python exception, as one line.
     #[error("`{id}` cannot be built: {fault}")]
     Python { id: String, fault: EnvFault },
-    #[error("`{0}`: env_kwargs, env_wrappers and python_path apply to Python envs only")]
+    #[error("`{0}`: {1}")]
+    Kwargs(String, String),
+    #[error(
+        "`{0}`: env_kwargs, env_wrappers and python_path apply to Python envs only (and env_kwargs to HeatRod-v0)"
+    )]
     PythonOptionsOnBuiltin(String),
     #[error("`{0}` runs in Python, and this build has none (rlfleet-shared's `python` feature)")]
     NoPython(String),
@@ -77,6 +81,9 @@ impl EnvSource {
                 ..self.clone()
             };
             return Ok(stacked_spec(&frames.spec()?, self.stack()));
+        }
+        if self.id == "HeatRod-v0" {
+            return Ok(self.make()?.spec().clone());
         }
         if !self.is_python() {
             self.check_builtin_options()?;
@@ -119,6 +126,12 @@ impl EnvSource {
                 frames.make_in(comm)?,
                 self.stack(),
             )));
+        }
+        if self.id == "HeatRod-v0" && self.wrappers.is_empty() && self.python_path.is_empty() {
+            let comm = comm.unwrap_or_else(|| Box::new(super::Solo));
+            let rod = super::HeatRod::from_kwargs(&self.kwargs_json, comm)
+                .map_err(|e| EnvError::Kwargs(self.id.clone(), e))?;
+            return Ok(Box::new(super::TimeLimited::new(rod)));
         }
         if !self.is_python() {
             self.check_builtin_options()?;
