@@ -268,14 +268,25 @@ class GroupCounting(gym.Env):
     `raise_at`-th step (once per process), before the collective: the
     other ranks are then left waiting in it. The env built on world rank
     `wide_world_rank` observes 4 values instead of 3 (a group whose ranks
-    disagree).
+    disagree). With `sleep_rank`, that rank sleeps 20 s at its `sleep_at`-th
+    step (once per process), before the collective.
     """
 
-    def __init__(self, comm=None, log_dir=None, raise_rank=None, raise_at=0, wide_world_rank=None):
+    def __init__(
+        self,
+        comm=None,
+        log_dir=None,
+        raise_rank=None,
+        raise_at=0,
+        wide_world_rank=None,
+        sleep_rank=None,
+        sleep_at=0,
+    ):
         self.comm = comm
         self.rank = comm.Get_rank() if comm is not None else 0
         self.log_dir = log_dir
         self.raise_rank, self.raise_at = raise_rank, raise_at
+        self.sleep_rank, self.sleep_at = sleep_rank, sleep_at
         width = 3
         if wide_world_rank is not None and comm is not None:
             from mpi4py import MPI
@@ -311,6 +322,9 @@ class GroupCounting(gym.Env):
         ):
             _RAISED.append(self.steps)
             raise RuntimeError(f"simulated failure of group rank {self.rank}")
+        if self.sleep_rank == self.rank and self.steps >= self.sleep_at and not _RAISED:
+            _RAISED.append(self.steps)
+            time.sleep(20.0)
         ranks = self._ranks()
         self.t += 1
         if self.log_dir is not None:

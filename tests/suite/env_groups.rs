@@ -1,11 +1,12 @@
 //! Envs that span MPI ranks (`ranks_per_env`, issue 31) under real
 //! `mpirun`: a Python env that steps through its group's mpi4py
 //! communicator runs on every rank of every group, every step, with exact
-//! episode ids, for K = 1, 2 and 4 under `async`, `rma` and `ml-async`; a
-//! rank that raises costs its group one episode (re-issued, the job goes
-//! on, the learner's log names the group and the rank); ranks that
-//! disagree are refused by name; the built-in `HeatRod-v0` learns with 2
-//! ranks per env.
+//! episode ids, for K = 1, 2 and 4 under `async` and `rma`, and K = 2
+//! under `rma-queue-pop-all`, `seed`, `ml-async` and `ml-rma`; a rank that
+//! raises, or hangs past `env_step_timeout_secs`, costs its group one
+//! episode (re-issued, the job goes on, the learner's log names the group
+//! and the rank); ranks that disagree are refused by name; the built-in
+//! `HeatRod-v0` learns with 2 ranks per env.
 
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi_groups, workspace_root};
@@ -128,10 +129,52 @@ fn every_rank_of_every_group_steps_every_step_for_k_1_2_and_4() {
             assert_eq!(followers, 8 - 8 / k as usize, "{workflow} K={k}: {stderr}");
         }
     }
-    // Two learner ranks, groups of 2.
-    let d = dir.path().join("ml-async-2");
-    let cfg = counting("ml-async", 2, 40, "", &d);
-    run_groups(&cfg, 2, 4, 2, &d);
+    // The other families, groups of 2: the queue-draining `rma`, SEED
+    // inference, and two learner ranks.
+    for (workflow, learners) in [
+        ("rma-queue-pop-all", 1),
+        ("seed", 1),
+        ("ml-async", 2),
+        ("ml-rma", 2),
+    ] {
+        let d = dir.path().join(format!("{workflow}-2"));
+        let cfg = counting(workflow, 2, 40, "", &d);
+        run_groups(&cfg, learners, 4, 2, &d);
+    }
+}
+
+#[test]
+fn a_rank_that_hangs_past_the_step_limit_costs_its_group_one_episode() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().join("hang");
+    // Rank 1 of each group sleeps 20 s at its 5th step, before the
+    // allreduce its leader waits in; the limit is 0.5 s.
+    let mut cfg = counting("async", 2, 30, ", sleep_rank = 1, sleep_at = 5", &d);
+    cfg.distributed.env_step_timeout_secs = 0.5;
+    let stderr = run_groups(&cfg, 1, 4, 2, &d);
+    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+    assert_eq!(summary["env_errors"].as_integer(), Some(2), "{stderr}");
+    for group in [0, 1] {
+        let place = format!("(on rank 0 of env group {group} ");
+        assert!(
+            stderr.lines().any(|l| l.contains("learner_server")
+                && l.contains(
+                    "TimeoutError: the step took longer than env_step_timeout_secs (0.5 s)"
+                )
+                && l.contains(&place)),
+            "{stderr}"
+        );
+    }
+    // The sleeping ranks gave up on the step once told.
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.starts_with("env rank ") && l.ends_with("0 raised, 1 abandoned"))
+            .count(),
+        2,
+        "{stderr}"
+    );
 }
 
 #[test]
