@@ -7,7 +7,8 @@
 //! with the `mpi` feature, over `mpi` under real `mpirun` (1 learner rank,
 //! 3 actor ranks; the `rma` workflows deposit into RMA windows; the `ml-*`
 //! workflows with 2 learner ranks and 4 actor ranks, whose weights must
-//! end bit-identical). From the run's
+//! end bit-identical), and once more with each actor an env group of 2
+//! ranks (`ranks_per_env = 2`). From the run's
 //! own output — `episodes.csv`, `batches.csv` (the learner's audit of every
 //! batch), `probe.csv`, `summary.toml`, `metrics.prom` — and the actors'
 //! reports it checks that:
@@ -506,19 +507,26 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     );
 }
 
-fn run_all(transport: TransportKind) {
+/// Every case over `transport`; over MPI with `ranks_per_env` ranks per
+/// env (each actor an env group of that many ranks).
+fn run_all(transport: TransportKind, ranks_per_env: u32) {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
+    let k = ranks_per_env.to_string();
+    let args = ["--envs", "2", "--ranks-per-env", &k];
+    let ranks = ranks_per_env as usize;
     for (n, case) in cases().iter().enumerate() {
         if learners(case) > 1 && transport != TransportKind::Mpi {
             continue;
         }
-        let cfg = config(case, transport, dir.path(), n);
+        let mut cfg = config(case, transport, dir.path(), n);
+        cfg.ranks_per_env = ranks_per_env;
         let (out, actors) = if learners(case) > 1 {
-            let out = run_mpi_groups(&cfg, dir.path(), learners(case), &[(4, &["--envs", "2"])]);
+            let groups = [(4 * ranks, &args[..])];
+            let out = run_mpi_groups(&cfg, dir.path(), learners(case), &groups);
             (out, 4)
         } else if transport == TransportKind::Mpi {
-            (run_mpi(&cfg, dir.path(), 3, &["--envs", "2"]), 3)
+            (run_mpi(&cfg, dir.path(), 3 * ranks, &args), 3)
         } else {
             (
                 run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]),
@@ -542,16 +550,23 @@ fn run_all(transport: TransportKind) {
 
 #[test]
 fn every_workflow_conforms_over_inproc() {
-    run_all(TransportKind::Inproc);
+    run_all(TransportKind::Inproc, 1);
 }
 
 #[test]
 fn every_workflow_conforms_over_quic() {
-    run_all(TransportKind::Quic);
+    run_all(TransportKind::Quic, 1);
 }
 
 #[cfg(feature = "mpi")]
 #[test]
 fn every_workflow_conforms_over_mpi() {
-    run_all(TransportKind::Mpi);
+    run_all(TransportKind::Mpi, 1);
+}
+
+/// Each actor an env group of 2 ranks (issue 31): the same books.
+#[cfg(feature = "mpi")]
+#[test]
+fn every_workflow_conforms_over_mpi_with_env_groups_of_two_ranks() {
+    run_all(TransportKind::Mpi, 2);
 }
