@@ -41,6 +41,9 @@ impl EvalResult {
 #[derive(Debug, Default)]
 struct Slot {
     job: Option<(Weights, u64)>,
+    /// The version of the weights last offered by `publish`: pending,
+    /// being scored or scored.
+    offered: Option<u64>,
     /// A confirming evaluation to run first: weights, env steps, episodes.
     confirm: Option<(Weights, u64, u32)>,
     closed: bool,
@@ -160,7 +163,9 @@ impl Evaluator {
     /// Offers weights for evaluation, replacing any not yet started.
     pub fn publish(&self, weights: Weights, env_steps: u64) {
         let (lock, cv) = &*self.slot;
-        lock.lock().expect("evaluator slot").job = Some((weights, env_steps));
+        let mut s = lock.lock().expect("evaluator slot");
+        s.offered = Some(weights.version);
+        s.job = Some((weights, env_steps));
         cv.notify_one();
     }
 
@@ -178,13 +183,17 @@ impl Evaluator {
     }
 
     /// Stops the thread after the job in progress and any pending one
-    /// (`last`, when given, is queued first), and returns what they scored.
+    /// (`last`, when given, is queued first — unless those are its weights
+    /// already: a run that ends where a periodic evaluation was offered
+    /// scores them once), and returns what they scored.
     pub fn finish(mut self, last: Option<(Weights, u64)>) -> Vec<EvalResult> {
         {
             let (lock, cv) = &*self.slot;
             let mut s = lock.lock().expect("evaluator slot");
-            if last.is_some() {
-                s.job = last;
+            if let Some(last) = last
+                && s.offered != Some(last.0.version)
+            {
+                s.job = Some(last);
             }
             s.closed = true;
             cv.notify_one();
@@ -205,5 +214,65 @@ impl Drop for Evaluator {
             s.closed = true;
             cv.notify_one();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agents::AgentError;
+
+    /// Always pushes left.
+    struct Left(u64);
+
+    impl Policy for Left {
+        fn load(&mut self, w: &Weights) -> Result<(), AgentError> {
+            self.0 = w.version;
+            Ok(())
+        }
+        fn act(&mut self, _obs: &[f32], action: &mut [f32]) {
+            action[0] = 0.0;
+        }
+        fn version(&self) -> u64 {
+            self.0
+        }
+    }
+
+    fn weights(version: u64) -> Weights {
+        Weights {
+            version,
+            data: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_last_weights_are_scored_once_when_a_periodic_evaluation_has_them() {
+        let env = rlfleet_shared::env::make("CartPole-v1").unwrap();
+        let e = Evaluator::spawn(env, Box::new(Left(0)), 200, 1);
+        e.publish(weights(7), 3000);
+        // Wait until the thread has taken the job (it is being scored):
+        // the race in which the end of a run used to queue it again.
+        while e.slot.0.lock().unwrap().job.is_some() {
+            std::thread::yield_now();
+        }
+        let scored: Vec<(u64, u64)> = e
+            .finish(Some((weights(7), 3000)))
+            .iter()
+            .map(|r| (r.weights.version, r.env_steps))
+            .collect();
+        assert_eq!(scored, [(7, 3000)]);
+        // Newer weights at the end are scored after the periodic ones.
+        let env = rlfleet_shared::env::make("CartPole-v1").unwrap();
+        let e = Evaluator::spawn(env, Box::new(Left(0)), 5, 1);
+        e.publish(weights(7), 3000);
+        while e.slot.0.lock().unwrap().job.is_some() {
+            std::thread::yield_now();
+        }
+        let versions: Vec<u64> = e
+            .finish(Some((weights(8), 3100)))
+            .iter()
+            .map(|r| r.weights.version)
+            .collect();
+        assert_eq!(versions, [7, 8]);
     }
 }
