@@ -14,7 +14,7 @@ _rlfleet_setup() {
     set -euo pipefail
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
     local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
-    local maturin_ver=1.16.0 schemathesis_ver=4.32.5 tensorboard_ver=2.21.0
+    local maturin_ver=1.16.0 schemathesis_ver=4.32.5 tensorboard_ver=2.21.0 minatar_ver=1.0.15
     local wheels="$cache/wheels"
     local libtorch="$cache/libtorch-$torch_ver"
     local ortdir="$cache/onnxruntime-$ort_ver"
@@ -81,6 +81,13 @@ _rlfleet_setup() {
         echo "setup: installing the Gymnasium bridge's environments into $venv" >&2
         "$venv/bin/pip" install -q -r "$reqs"
         rm -f "$venv"/.envs-* && touch "$reqs_mark"
+    fi
+    # 3a''. MinAtar's games (Gymnasium ids MinAtar/*): its wheel asks for
+    # matplotlib, pandas, scipy and seaborn, which only its rendering uses;
+    # the games need numpy alone.
+    if [ ! -f "$venv/.minatar-$minatar_ver" ]; then
+        "$venv/bin/pip" install -q --no-deps "minatar==$minatar_ver"
+        rm -f "$venv"/.minatar-* && touch "$venv/.minatar-$minatar_ver"
     fi
     # 3a'. maturin, which builds the Python package (python/).
     if [ ! -f "$venv/.maturin-$maturin_ver" ]; then

@@ -31,6 +31,8 @@
 //!   frames, for the shipped image configs (see `wire.rs`).
 //! - `mpi-rma`, `mpi-transports` (feature `mpi`): RMA operations vs a
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi.rs`).
+//! - `reference`: MinAtar DQN configs vs MinAtar's DQN in PyTorch, per
+//!   frame and per second (see `reference.rs`).
 //! - `env-groups` (feature `mpi`): HeatRod-v0 spanning K = 1, 2, 4 ranks
 //!   vs the same env on one rank without a group (see `env_groups.rs`).
 
@@ -51,6 +53,7 @@ mod measure;
 mod mpi;
 mod pyenv;
 mod r2d2;
+mod reference;
 mod seed;
 mod seed_core;
 mod soak;
@@ -269,6 +272,18 @@ enum What {
         #[arg(long, default_value_t = 2000)]
         ops: u64,
     },
+    /// MinAtar games: rlfleet's `config/minatar-GAME-dqn.toml` against
+    /// MinAtar's DQN in PyTorch-Python (`bench/python/minatar_dqn.py`),
+    /// the same seeds and frames, one after the other: returns per frame
+    /// and per second, frames/s.
+    Reference {
+        #[arg(long, value_delimiter = ',', default_value = "breakout")]
+        games: Vec<String>,
+        #[arg(long, value_delimiter = ',', default_value = "1,2,3")]
+        seeds: Vec<u64>,
+        #[arg(long, default_value_t = 100_000)]
+        frames: u64,
+    },
     /// Env steps/s of HeatRod-v0 spanning K = 1, 2, 4 ranks (env groups)
     /// vs. the same env on one rank with no group.
     #[cfg(feature = "mpi")]
@@ -444,6 +459,11 @@ fn main() -> anyhow::Result<()> {
         What::RmaRanks { iters } => mpi::rma_ranks(iters),
         #[cfg(feature = "mpi")]
         What::RmaCheck { ops } => mpi::rma_check(ops),
+        What::Reference {
+            games,
+            seeds,
+            frames,
+        } => reference::bench(&games, &seeds, frames, &cli.out),
         #[cfg(feature = "mpi")]
         What::EnvGroups {
             cells,

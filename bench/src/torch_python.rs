@@ -1,6 +1,6 @@
 //! PyTorch from Python as a benchmark baseline: finds a Python that imports
-//! torch and runs `bench/python/dqn_step.py`, `cnn_step.py` or
-//! `r2d2_step.py` in it as a subprocess.
+//! torch and runs `bench/python/dqn_step.py`, `cnn_step.py`,
+//! `r2d2_step.py` or `minatar_dqn.py` in it as a subprocess.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -112,4 +112,19 @@ pub fn r2d2_rate(secs: f64, shape: [u32; 7]) -> Result<f64, String> {
         .first()
         .map(|l| l.steps_per_sec)
         .ok_or_else(|| "no result line".into())
+}
+
+/// MinAtar's DQN as its paper describes it (embedded too).
+const MINATAR_DQN: &str = include_str!("../python/minatar_dqn.py");
+
+/// The episodes of MinAtar's reference DQN on `game` (MinAtar's own name:
+/// `breakout`, `space_invaders`, …) for `frames` frames with `seed` (the
+/// torch Python needs `minatar`: `pip install --no-deps minatar`).
+pub fn minatar_reference(
+    game: &str,
+    seed: u64,
+    frames: u64,
+) -> Result<Vec<crate::reference::Episode>, String> {
+    let args = [game.to_string(), seed.to_string(), frames.to_string()];
+    lines(&run(MINATAR_DQN, &args)?)
 }

@@ -14,8 +14,9 @@ import traceback
 
 import numpy as np
 
-# Namespaced Gymnasium ids whose package registers them on import.
-_NAMESPACES = {"ALE": "ale_py"}
+# Namespaced Gymnasium ids: the package that registers them on import, or
+# (`module:function`) the function that registers them.
+_NAMESPACES = {"ALE": "ale_py", "MinAtar": "minatar.gym:register_envs"}
 
 
 def _load(path):
@@ -117,7 +118,11 @@ def make(source, kwargs_json, wrappers, comm_handle=None):
 
         namespace = target.split("/", 1)[0] if "/" in target else None
         if namespace in _NAMESPACES:
-            gymnasium.register_envs(importlib.import_module(_NAMESPACES[namespace]))
+            registers = _NAMESPACES[namespace]
+            if ":" not in registers:
+                gymnasium.register_envs(importlib.import_module(registers))
+            elif not any(k.startswith(namespace + "/") for k in gymnasium.registry):
+                _load(registers)()
         if comm_handle is not None:
             entry = gymnasium.spec(target).entry_point
             constructor = _load(entry) if isinstance(entry, str) else entry

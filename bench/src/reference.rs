@@ -1,0 +1,186 @@
+//! `reference`: learning per frame and per second against a published
+//! reference's algorithm (issue 33). For each MinAtar game and seed, one
+//! after the other on this machine: `bench/python/minatar_dqn.py` (MinAtar's
+//! DQN as its paper describes it, in PyTorch) and rlfleet's
+//! `config/minatar-GAME-dqn.toml` (`single`, the same settings), for the
+//! same frames. Reported: the mean return of the last 100 episodes ended
+//! by each quarter of the frames and by each quarter of the reference's
+//! wall time, frames/s, and rlfleet's figures against the reference's.
+
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// One finished episode: when it ended (frames, seconds) and its return.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Episode {
+    pub frames: u64,
+    #[serde(rename = "return")]
+    pub ret: f64,
+    pub secs: f64,
+}
+
+/// One run's curve, summarised.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Curve {
+    pub game: String,
+    pub seed: u64,
+    /// `reference` or `rlfleet`.
+    pub side: String,
+    pub frames: u64,
+    pub frames_per_sec: f64,
+    /// (frames, mean return of the last 100 episodes ended by then).
+    pub by_frames: Vec<(u64, f64)>,
+    /// (seconds, the same).
+    pub by_secs: Vec<(f64, f64)>,
+}
+
+/// Mean return of the last 100 episodes for which `ended` holds.
+fn recent(eps: &[Episode], ended: impl Fn(&Episode) -> bool) -> f64 {
+    let done: Vec<f64> = eps.iter().filter(|e| ended(e)).map(|e| e.ret).collect();
+    let tail = &done[done.len().saturating_sub(100)..];
+    if tail.is_empty() {
+        f64::NAN
+    } else {
+        tail.iter().sum::<f64>() / tail.len() as f64
+    }
+}
+
+fn curve(game: &str, seed: u64, side: &str, frames: u64, eps: &[Episode], secs: f64) -> Curve {
+    let wall = eps.last().map_or(0.0, |e| e.secs);
+    Curve {
+        game: game.into(),
+        seed,
+        side: side.into(),
+        frames,
+        frames_per_sec: eps.last().map_or(0, |e| e.frames) as f64 / wall.max(1e-9),
+        by_frames: (1..=4)
+            .map(|q| {
+                let mark = frames * q / 4;
+                (mark, recent(eps, |e| e.frames <= mark))
+            })
+            .collect(),
+        by_secs: (1..=4)
+            .map(|q| {
+                let mark = secs * q as f64 / 4.0;
+                (mark, recent(eps, |e| e.secs <= mark))
+            })
+            .collect(),
+    }
+}
+
+/// The Gymnasium id of a MinAtar game (`space_invaders` →
+/// `MinAtar/SpaceInvaders-v0`: the full action set, as the reference).
+fn gym_id(game: &str) -> String {
+    let name: String = game
+        .split('_')
+        .map(|w| {
+            let mut c = w.chars();
+            c.next()
+                .map(|f| f.to_uppercase().chain(c).collect::<String>())
+                .unwrap_or_default()
+        })
+        .collect();
+    format!("gymnasium:MinAtar/{name}-v0")
+}
+
+/// rlfleet's side: the shipped config with the seed and frames, run by
+/// `learner-server run` from this build.
+fn rlfleet(game: &str, seed: u64, frames: u64, dir: &Path) -> anyhow::Result<Vec<Episode>> {
+    use rlfleet_shared::config::RunConfig;
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
+        "../config/minatar-{}-dqn.toml",
+        game.replace('_', "-")
+    ));
+    let mut cfg = RunConfig::load(&shipped)?;
+    anyhow::ensure!(
+        cfg.env == gym_id(game),
+        "{} runs {}",
+        shipped.display(),
+        cfg.env
+    );
+    cfg.seed = seed;
+    cfg.stop.max_env_steps = Some(frames);
+    cfg.stop.max_wall_secs = None;
+    cfg.output_dir = dir.join(format!("{game}-{seed}"));
+    let path = dir.join(format!("{game}-{seed}.toml"));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let exe = std::env::current_exe()?.with_file_name("learner-server");
+    let out = std::process::Command::new(exe)
+        .args(["run", "--no-progress"])
+        .arg(&path)
+        .env("RUST_LOG", "warn")
+        .output()?;
+    anyhow::ensure!(
+        out.status.success(),
+        "rlfleet on {game}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let eps = learner_server::output::read_episodes(&cfg.output_dir.join("episodes.csv"))?;
+    Ok(eps
+        .iter()
+        .map(|e| Episode {
+            frames: e.env_steps,
+            ret: e.ret,
+            secs: e.wall_secs,
+        })
+        .collect())
+}
+
+/// Runs every game and seed both ways; prints the comparison and writes
+/// `reference_minatar.json`.
+pub fn bench(games: &[String], seeds: &[u64], frames: u64, out: &Path) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut curves = Vec::new();
+    for game in games {
+        for &seed in seeds {
+            let reference = crate::torch_python::minatar_reference(game, seed, frames)
+                .map_err(anyhow::Error::msg)?;
+            let ours = rlfleet(game, seed, frames, dir.path())?;
+            let secs = reference.last().map_or(1.0, |e| e.secs);
+            let r = curve(game, seed, "reference", frames, &reference, secs);
+            let o = curve(game, seed, "rlfleet", frames, &ours, secs);
+            println!(
+                "{game} seed {seed}: frames/s {:.0} vs {:.0} ({:.2}×)",
+                o.frames_per_sec,
+                r.frames_per_sec,
+                o.frames_per_sec / r.frames_per_sec
+            );
+            for ((f, a), (_, b)) in o.by_frames.iter().zip(&r.by_frames) {
+                println!("  by {f:>7} frames: rlfleet {a:>6.2}  reference {b:>6.2}");
+            }
+            for ((s, a), (_, b)) in o.by_secs.iter().zip(&r.by_secs) {
+                println!("  by {s:>7.0} s:      rlfleet {a:>6.2}  reference {b:>6.2}");
+            }
+            curves.extend([r, o]);
+        }
+    }
+    crate::measure::write_json(out, "reference_minatar", &curves)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn game_names_become_gymnasium_ids() {
+        assert_eq!(gym_id("breakout"), "gymnasium:MinAtar/Breakout-v0");
+        assert_eq!(
+            gym_id("space_invaders"),
+            "gymnasium:MinAtar/SpaceInvaders-v0"
+        );
+    }
+
+    #[test]
+    fn recent_means_take_the_last_hundred_ended() {
+        let eps: Vec<Episode> = (0..150)
+            .map(|i| Episode {
+                frames: 10 * i,
+                ret: if i < 50 { 0.0 } else { 1.0 },
+                secs: i as f64,
+            })
+            .collect();
+        assert_eq!(recent(&eps, |_| true), 1.0);
+        assert_eq!(recent(&eps, |e| e.frames < 1000), 0.5);
+        assert!(recent(&eps, |_| false).is_nan());
+    }
+}
