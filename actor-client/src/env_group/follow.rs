@@ -161,7 +161,7 @@ pub fn serve(ctrl: &SimpleCommunicator) -> Result<Followed, String> {
     loop {
         let cmd = f.next_command()?;
         match cmd {
-            Command::Build { id, seq, source } => f.build(id, seq, source.into()),
+            Command::Build { id, seq, source } => f.build(id, seq, source),
             Command::Reset { id, seq, .. } | Command::Step { id, seq, .. } => f.call(id, seq, &cmd),
             Command::Drop { id } => {
                 f.envs.remove(&id);

@@ -3,10 +3,10 @@
 //! group — for [`crate::envs::EnvSlots`], and ends the group's service
 //! when the run is over.
 
-use super::{Command, Outcome, Reply, Source, Status, Worker, call_of, decode, encode};
+use super::{Command, Outcome, Status, Worker, call_of, decode, encode};
 use super::{TAG_COMMAND, TAG_NOTICE, TAG_STATUS};
 use crate::envs::EnvFactory;
-use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, EnvSpec, Step};
+use rlfleet_shared::env::{Action, Env, EnvFault, EnvReply, EnvSource, EnvSpec, Step};
 use rlfleet_shared::mpi::rsmpi::traits::{
     Communicator, Destination, MatchedReceiveVec, Source as _,
 };
@@ -134,7 +134,7 @@ impl GroupLead {
         inner.broadcast(&Command::Build {
             id,
             seq,
-            source: Source::from(source),
+            source: source.clone(),
         });
         let (comm, abandon) = EnvComm::new(inner.ctrl.0.duplicate());
         let built = source.make_in(Some(Box::new(comm)));
@@ -219,7 +219,7 @@ impl std::fmt::Debug for GroupEnv {
 impl GroupEnv {
     /// Runs `cmd` on every rank; the leader's reply, or the first fault
     /// (its rank named).
-    fn collective(&mut self, cmd: impl FnOnce(u64) -> Command) -> Reply {
+    fn collective(&mut self, cmd: impl FnOnce(u64) -> Command) -> EnvReply {
         let Some(worker) = &self.worker else {
             return Err(EnvFault(
                 "the env was abandoned after another rank raised".into(),

@@ -23,10 +23,9 @@
 pub mod follow;
 pub mod lead;
 
-use rlfleet_shared::env::{Action, Env, EnvFault, EnvSource, Step};
+use rlfleet_shared::env::{Env, EnvCall, EnvReply, EnvSource, EnvThread};
 use rlfleet_shared::mpi::Abandon;
 use serde::{Deserialize, Serialize};
-use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 
 /// Commands, leader to each other rank of the group.
 const TAG_COMMAND: i32 = 21;
@@ -43,7 +42,7 @@ enum Command {
     Build {
         id: u64,
         seq: u64,
-        source: Source,
+        source: EnvSource,
     },
     Reset {
         id: u64,
@@ -63,40 +62,6 @@ enum Command {
     },
     /// The run is over: leave.
     Stop,
-}
-
-/// [`EnvSource`] as it travels.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Source {
-    id: String,
-    kwargs_json: String,
-    wrappers: Vec<String>,
-    python_path: Vec<String>,
-    frame_stack: u32,
-}
-
-impl From<&EnvSource> for Source {
-    fn from(s: &EnvSource) -> Source {
-        Source {
-            id: s.id.clone(),
-            kwargs_json: s.kwargs_json.clone(),
-            wrappers: s.wrappers.clone(),
-            python_path: s.python_path.clone(),
-            frame_stack: s.frame_stack,
-        }
-    }
-}
-
-impl From<Source> for EnvSource {
-    fn from(s: Source) -> EnvSource {
-        EnvSource {
-            id: s.id,
-            kwargs_json: s.kwargs_json,
-            wrappers: s.wrappers,
-            python_path: s.python_path,
-            frame_stack: s.frame_stack,
-        }
-    }
 }
 
 /// A rank's answer to command `seq`.
@@ -126,57 +91,18 @@ fn decode<'a, T: Deserialize<'a>>(bytes: &'a [u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("a malformed env-group message: {e}"))
 }
 
-/// A call on a [`Worker`]'s env.
-enum Call {
-    Reset(u64),
-    Step(Option<usize>, Vec<f32>),
-}
-
-/// What a call returned: the observation, and the step (`None` for a
-/// reset).
-type Reply = Result<(Vec<f32>, Option<Step>), EnvFault>;
-
-/// One rank's env on a thread of its own, so that the rank can stop
-/// waiting for a call (another rank raised). Dropped, the thread ends
-/// after its current call, taking the env (and its communicator) with it.
+/// One rank's env on a thread of its own ([`EnvThread`]), so that the
+/// rank can stop waiting for a call (another rank raised).
 struct Worker {
-    calls: Sender<Call>,
-    replies: Receiver<Reply>,
+    thread: EnvThread,
     /// Gets a call stuck in one of the env's collectives out.
     abandon: Abandon,
 }
 
 impl Worker {
-    fn new(mut env: Box<dyn Env>, abandon: Abandon) -> Worker {
-        let (calls, inbox) = mpsc::channel::<Call>();
-        let (outbox, replies) = mpsc::channel();
-        let mut obs = vec![0f32; env.spec().obs_dim()];
-        std::thread::Builder::new()
-            .name("env-group".into())
-            .spawn(move || {
-                for call in inbox {
-                    let reply = match call {
-                        Call::Reset(seed) => env
-                            .try_reset(Some(seed), &mut obs)
-                            .map(|()| (obs.clone(), None)),
-                        Call::Step(discrete, a) => {
-                            let action = match discrete {
-                                Some(i) => Action::Discrete(i),
-                                None => Action::Continuous(&a),
-                            };
-                            env.try_step(action, &mut obs)
-                                .map(|s| (obs.clone(), Some(s)))
-                        }
-                    };
-                    if outbox.send(reply).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("spawn an env thread");
+    fn new(env: Box<dyn Env>, abandon: Abandon) -> Worker {
         Worker {
-            calls,
-            replies,
+            thread: EnvThread::spawn(env),
             abandon,
         }
     }
@@ -187,31 +113,23 @@ impl Worker {
         self.abandon.abandon();
     }
 
-    fn start(&self, call: Call) {
-        // A send fails only when the thread ended (it panicked): `poll`
-        // then says so.
-        let _ = self.calls.send(call);
+    fn start(&self, call: EnvCall) {
+        self.thread.start(call);
     }
 
     /// The reply, once there.
-    fn poll(&self) -> Option<Reply> {
-        match self.replies.try_recv() {
-            Ok(r) => Some(r),
-            Err(TryRecvError::Empty) => None,
-            Err(TryRecvError::Disconnected) => {
-                Some(Err(EnvFault("the env's thread ended (it panicked)".into())))
-            }
-        }
+    fn poll(&self) -> Option<EnvReply> {
+        self.thread.try_reply()
     }
 }
 
-/// The command a reset or step becomes, and the worker's call.
-fn call_of(cmd: &Command) -> Option<Call> {
+/// The worker's call a reset or step command becomes.
+fn call_of(cmd: &Command) -> Option<EnvCall> {
     match cmd {
-        Command::Reset { seed, .. } => Some(Call::Reset(*seed)),
+        Command::Reset { seed, .. } => Some(EnvCall::Reset(Some(*seed))),
         Command::Step {
             discrete, action, ..
-        } => Some(Call::Step(discrete.map(|d| d as usize), action.clone())),
+        } => Some(EnvCall::Step(discrete.map(|d| d as usize), action.clone())),
         _ => None,
     }
 }

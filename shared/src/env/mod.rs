@@ -40,7 +40,7 @@ pub use rng::EnvRng;
 pub use source::{EnvError, EnvSource, GYMNASIUM_PREFIX, PYTHON_PREFIX, is_python_id};
 pub use space::Space;
 pub use time_limit::{Dynamics, TimeLimited};
-pub use timed::Timed;
+pub use timed::{EnvCall, EnvReply, EnvThread, Timed};
 
 use std::borrow::Cow;
 

@@ -13,8 +13,9 @@ pub const GYMNASIUM_PREFIX: &str = "gymnasium:";
 /// The prefix of a user's class or factory (`module:attr`).
 pub const PYTHON_PREFIX: &str = "python:";
 
-/// An environment as a run config names it, with what building it needs.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Default)]
+/// An environment as a run config names it, with what building it needs
+/// (serializable: an env group's leader sends it to the group's ranks).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
 pub struct EnvSource {
     /// `CartPole-v1` (built in), `gymnasium:LunarLander-v3` or
     /// `python:my_pkg.my_module:MyEnv`.

@@ -5,20 +5,99 @@
 //! returns. A Python env that hangs while holding the GIL (a pure-Python
 //! busy loop) would still block every other Python call of the process;
 //! one that waits (`time.sleep`, a socket, a subprocess) does not.
+//! [`EnvThread`], the env on its thread, also serves an MPI env group's
+//! ranks, which stop waiting when another rank raises.
 
 use super::{Action, Env, EnvFault, EnvSpec, Step};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender, TryRecvError};
 use std::time::Duration;
 
-enum Call {
+/// A call on an env that lives on its own thread ([`EnvThread`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum EnvCall {
     Reset(Option<u64>),
     /// A discrete action (`Some(index)`) or a continuous one.
     Step(Option<usize>, Vec<f32>),
 }
 
-enum Reply {
-    Obs(Result<Vec<f32>, EnvFault>),
-    Stepped(Result<(Vec<f32>, Step), EnvFault>),
+/// What a call returned: the observation, and the step (`None` for a
+/// reset).
+pub type EnvReply = Result<(Vec<f32>, Option<Step>), EnvFault>;
+
+/// An env on a thread of its own: calls go in, replies come out, and the
+/// caller decides how long to wait (`Timed`: up to a limit; an env
+/// group's ranks: until another rank raises). Dropped, the thread ends
+/// after its current call, taking the env with it.
+pub struct EnvThread {
+    calls: Sender<EnvCall>,
+    replies: Receiver<EnvReply>,
+}
+
+impl std::fmt::Debug for EnvThread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("EnvThread")
+    }
+}
+
+impl EnvThread {
+    pub fn spawn(mut env: Box<dyn Env>) -> EnvThread {
+        let (calls, inbox) = mpsc::channel::<EnvCall>();
+        let (outbox, replies) = mpsc::channel();
+        let mut obs = vec![0f32; env.spec().obs_dim()];
+        std::thread::Builder::new()
+            .name(format!("env {}", env.spec().id))
+            .spawn(move || {
+                for call in inbox {
+                    let reply = match call {
+                        EnvCall::Reset(seed) => {
+                            env.try_reset(seed, &mut obs).map(|()| (obs.clone(), None))
+                        }
+                        EnvCall::Step(discrete, a) => {
+                            let action = match discrete {
+                                Some(i) => Action::Discrete(i),
+                                None => Action::Continuous(&a),
+                            };
+                            env.try_step(action, &mut obs)
+                                .map(|s| (obs.clone(), Some(s)))
+                        }
+                    };
+                    if outbox.send(reply).is_err() {
+                        break;
+                    }
+                }
+            })
+            .expect("spawn an env thread");
+        EnvThread { calls, replies }
+    }
+
+    /// Starts `call` (its reply comes from `try_reply` or `reply_within`).
+    pub fn start(&self, call: EnvCall) {
+        // A send fails only when the thread ended (it panicked): the
+        // reply then says so.
+        let _ = self.calls.send(call);
+    }
+
+    /// The reply, if there is one yet.
+    pub fn try_reply(&self) -> Option<EnvReply> {
+        match self.replies.try_recv() {
+            Ok(r) => Some(r),
+            Err(TryRecvError::Empty) => None,
+            Err(TryRecvError::Disconnected) => Some(Err(ended())),
+        }
+    }
+
+    /// The reply, waiting at most `limit` (`None`: it did not come).
+    pub fn reply_within(&self, limit: Duration) -> Option<EnvReply> {
+        match self.replies.recv_timeout(limit) {
+            Ok(r) => Some(r),
+            Err(RecvTimeoutError::Timeout) => None,
+            Err(RecvTimeoutError::Disconnected) => Some(Err(ended())),
+        }
+    }
+}
+
+fn ended() -> EnvFault {
+    EnvFault("the env's thread ended (it panicked)".into())
 }
 
 /// An env behind a thread, with a time limit on each call.
@@ -26,8 +105,7 @@ pub struct Timed {
     spec: EnvSpec,
     limit: Duration,
     /// `None` once a call timed out (the env is gone).
-    calls: Option<Sender<Call>>,
-    replies: Receiver<Reply>,
+    thread: Option<EnvThread>,
     /// Steps since the last reset.
     elapsed: u32,
 }
@@ -37,74 +115,40 @@ impl std::fmt::Debug for Timed {
         f.debug_struct("Timed")
             .field("env", &self.spec.id)
             .field("limit", &self.limit)
-            .field("abandoned", &self.calls.is_none())
+            .field("abandoned", &self.thread.is_none())
             .finish()
     }
 }
 
 impl Timed {
-    pub fn new(mut env: Box<dyn Env>, limit: Duration) -> Timed {
-        let spec = env.spec().clone();
-        let (calls, inbox) = mpsc::channel::<Call>();
-        let (outbox, replies) = mpsc::channel();
-        let n = spec.obs_dim();
-        std::thread::Builder::new()
-            .name(format!("env {}", spec.id))
-            .spawn(move || {
-                let mut obs = vec![0f32; n];
-                for call in inbox {
-                    let reply = match call {
-                        Call::Reset(seed) => {
-                            Reply::Obs(env.try_reset(seed, &mut obs).map(|()| obs.clone()))
-                        }
-                        Call::Step(discrete, a) => {
-                            let action = match discrete {
-                                Some(i) => Action::Discrete(i),
-                                None => Action::Continuous(&a),
-                            };
-                            Reply::Stepped(env.try_step(action, &mut obs).map(|s| (obs.clone(), s)))
-                        }
-                    };
-                    if outbox.send(reply).is_err() {
-                        break;
-                    }
-                }
-            })
-            .expect("spawn an env thread");
+    pub fn new(env: Box<dyn Env>, limit: Duration) -> Timed {
         Timed {
-            spec,
+            spec: env.spec().clone(),
             limit,
-            calls: Some(calls),
-            replies,
+            thread: Some(EnvThread::spawn(env)),
             elapsed: 0,
         }
     }
 
     /// Makes a call and waits for its reply, at most the limit.
-    fn call(&mut self, what: &str, call: Call) -> Result<Reply, EnvFault> {
-        let calls = self.calls.as_ref().ok_or_else(|| {
+    fn call(&mut self, what: &str, call: EnvCall) -> EnvReply {
+        let thread = self.thread.as_ref().ok_or_else(|| {
             EnvFault(format!(
                 "the env was abandoned after a call took longer than {:?}",
                 self.limit
             ))
         })?;
-        calls
-            .send(call)
-            .map_err(|_| EnvFault("the env's thread ended".into()))?;
-        match self.replies.recv_timeout(self.limit) {
-            Ok(r) => Ok(r),
-            Err(RecvTimeoutError::Timeout) => {
-                self.calls = None;
-                Err(EnvFault(format!(
-                    "TimeoutError: `{what}` took longer than env_step_timeout_secs ({} s); the env is abandoned",
-                    self.limit.as_secs_f64()
-                )))
-            }
-            Err(RecvTimeoutError::Disconnected) => {
-                self.calls = None;
-                Err(EnvFault("the env's thread ended (it panicked)".into()))
-            }
+        thread.start(call);
+        let reply = thread.reply_within(self.limit);
+        if reply.is_none() {
+            self.thread = None;
         }
+        reply.unwrap_or_else(|| {
+            Err(EnvFault(format!(
+                "TimeoutError: `{what}` took longer than env_step_timeout_secs ({} s); the env is abandoned",
+                self.limit.as_secs_f64()
+            )))
+        })
     }
 }
 
@@ -138,30 +182,21 @@ impl Env for Timed {
     }
 
     fn try_reset(&mut self, seed: Option<u64>, obs: &mut [f32]) -> Result<(), EnvFault> {
-        match self.call("reset", Call::Reset(seed))? {
-            Reply::Obs(r) => {
-                obs.copy_from_slice(&r?);
-                self.elapsed = 0;
-                Ok(())
-            }
-            _ => unreachable!("a reset is answered with an observation"),
-        }
+        let (o, _) = self.call("reset", EnvCall::Reset(seed))?;
+        obs.copy_from_slice(&o);
+        self.elapsed = 0;
+        Ok(())
     }
 
     fn try_step(&mut self, action: Action<'_>, obs: &mut [f32]) -> Result<Step, EnvFault> {
         let call = match action {
-            Action::Discrete(i) => Call::Step(Some(i), Vec::new()),
-            Action::Continuous(a) => Call::Step(None, a.to_vec()),
+            Action::Discrete(i) => EnvCall::Step(Some(i), Vec::new()),
+            Action::Continuous(a) => EnvCall::Step(None, a.to_vec()),
         };
-        match self.call("step", call)? {
-            Reply::Stepped(r) => {
-                let (o, step) = r?;
-                obs.copy_from_slice(&o);
-                self.elapsed += 1;
-                Ok(step)
-            }
-            _ => unreachable!("a step is answered with a step"),
-        }
+        let (o, step) = self.call("step", call)?;
+        obs.copy_from_slice(&o);
+        self.elapsed += 1;
+        Ok(step.expect("a step is answered with a step"))
     }
 }
 
