@@ -9,7 +9,9 @@
 #       .gpu/ (git-ignored, under 64 MiB), and prints the device command.
 #   scripts/gpu-check.sh device     (there) unpacks .gpu/, points the
 #       binaries at the machine's own torch libraries and Python, and runs
-#       scripts/gpu_check.py: gpu.json and gpu.log in $OUT, within ~8 min.
+#       scripts/gpu_check.py: gpu.json and gpu.log in $OUT, within ~8 min
+#       (GPU_CHECK_ARGS="--steps cnn,atari --atari-steps 40000" picks steps
+#       and lengthens the Pong runs).
 #   scripts/gpu-check.sh --dry-run  (here, and in the test suite) the same
 #       steps against this checkout's CPU build (target/release) on tiny
 #       budgets, into $OUT (default: a temporary folder), so the script
@@ -86,7 +88,7 @@ device() {
         PYTHONHOME="$home" PYTHONPATH="$site" \
         RLFLEET_PYTHON_VENV="$venv" PYTHONUNBUFFERED=1 \
         $python scripts/gpu_check.py --bin "$bin" --out "$out" --torch-python "$python" \
-        --budget "${GPU_CHECK_BUDGET:-420}" --threads 4
+        --budget "${GPU_CHECK_BUDGET:-420}" --threads 4 ${GPU_CHECK_ARGS:-}
 }
 
 dry_run() {

@@ -3,7 +3,7 @@ machine it is on (a GPU machine, or with --dry-run this CPU machine on tiny
 budgets) and writes gpu.json and gpu.log under OUT.
 
 usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
-                    [--torch-python PY] [--python-venv DIR]
+                    [--torch-python PY] [--steps A,B] [--atari-steps N]
 
 Steps, each bounded by its share of the budget, each recorded even when it
 fails (its "error" says why):
@@ -320,6 +320,8 @@ def main():
     ap.add_argument("--budget", type=float, default=420.0)
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--torch-python", default=sys.executable)
+    ap.add_argument("--steps", default="", help="comma-separated steps to run (default: all)")
+    ap.add_argument("--atari-steps", type=int, default=0, help="env steps per Pong run (default: 6000, 300 dry)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -337,7 +339,11 @@ def main():
         ("cnn_cpu", lambda: bench_cnn(args, cpu_env(env), work, 0.3 if dry else 2, 0, 0, "cpu")),
         ("r2d2", lambda: bench_r2d2(args, env, work, 0.3 if dry else 3)),
     ]
+    only = {s for s in args.steps.split(",") if s}
+    report["steps"] = sorted(only) if only else "all"
     for name, step in steps:
+        if only and name not in only:
+            continue
         t0 = time.time()
         try:
             report[name] = step()
@@ -346,10 +352,14 @@ def main():
         report[name + "_secs"] = round(time.time() - t0, 1)
         log(name, json.dumps(report[name])[:2000])
         (out / "gpu.json").write_text(json.dumps(report, indent=1))
+    if only and "atari" not in only:
+        log("wrote", out / "gpu.json")
+        return
+    atari_steps = args.atari_steps or (300 if dry else 6000)
     t0 = time.time()
     with GpuSampler() as sampler:
         try:
-            r = bench_cnn(args, env, work, 0.1, 300 if dry else 6000, 2 if dry else 10, "atari")
+            r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10, "atari")
             report["atari"] = r.get("atari", r)
         except Exception as e:
             report["atari"] = {"error": f"{type(e).__name__}: {e}"}

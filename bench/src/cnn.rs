@@ -201,6 +201,9 @@ pub struct AtariRow {
     train_steps: u64,
     wall_secs: f64,
     frames_per_sec: f64,
+    gradient_steps_per_sec: f64,
+    /// Mean policy versions a trained batch was behind (NaN: none).
+    policy_lag_mean: f64,
     /// The same actors and env under `random` (no network).
     random_frames_per_sec: f64,
     ratio: f64,
@@ -208,14 +211,19 @@ pub struct AtariRow {
 
 /// One embedded run of `cfg` with `actors` local actors; (env steps, train
 /// steps, wall seconds).
-fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, u64, f64)> {
+fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, u64, f64, f64)> {
     let s = run_local(cfg, actors, dir)?;
     let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
     let wall = s
         .get("wall_secs")
         .and_then(toml::Value::as_float)
         .unwrap_or(0.0);
-    Ok((int("env_steps"), int("train_steps"), wall))
+    let lag = s
+        .get("learner")
+        .and_then(|l| l.get("policy_lag_mean"))
+        .and_then(toml::Value::as_float)
+        .unwrap_or(f64::NAN);
+    Ok((int("env_steps"), int("train_steps"), wall, lag))
 }
 
 fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
@@ -235,7 +243,7 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     cfg.dqn.buffer_size = 10_000;
     cfg.r2d2.learning_starts = 1_000;
     cfg.r2d2.buffer_size = cfg.r2d2.buffer_size.min(500);
-    let (env_steps, train_steps, wall) = embedded(&cfg, actors, dir)?;
+    let (env_steps, train_steps, wall, lag) = embedded(&cfg, actors, dir)?;
     let mut random = cfg.clone();
     random.name = format!("{}-random", cfg.name);
     random.workflow = WorkflowKind::Random;
@@ -243,14 +251,16 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     random.agent = AgentKind::Dqn;
     random.model.core = CoreKind::None;
     random.output_dir = dir.join(&random.name);
-    let (r_steps, _, r_wall) = embedded(&random, actors, dir)?;
+    let (r_steps, _, r_wall, _) = embedded(&random, actors, dir)?;
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
     println!(
         "atari end to end ({shipped}, {actors} actors): {env_steps} env steps ({} frames) and \
-         {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s; the same actors under \
-         `random`: {random_fps:.0} frames/s; ratio {:.2}",
+         {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s, {:.1} gradient \
+         steps/s, mean policy lag {lag:.2}; the same actors under `random`: {random_fps:.0} \
+         frames/s; ratio {:.2}",
         4 * env_steps,
+        train_steps as f64 / wall,
         fps / random_fps
     );
     Ok(AtariRow {
@@ -262,6 +272,8 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
         train_steps,
         wall_secs: wall,
         frames_per_sec: fps,
+        gradient_steps_per_sec: train_steps as f64 / wall,
+        policy_lag_mean: lag,
         random_frames_per_sec: random_fps,
         ratio: fps / random_fps,
     })

@@ -1,6 +1,7 @@
 //! Where tensors live: CUDA when libtorch sees a GPU, else the CPU.
 
-use tch::Device;
+use tch::kind::Element;
+use tch::{Device, Tensor};
 
 /// Picks CUDA device 0 when available, else the CPU, and logs the choice.
 /// Also pins libtorch's intra-op threads: the networks here are small, and
@@ -29,5 +30,82 @@ pub fn current() -> Device {
         Device::Cuda(0)
     } else {
         Device::Cpu
+    }
+}
+
+/// `data` as a tensor of `shape` on `device`. To a GPU the values cross
+/// straight from the slice, as `torch.from_numpy(a).to("cuda")` does, with
+/// no host copy first (`Tensor::from_slice` makes one: a megabyte of
+/// frames per batch); on the CPU the tensor owns a copy.
+pub fn upload<T: Element>(data: &[T], shape: &[i64], device: Device) -> Tensor {
+    assert_eq!(
+        shape.iter().product::<i64>(),
+        data.len() as i64,
+        "upload: {} values for shape {shape:?}",
+        data.len()
+    );
+    if device == Device::Cpu || data.is_empty() {
+        return Tensor::from_slice(data).view(shape).to_device(device);
+    }
+    // SAFETY: the view reads `data`, which outlives it: a copy from host
+    // memory that is not `non_blocking` has finished when `to_device`
+    // returns, and the view is dropped here.
+    #[allow(unsafe_code)]
+    let view = unsafe { Tensor::from_blob(data.as_ptr().cast(), shape, &[], T::KIND, Device::Cpu) };
+    view.to_device(device)
+}
+
+/// Copies `t` (any device; converted to `T`'s kind) into `out`, which
+/// holds exactly its values: from a GPU straight into `out`, with no host
+/// tensor between.
+pub fn download_into<T: Element>(t: &Tensor, out: &mut [T]) {
+    assert_eq!(t.numel(), out.len(), "download: sizes differ");
+    let t = t.to_kind(T::KIND);
+    if out.is_empty() {
+        return;
+    }
+    let (n, at) = (out.len() as i64, out.as_mut_ptr().cast());
+    // SAFETY: the view writes `out`, which outlives it and is borrowed
+    // mutably for the call; `copy_` to host memory without `non_blocking`
+    // has finished when it returns, and the view is dropped here.
+    #[allow(unsafe_code)]
+    let mut view = unsafe { Tensor::from_blob(at, &[n], &[], T::KIND, Device::Cpu) };
+    tch::no_grad(|| view.copy_(&t.reshape([n])));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tch::Kind;
+
+    /// Values cross to the learner's device and back unchanged, a strided
+    /// tensor comes out in row-major order, and bytes come back as values.
+    #[test]
+    fn uploads_and_downloads_keep_values_and_order() {
+        let device = current();
+        let values: Vec<f32> = (0..12).map(|i| i as f32 * 0.5 - 2.0).collect();
+        let t = upload(&values, &[3, 4], device);
+        assert_eq!((t.size(), t.device()), (vec![3, 4], device));
+        let mut back = vec![0f32; 12];
+        download_into(&t, &mut back);
+        assert_eq!(back, values);
+        download_into(&t.tr(), &mut back);
+        let v = &values;
+        let column_first: Vec<f32> = (0..4)
+            .flat_map(|c| (0..3).map(move |r| v[r * 4 + c]))
+            .collect();
+        assert_eq!(back, column_first);
+        let bytes: Vec<u8> = (0..6).map(|i| 250 + i).collect();
+        let b = upload(&bytes, &[2, 3], device);
+        assert_eq!(b.kind(), Kind::Uint8);
+        let mut as_values = vec![0f32; 6];
+        download_into(&b, &mut as_values);
+        assert_eq!(as_values, [250.0, 251.0, 252.0, 253.0, 254.0, 255.0]);
+    }
+
+    #[test]
+    #[should_panic(expected = "5 values for shape [2, 3]")]
+    fn an_upload_of_the_wrong_size_is_refused() {
+        let _ = upload(&[1f32; 5], &[2, 3], Device::Cpu);
     }
 }

@@ -450,6 +450,24 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         assert_eq!(late, 0, "{what}: batches received");
     }
     assert_eq!(int(&learner["batches_trained"]), trained_batches, "{what}");
+    // The summary's mean policy lag is the log's, over the trained batches.
+    let lag_mean = learner["policy_lag_mean"].as_float().unwrap();
+    if !central && learners(case) == 1 {
+        let lags: Vec<u64> = batches
+            .iter()
+            .filter(|b| b.outcome == "trained")
+            .map(|b| b.learner_version - b.policy_version)
+            .collect();
+        if lags.is_empty() {
+            assert!(lag_mean.is_nan(), "{what}: lag {lag_mean} with no batch");
+        } else {
+            let mean = lags.iter().sum::<u64>() as f64 / lags.len() as f64;
+            assert!(
+                (lag_mean - mean).abs() < 1e-9,
+                "{what}: lag {lag_mean} vs {mean}"
+            );
+        }
+    }
     let prom = std::fs::read_to_string(dir.join("metrics.prom")).unwrap();
     assert_eq!(metric(&prom, "rlfleet_batches_received_total"), sent as f64);
     assert_eq!(

@@ -76,5 +76,8 @@ fn the_gpu_check_dry_run_measures_every_step() {
         assert!(a["env_steps"].as_u64().unwrap() >= 300, "{a}");
         assert!(a["frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
         assert!(a["random_frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
+        assert!(a["gradient_steps_per_sec"].as_f64().unwrap() >= 0.0, "{a}");
+        // Every trained batch (or seed step) had a lag: a number, not null.
+        assert!(a["policy_lag_mean"].as_f64().unwrap() >= 0.0, "{a}");
     }
 }

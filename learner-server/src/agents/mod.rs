@@ -37,6 +37,7 @@ pub use r2d2::R2d2;
 pub use sac::Sac;
 pub use td3::Td3;
 
+use crate::device::{download_into, upload};
 use crate::replay::{ObsStore, SampledBatch, Transition};
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
@@ -297,54 +298,49 @@ pub(crate) fn check_weights(data: &[f32], expected: usize) -> Result<(), AgentEr
 /// observations too when they are f32).
 pub(crate) fn batch_on_device(batch: &SampledBatch, device: Device) -> (tch::Tensor, tch::Tensor) {
     let (b, od) = (batch.batch as i64, batch.obs_dim as i64);
-    let data = tch::Tensor::from_slice(&batch.data).to_device(device);
+    let data = upload(&batch.data, &[batch.data.len() as i64], device);
     let both = if batch.bytes {
-        tch::Tensor::from_slice(&batch.obs_bytes).to_device(device)
+        upload(&batch.obs_bytes, &[2 * b, od], device)
     } else {
-        data.narrow(0, 0, 2 * b * od)
+        data.narrow(0, 0, 2 * b * od).view([2 * b, od])
     };
-    (both.view([2 * b, od]), data)
+    (both, data)
 }
 
 /// The rows of `parts`, one after the other, on `device` as `[rows,
 /// obs_dim]` f32: a byte store's rows cross as bytes and become values
 /// there (an on-policy agent's trajectories).
 pub(crate) fn rows_on_device(parts: &[&ObsStore], obs_dim: usize, device: Device) -> tch::Tensor {
-    fn joined<T: Copy>(parts: &[&ObsStore], rows: impl Fn(&ObsStore) -> Option<&[T]>) -> Vec<T> {
-        let mut all = Vec::new();
-        for p in parts {
-            all.extend_from_slice(rows(p).expect("rows of bytes and values together"));
-        }
-        all
+    // Each part crosses from its own store (no joined host copy first),
+    // and the parts meet on the device.
+    let od = obs_dim as i64;
+    let on: Vec<tch::Tensor> = parts
+        .iter()
+        .map(|p| match p {
+            ObsStore::U8(v) => upload(v, &[v.len() as i64 / od, od], device),
+            ObsStore::F32(v) => upload(v, &[v.len() as i64 / od, od], device),
+        })
+        .collect();
+    assert!(
+        on.windows(2).all(|w| w[0].kind() == w[1].kind()),
+        "rows of bytes and values together"
+    );
+    if on.is_empty() {
+        return tch::Tensor::zeros([0, od], (tch::Kind::Float, device));
     }
-    let t = if parts.first().is_some_and(|p| p.is_bytes()) {
-        tch::Tensor::from_slice(&joined(parts, |p| match p {
-            ObsStore::U8(v) => Some(v),
-            ObsStore::F32(_) => None,
-        }))
-    } else {
-        tch::Tensor::from_slice(&joined(parts, |p| match p {
-            ObsStore::F32(v) => Some(v),
-            ObsStore::U8(_) => None,
-        }))
-    };
-    t.to_device(device)
-        .to_kind(tch::Kind::Float)
-        .view([-1, obs_dim as i64])
+    tch::Tensor::cat(&on, 0).to_kind(tch::Kind::Float)
 }
 
 /// Copies a flat f32 tensor out to host memory.
 pub(crate) fn to_vec(t: &tch::Tensor) -> Vec<f32> {
-    let t = t.to_device(Device::Cpu).contiguous();
-    let n = t.numel();
-    let mut v = vec![0f32; n];
-    t.copy_data(&mut v, n);
+    let mut v = vec![0f32; t.numel()];
+    download_into(t, &mut v);
     v
 }
 
 /// Overwrites a tensor in place with host data of the same length.
 pub(crate) fn copy_into(dst: &mut tch::Tensor, data: &[f32]) {
-    let src = tch::Tensor::from_slice(data).to_device(dst.device());
+    let src = upload(data, &[data.len() as i64], dst.device());
     tch::no_grad(|| dst.copy_(&src));
 }
 

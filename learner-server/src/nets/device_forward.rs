@@ -6,10 +6,11 @@
 //! the other.
 
 use super::FlatNet;
+use crate::device::{download_into, upload};
 use rlfleet_shared::config::SeedInference;
 use rlfleet_shared::nets::{Forward, NetShape, Rows};
 use rlfleet_shared::policy::ActorPolicy;
-use tch::{Device, Kind, Tensor};
+use tch::{Device, Tensor};
 
 pub struct DeviceForward {
     net: FlatNet,
@@ -47,7 +48,7 @@ impl Forward for DeviceForward {
         self.net.shape().check_params(params.len())?;
         // A new tensor, not a copy into the old one: a forward pass still
         // running on the old weights (on a CUDA stream) is not disturbed.
-        self.params = Some(Tensor::from_slice(params).to_device(self.device));
+        self.params = Some(upload(params, &[params.len() as i64], self.device));
         Ok(())
     }
 
@@ -77,12 +78,13 @@ impl Forward for DeviceForward {
         }
         let x = self.upload(x, batch);
         let params = self.params();
-        let s = Tensor::from_slice(state)
-            .view([batch as i64, -1])
-            .to_device(self.device);
+        let s = upload(
+            state,
+            &[batch as i64, (state.len() / batch.max(1)) as i64],
+            self.device,
+        );
         let (y, end) = tch::no_grad(|| self.net.forward_seq_all(params, &x, &s, 1));
-        let end = end.to_device(Device::Cpu).contiguous();
-        end.copy_data(state, state.len());
+        download_into(&end, state);
         self.download(&y)
     }
 }
@@ -97,27 +99,17 @@ impl DeviceForward {
     /// `batch` rows on the device as `[batch, obs_dim]` (bytes stay
     /// bytes).
     fn upload(&self, x: Rows<'_>, batch: usize) -> Tensor {
-        let obs_dim = self.net.shape().obs_dim();
-        let x = match x {
-            Rows::Values(v) => {
-                assert_eq!(v.len(), batch * obs_dim, "input size");
-                Tensor::from_slice(v)
-            }
-            Rows::Bytes(b) => {
-                assert_eq!(b.len(), batch * obs_dim, "input size");
-                Tensor::from_slice(b)
-            }
-        };
-        x.view([batch as i64, obs_dim as i64])
-            .to_device(self.device)
+        let shape = [batch as i64, self.net.shape().obs_dim() as i64];
+        match x {
+            Rows::Values(v) => upload(v, &shape, self.device),
+            Rows::Bytes(b) => upload(b, &shape, self.device),
+        }
     }
 
     /// `y` copied out to the host buffer the trait returns.
     fn download(&mut self, y: &Tensor) -> &[f32] {
-        let y = y.to_kind(Kind::Float).to_device(Device::Cpu).contiguous();
-        let n = y.numel();
-        self.out.resize(n, 0.0);
-        y.copy_data(&mut self.out, n);
+        self.out.resize(y.numel(), 0.0);
+        download_into(y, &mut self.out);
         &self.out
     }
 }

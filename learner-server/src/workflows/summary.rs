@@ -24,6 +24,9 @@ pub struct LearnerFigures {
     /// Batches received after a checkpoint by a learner process that then
     /// died (over every restart of the run).
     pub batches_lost: u64,
+    /// Mean policy versions between the weights that acted and the
+    /// learner's when each batch was trained on (this session).
+    pub policy_lag_mean: Option<f64>,
 }
 
 /// The outcome of a run.
@@ -79,6 +82,7 @@ impl RunSummary {
                 batches_trained: l.batches_trained,
                 batches_lost: l.batches_lost,
                 env_steps_abandoned: l.env_steps_abandoned,
+                policy_lag_mean: nan(l.policy_lag_mean),
                 batches_dropped: l.batches_dropped.clone(),
             }),
         };
@@ -115,6 +119,7 @@ struct LearnerTable {
     batches_trained: u64,
     batches_lost: u64,
     env_steps_abandoned: u64,
+    policy_lag_mean: f64,
     batches_dropped: BTreeMap<String, u64>,
 }
 
@@ -165,6 +170,7 @@ mod tests {
             output_dir: PathBuf::from("runs/x"),
             learner: Some(LearnerFigures {
                 batches_dropped: [("stale".to_string(), 2)].into(),
+                policy_lag_mean: Some(1.5),
                 ..LearnerFigures::default()
             }),
         };
@@ -179,6 +185,7 @@ mod tests {
             Some(2)
         );
         assert_eq!(v["learner"]["train_secs"].as_float(), Some(0.0));
+        assert_eq!(v["learner"]["policy_lag_mean"].as_float(), Some(1.5));
         let keys: Vec<&str> = text
             .lines()
             .filter_map(|l| l.split_once(" = ").map(|(k, _)| k))

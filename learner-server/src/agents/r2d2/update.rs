@@ -74,8 +74,8 @@ impl R2d2 {
         );
         let dev = self.device;
         let bi = b as i64;
-        let on = |v: &[f32], shape: &[i64]| Tensor::from_slice(v).view(shape).to_device(dev);
-        let states = on(&l.states, &[bi, -1]);
+        let on = |v: &[f32], shape: &[i64]| crate::device::upload(v, shape, dev);
+        let states = on(&l.states, &[bi, l.states.len() as i64 / bi]);
         let burns: Vec<u32> = seqs.iter().map(|s| s.burn).collect();
         let (s_online, s_target) = tch::no_grad(|| self.burn_in(&burns, &l.x_burn, &states));
         let x = rows_on_device(&[&l.x_main], self.obs_dim, dev);

@@ -55,6 +55,8 @@ pub struct RunBook {
     last_scalars: (Instant, u64, u64),
     /// Policy lag of the batches trained on since then: sum and count.
     lag: (u64, u64),
+    /// The same over the whole session (the summary's mean policy lag).
+    pub(crate) session_lag: (u64, u64),
     /// The run's record in the state directory (checkpoints go there).
     record: Option<RunRecord>,
     writer: CheckpointWriter,
@@ -159,6 +161,7 @@ impl RunBook {
             session_start: Instant::now(),
             last_scalars: (Instant::now(), counters_steps, agent.train_steps()),
             lag: (0, 0),
+            session_lag: (0, 0),
             record: opts.record.clone(),
             writer: CheckpointWriter::spawn(),
             defer_checkpoints: false,

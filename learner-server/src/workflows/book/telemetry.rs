@@ -56,6 +56,8 @@ impl RunBook {
     pub fn policy_lag(&mut self, lag: u64) {
         self.lag.0 += lag;
         self.lag.1 += 1;
+        self.session_lag.0 += lag;
+        self.session_lag.1 += 1;
     }
 
     /// The agent's training scalars, the rates since the last write, the

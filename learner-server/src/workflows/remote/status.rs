@@ -78,6 +78,10 @@ impl Core {
             batches_dropped: t.dropped_by_label(),
             env_steps_abandoned: self.abandoned,
             batches_lost: self.batches_lost,
+            policy_lag_mean: match self.book.session_lag {
+                (_, 0) => None,
+                (sum, n) => Some(sum as f64 / n as f64),
+            },
         });
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;
