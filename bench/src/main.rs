@@ -376,6 +376,7 @@ impl From<Transport> for TransportKind {
 }
 
 fn main() -> anyhow::Result<()> {
+    learner_server::malloc::keep_tensors_in_the_heap();
     let cli = Cli::parse();
     match cli.what {
         What::Dqn { secs } => dqn::bench(secs, &cli.out),

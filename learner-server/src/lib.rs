@@ -38,6 +38,7 @@ pub mod device;
 pub mod embedded;
 pub mod export;
 pub mod hub;
+pub mod malloc;
 pub mod metrics;
 #[cfg(feature = "mpi")]
 pub mod mpi_run;

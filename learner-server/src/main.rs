@@ -222,6 +222,7 @@ fn resume_choice(resume: Option<Option<PathBuf>>, continue_: bool) -> (Option<Pa
 }
 
 fn main() -> ExitCode {
+    learner_server::malloc::keep_tensors_in_the_heap();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     rlfleet_shared::env::python::set_venv(cli.python_venv.clone());
