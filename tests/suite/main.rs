@@ -18,6 +18,7 @@ mod frame_stacks;
 mod gpu_check;
 mod inproc;
 mod memory_task;
+mod minatar;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;
