@@ -161,23 +161,24 @@ impl Dqn {
         self.replay.sample(b, self.cfg.per_beta, &mut self.rng);
         let batch = &self.replay.batch;
         let bi = b as i64;
-        // obs and next_obs are adjacent: one forward pass over both.
         let (both, data) = crate::agents::batch_on_device(batch, self.device);
         let [_, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
         let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
         let rewards = data.narrow(0, o_rew, bi);
         let discounts = data.narrow(0, o_disc, bi);
 
-        let q_all = self.q(&self.params, &both);
-        let q_sa = q_all
-            .narrow(0, 0, bi)
+        // The online network sees the next observations only to pick
+        // double Q's action, without a gradient: a pass over both halves
+        // would take its backward over twice the rows, half of them zeros.
+        let (obs, next) = (both.narrow(0, 0, bi), both.narrow(0, bi, bi));
+        let q_sa = self
+            .q(&self.params, &obs)
             .gather(1, &actions, false)
             .squeeze_dim(1);
         let target = tch::no_grad(|| {
-            let next = both.narrow(0, bi, bi);
             let q_next_target = self.q(&self.target, &next);
             let next_q = if self.cfg.double {
-                let best = q_all.narrow(0, bi, bi).argmax(1, true);
+                let best = self.q(&self.params, &next).argmax(1, true);
                 q_next_target.gather(1, &best, false).squeeze_dim(1)
             } else {
                 q_next_target.amax(1, false)
