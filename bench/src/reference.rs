@@ -84,14 +84,14 @@ fn gym_id(game: &str) -> String {
 }
 
 /// rlfleet's side: the shipped config with the seed and frames, run by
-/// `learner-server run` from this build.
+/// `learner-server run` from this build (state and files in `dir`).
 fn rlfleet(game: &str, seed: u64, frames: u64, dir: &Path) -> anyhow::Result<Vec<Episode>> {
-    use rlfleet_shared::config::RunConfig;
-    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!(
-        "../config/minatar-{}-dqn.toml",
+    use crate::workflows::{run_local, shipped};
+    let shipped = shipped(&format!(
+        "config/minatar-{}-dqn.toml",
         game.replace('_', "-")
     ));
-    let mut cfg = RunConfig::load(&shipped)?;
+    let mut cfg = rlfleet_shared::config::RunConfig::load(&shipped)?;
     anyhow::ensure!(
         cfg.env == gym_id(game),
         "{} runs {}",
@@ -102,19 +102,8 @@ fn rlfleet(game: &str, seed: u64, frames: u64, dir: &Path) -> anyhow::Result<Vec
     cfg.stop.max_env_steps = Some(frames);
     cfg.stop.max_wall_secs = None;
     cfg.output_dir = dir.join(format!("{game}-{seed}"));
-    let path = dir.join(format!("{game}-{seed}.toml"));
-    std::fs::write(&path, cfg.to_resolved_toml())?;
-    let exe = std::env::current_exe()?.with_file_name("learner-server");
-    let out = std::process::Command::new(exe)
-        .args(["run", "--no-progress"])
-        .arg(&path)
-        .env("RUST_LOG", "warn")
-        .output()?;
-    anyhow::ensure!(
-        out.status.success(),
-        "rlfleet on {game}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    // `single`: no actor processes.
+    run_local(&cfg, 0, dir)?;
     let eps = learner_server::output::read_episodes(&cfg.output_dir.join("episodes.csv"))?;
     Ok(eps
         .iter()

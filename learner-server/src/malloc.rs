@@ -18,16 +18,15 @@ unsafe extern "C" {
     fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
 }
 
-/// glibc's `M_TRIM_THRESHOLD` and `M_MMAP_THRESHOLD` (`<malloc.h>`).
-const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
-const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
-
 /// Sets the thresholds (once, at a binary's start, before threads that
 /// allocate tensors). Returns whether glibc took both; elsewhere a no-op
 /// that returns false.
 pub fn keep_tensors_in_the_heap() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
+        // glibc's `M_TRIM_THRESHOLD` and `M_MMAP_THRESHOLD` (`<malloc.h>`).
+        const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
+        const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
         // SAFETY: mallopt only sets allocator parameters; both values are
         // in the ranges mallopt(3) documents (the mmap threshold at most
         // 32 MiB on 64-bit).
@@ -39,7 +38,6 @@ pub fn keep_tensors_in_the_heap() -> bool {
     }
     #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
     {
-        let _ = (M_TRIM_THRESHOLD, M_MMAP_THRESHOLD);
         false
     }
 }

@@ -110,9 +110,8 @@ impl Dqn {
 
     /// Q-values of a batch of observations under the online network.
     pub fn q_values(&self, obs: &[f32], batch: usize) -> Tensor {
-        let x = Tensor::from_slice(obs)
-            .view([batch as i64, -1])
-            .to_device(self.device);
+        let shape = [batch as i64, (obs.len() / batch.max(1)) as i64];
+        let x = crate::device::upload(obs, &shape, self.device);
         tch::no_grad(|| self.q(&self.params, &x))
     }
 
