@@ -107,6 +107,8 @@ impl Cluster {
         };
         let n = if nodes == 0 { "" } else { "-%n" };
         let conf = d.join("slurm.conf");
+        // Only the backfill scheduler starts a heterogeneous job: every
+        // second rather than its default 30.
         std::fs::write(
             &conf,
             format!(
@@ -122,7 +124,8 @@ impl Cluster {
                  SelectType=select/cons_tres\nSelectTypeParameters=CR_CPU\n\
                  SlurmdParameters=config_overrides\n\
                  JobAcctGatherType=jobacct_gather/none\nAccountingStorageType=accounting_storage/none\n\
-                 MpiDefault=none\nReturnToService=2\nMinJobAge=600\n{per_node}\
+                 MpiDefault=none\nReturnToService=2\nMinJobAge=600\n\
+                 SchedulerParameters=bf_interval=1\n{per_node}\
                  {node_lines}\
                  PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES\n",
                 ctld = free_port(),
@@ -225,8 +228,10 @@ impl Cluster {
             }
             assert!(
                 t0.elapsed() < Duration::from_secs(300),
-                "job {id} still {state} after 300 s:\n{}",
-                std::fs::read_to_string(job_out).unwrap_or_default()
+                "job {id} still {state} after 300 s:\n{}\n{}\n{}",
+                std::fs::read_to_string(job_out).unwrap_or_default(),
+                job_processes(),
+                self.logs()
             );
             std::thread::sleep(Duration::from_millis(500));
         }
@@ -252,6 +257,53 @@ impl Cluster {
             .unwrap_or_else(|| panic!("no {key} in {text}"))
             .to_string()
     }
+}
+
+/// What the job's processes are doing: for every `learner-server`,
+/// `actor-client`, `srun` and `slurmstepd` process, its threads' names, states and
+/// kernel wait channels, and their stacks from `gdb` where it is installed
+/// (a job that outlives its run says where it waits).
+fn job_processes() -> String {
+    let read = |p: PathBuf| std::fs::read_to_string(p).unwrap_or_default();
+    let mut out = String::from("the job's processes:\n");
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let dir = entry.path();
+        let cmdline = read(dir.join("cmdline")).replace('\0', " ");
+        if !["learner-server", "actor-client", "slurmstepd", "srun"]
+            .iter()
+            .any(|b| cmdline.contains(b))
+        {
+            continue;
+        }
+        let pid = entry.file_name().to_string_lossy().into_owned();
+        out += &format!("pid {pid}: {cmdline}\n");
+        for task in std::fs::read_dir(dir.join("task"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let t = task.path();
+            let state = read(t.join("status"))
+                .lines()
+                .find(|l| l.starts_with("State:"))
+                .unwrap_or_default()
+                .to_string();
+            out += &format!(
+                "  thread {} {}: {state}, waits in {}\n",
+                task.file_name().to_string_lossy(),
+                read(t.join("comm")).trim(),
+                read(t.join("wchan"))
+            );
+        }
+        let gdb = Command::new("gdb")
+            .args(["-p", &pid, "-batch", "-ex", "thread apply all bt 12"])
+            .stdin(std::process::Stdio::null())
+            .output();
+        if let Ok(o) = gdb {
+            out += &String::from_utf8_lossy(&o.stdout);
+        }
+    }
+    out
 }
 
 fn stop_by_pid_file(path: &Path) {
