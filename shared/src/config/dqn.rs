@@ -86,6 +86,10 @@ pub struct DqnConfig {
     /// Env steps over which epsilon decays linearly.
     #[schema(minimum = 1)]
     pub eps_decay_steps: u64,
+    /// Env steps for which epsilon holds at `eps_start` before it decays
+    /// (0: from the first step; MinAtar's and the Nature DQN's references
+    /// decay from their replay start, `learning_starts`).
+    pub eps_decay_start: u64,
     /// Prioritized replay (sum tree; priorities from TD errors).
     pub prioritized: bool,
     /// How strongly priorities shape sampling (0: uniform).
@@ -134,6 +138,7 @@ impl Default for DqnConfig {
             eps_start: 1.0,
             eps_end: 0.05,
             eps_decay_steps: 10_000,
+            eps_decay_start: 0,
             prioritized: false,
             per_alpha: 0.6,
             per_beta: 0.4,

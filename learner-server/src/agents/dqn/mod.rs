@@ -92,9 +92,11 @@ impl Dqn {
         }
     }
 
-    /// Exploration rate after `env_steps` (linear decay).
+    /// Exploration rate after `env_steps`: `eps_start` for the first
+    /// `eps_decay_start` steps, then a linear decay over `eps_decay_steps`.
     pub fn epsilon(&self, env_steps: u64) -> f64 {
-        let frac = (env_steps as f64 / self.cfg.eps_decay_steps as f64).min(1.0);
+        let decayed = env_steps.saturating_sub(self.cfg.eps_decay_start);
+        let frac = (decayed as f64 / self.cfg.eps_decay_steps as f64).min(1.0);
         self.cfg.eps_start + frac * (self.cfg.eps_end - self.cfg.eps_start)
     }
 

@@ -92,6 +92,38 @@ fn the_learning_rate_anneals_to_its_floor_and_holds() {
     assert!(close(constant.learning_rate(1_000_000), 1e-3));
 }
 
+/// Epsilon holds at `eps_start` for `eps_decay_start` steps, then decays
+/// linearly over `eps_decay_steps` and holds at `eps_end` (MinAtar's
+/// schedule: 1 until the replay starts at 5,000, 0.1 at 105,000).
+#[test]
+fn epsilon_holds_until_its_decay_starts_then_decays_to_its_floor() {
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+    let cfg = DqnConfig {
+        eps_start: 1.0,
+        eps_end: 0.1,
+        eps_decay_start: 5_000,
+        eps_decay_steps: 100_000,
+        ..DqnConfig::default()
+    };
+    let dqn = Dqn::new(&cfg, &spec, None, 1, Device::Cpu);
+    let close = |a: f64, b: f64| (a - b).abs() < 1e-12;
+    for (step, want) in [
+        (0, 1.0),
+        (5_000, 1.0),
+        (55_000, 0.55),
+        (105_000, 0.1),
+        (1_000_000, 0.1),
+    ] {
+        assert!(
+            close(dqn.epsilon(step), want),
+            "step {step}: {}",
+            dqn.epsilon(step)
+        );
+    }
+    let from_zero = Dqn::new(&DqnConfig::default(), &spec, None, 1, Device::Cpu);
+    assert!(close(from_zero.epsilon(5_000), 1.0 - 0.5 * 0.95));
+}
+
 /// Under a dueling head, Q = V + A - mean(A) in the tensor network; the
 /// learner's greedy actions, and an actor's `QPolicy` loaded with the
 /// published weights, both pick argmax Q.
