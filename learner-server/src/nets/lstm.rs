@@ -111,15 +111,8 @@ impl FlatNet {
         let (layers, units) = (core.layers as i64, core.size as i64);
         let batch = state.size()[0];
         let seq = h.view([steps, batch, -1]);
-        let mut weights = Vec::with_capacity(core_parts.len());
-        let mut input = seq.size()[2];
-        for p in core_parts.chunks_exact(4) {
-            weights.push(p[0].view([4 * units, input]));
-            weights.push(p[1].view([4 * units, units]));
-            weights.push(p[2].shallow_clone());
-            weights.push(p[3].shallow_clone());
-            input = units;
-        }
+        let own_buffer = matches!(params.device(), tch::Device::Cuda(_));
+        let weights = core_weights(&core_parts, units, seq.size()[2], own_buffer);
         // [batch, layers, (h, c), units] as the core lays it out.
         let st = state.view([batch, layers, 2, units]);
         let h0 = st.select(2, 0).transpose(0, 1).contiguous();
@@ -134,6 +127,39 @@ impl FlatNet {
             .reshape([batch, -1]);
         (out, end)
     }
+}
+
+/// The core's parameters as ATen's `lstm` takes them: per layer `w_ih`
+/// `[4 units, input]`, `w_hh` `[4 units, units]`, `b_ih`, `b_hh`.
+///
+/// With `own_buffer` they are first copied, in that order, into one new
+/// tensor. cuDNN runs an LSTM on its weights in place only when they fill
+/// one storage from its start in that order. In the flat vector they sit
+/// after the torso and hidden layers, so on CUDA libtorch would copy them
+/// itself on every call, and warn each time that they are "not part of
+/// single contiguous chunk of memory". The copy's backward adds into the
+/// flat gradient like the views' does.
+fn core_weights(core_parts: &[Tensor], units: i64, input: i64, own_buffer: bool) -> Vec<Tensor> {
+    let parts: Vec<Tensor> = if own_buffer {
+        let lens: Vec<i64> = core_parts
+            .iter()
+            .map(Tensor::numel)
+            .map(|n| n as i64)
+            .collect();
+        Tensor::cat(core_parts, 0).split_with_sizes(&lens, 0)
+    } else {
+        core_parts.iter().map(Tensor::shallow_clone).collect()
+    };
+    let mut weights = Vec::with_capacity(parts.len());
+    let mut input = input;
+    for p in parts.chunks_exact(4) {
+        weights.push(p[0].view([4 * units, input]));
+        weights.push(p[1].view([4 * units, units]));
+        weights.push(p[2].shallow_clone());
+        weights.push(p[3].shallow_clone());
+        input = units;
+    }
+    weights
 }
 
 #[cfg(test)]
@@ -224,5 +250,44 @@ mod tests {
         let (ga, gb) = (&grads[0], &grads[1]);
         let diff = (ga - gb).abs().max().double_value(&[]);
         assert!(diff < 1e-4, "gradients differ by {diff}");
+    }
+
+    /// The weights the CUDA pass hands to cuDNN lie back to back from the
+    /// start of one buffer in `lstm`'s order, and their gradient reaches
+    /// the flat vector exactly as the in-place views' does.
+    #[test]
+    fn the_core_weights_copied_for_cudnn_fill_one_buffer_and_carry_the_gradient() {
+        let core = Core { size: 5, layers: 2 };
+        let net = FlatNet::from_shape(NetShape::new(3, &[8], 4).with_core(Some(core)));
+        let mut p = net.init(Device::Cpu).set_requires_grad(true);
+        let x = Tensor::randn([4, 3], (Kind::Float, Device::Cpu));
+        let mut grads = Vec::new();
+        for own in [false, true] {
+            let (h, core_parts, _) = net.around_core(&p, &x);
+            let w = core_weights(&core_parts, 5, h.size()[1], own);
+            assert_eq!(w.len(), 8);
+            let shapes: Vec<Vec<i64>> = w.iter().map(Tensor::size).collect();
+            assert_eq!(shapes[0], [20, 8]);
+            assert_eq!(shapes[4], [20, 5]);
+            assert_eq!(shapes[1], [20, 5]);
+            assert_eq!(shapes[3], [20]);
+            if own {
+                let mut at = w[0].data_ptr() as usize;
+                for t in &w {
+                    assert_eq!(t.data_ptr() as usize, at, "a gap before {:?}", t.size());
+                    at += t.numel() * 4;
+                }
+            }
+            let weighted: Vec<Tensor> = w
+                .iter()
+                .enumerate()
+                .map(|(i, t)| (t * (i as f64 + 1.0)).sum(Kind::Float))
+                .collect();
+            p.zero_grad();
+            Tensor::stack(&weighted, 0).sum(Kind::Float).backward();
+            grads.push(p.grad().copy());
+        }
+        assert!(grads[0].equal(&grads[1]));
+        assert!(grads[0].abs().sum(Kind::Float).double_value(&[]) > 0.0);
     }
 }
