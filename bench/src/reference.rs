@@ -1,14 +1,35 @@
 //! `reference`: learning per frame and per second against a published
 //! reference's algorithm (issue 33). For each MinAtar game and seed, one
 //! after the other on this machine: `bench/python/minatar_dqn.py` (MinAtar's
-//! DQN as its paper describes it, in PyTorch) and rlfleet's
-//! `config/minatar-GAME-dqn.toml` (`single`, the same settings), for the
+//! DQN as its paper describes it, in PyTorch) or `minatar_ppo.py` (PPO with
+//! CleanRL's settings for one env) and rlfleet's
+//! `config/minatar-GAME-AGENT.toml` (`single`, the same settings), for the
 //! same frames. Reported: the mean return of the last 100 episodes ended
 //! by each quarter of the frames and by each quarter of the reference's
 //! wall time, frames/s, and rlfleet's figures against the reference's.
 
 use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+/// The algorithm compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Agent {
+    /// MinAtar's DQN (`minatar_dqn.py`, `config/minatar-GAME-dqn.toml`).
+    Dqn,
+    /// PPO (`minatar_ppo.py`, `config/minatar-GAME-ppo.toml`), the
+    /// learning rate annealed over the config's `lr_anneal_steps` on both
+    /// sides (a shorter run is the start of the config's).
+    Ppo,
+}
+
+impl Agent {
+    fn name(self) -> &'static str {
+        match self {
+            Agent::Dqn => "dqn",
+            Agent::Ppo => "ppo",
+        }
+    }
+}
 
 /// One finished episode: when it ended (frames, seconds) and its return.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,27 +104,39 @@ fn gym_id(game: &str) -> String {
     format!("gymnasium:MinAtar/{name}-v0")
 }
 
-/// rlfleet's side: the shipped config with the seed and frames, run by
-/// `learner-server run` from this build (state and files in `dir`).
-fn rlfleet(game: &str, seed: u64, frames: u64, dir: &Path) -> anyhow::Result<Vec<Episode>> {
-    use crate::workflows::{run_local, shipped};
-    let shipped = shipped(&format!(
-        "config/minatar-{}-dqn.toml",
-        game.replace('_', "-")
+/// `config/minatar-GAME-AGENT.toml`, checked to run `game`.
+fn shipped_config(agent: Agent, game: &str) -> anyhow::Result<rlfleet_shared::config::RunConfig> {
+    let shipped = crate::workflows::shipped(&format!(
+        "config/minatar-{}-{}.toml",
+        game.replace('_', "-"),
+        agent.name()
     ));
-    let mut cfg = rlfleet_shared::config::RunConfig::load(&shipped)?;
+    let cfg = rlfleet_shared::config::RunConfig::load(&shipped)?;
     anyhow::ensure!(
         cfg.env == gym_id(game),
         "{} runs {}",
         shipped.display(),
         cfg.env
     );
+    Ok(cfg)
+}
+
+/// rlfleet's side: the shipped config with the seed and frames, run by
+/// `learner-server run` from this build (state and files in `dir`).
+fn rlfleet(
+    agent: Agent,
+    game: &str,
+    seed: u64,
+    frames: u64,
+    dir: &Path,
+) -> anyhow::Result<Vec<Episode>> {
+    let mut cfg = shipped_config(agent, game)?;
     cfg.seed = seed;
     cfg.stop.max_env_steps = Some(frames);
     cfg.stop.max_wall_secs = None;
     cfg.output_dir = dir.join(format!("{game}-{seed}"));
     // `single`: no actor processes.
-    run_local(&cfg, 0, dir)?;
+    crate::workflows::run_local(&cfg, 0, dir)?;
     let eps = learner_server::output::read_episodes(&cfg.output_dir.join("episodes.csv"))?;
     Ok(eps
         .iter()
@@ -116,15 +149,23 @@ fn rlfleet(game: &str, seed: u64, frames: u64, dir: &Path) -> anyhow::Result<Vec
 }
 
 /// Runs every game and seed both ways; prints the comparison and writes
-/// `reference_minatar.json`.
-pub fn bench(games: &[String], seeds: &[u64], frames: u64, out: &Path) -> anyhow::Result<()> {
+/// `reference_minatar.json` (DQN) or `reference_minatar_ppo.json`.
+pub fn bench(
+    agent: Agent,
+    games: &[String],
+    seeds: &[u64],
+    frames: u64,
+    out: &Path,
+) -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut curves = Vec::new();
     for game in games {
         for &seed in seeds {
-            let reference = crate::torch_python::minatar_reference(game, seed, frames)
-                .map_err(anyhow::Error::msg)?;
-            let ours = rlfleet(game, seed, frames, dir.path())?;
+            let anneal = shipped_config(agent, game)?.ppo.lr_anneal_steps;
+            let reference =
+                crate::torch_python::minatar_reference(agent.name(), game, seed, frames, anneal)
+                    .map_err(anyhow::Error::msg)?;
+            let ours = rlfleet(agent, game, seed, frames, dir.path())?;
             let secs = reference.last().map_or(1.0, |e| e.secs);
             let r = curve(game, seed, "reference", frames, &reference, secs);
             let o = curve(game, seed, "rlfleet", frames, &ours, secs);
@@ -143,7 +184,11 @@ pub fn bench(games: &[String], seeds: &[u64], frames: u64, out: &Path) -> anyhow
             curves.extend([r, o]);
         }
     }
-    crate::measure::write_json(out, "reference_minatar", &curves)
+    let name = match agent {
+        Agent::Dqn => "reference_minatar",
+        Agent::Ppo => "reference_minatar_ppo",
+    };
+    crate::measure::write_json(out, name, &curves)
 }
 
 #[cfg(test)]

@@ -116,15 +116,28 @@ pub fn r2d2_rate(secs: f64, shape: [u32; 7]) -> Result<f64, String> {
 
 /// MinAtar's DQN as its paper describes it (embedded too).
 const MINATAR_DQN: &str = include_str!("../python/minatar_dqn.py");
+/// PPO with CleanRL's settings for one env, on MinAtar.
+const MINATAR_PPO: &str = include_str!("../python/minatar_ppo.py");
 
-/// The episodes of MinAtar's reference DQN on `game` (MinAtar's own name:
+/// The episodes of the reference `agent` (`dqn` or `ppo`, its learning
+/// rate annealed over `anneal` frames) on `game` (MinAtar's own name:
 /// `breakout`, `space_invaders`, …) for `frames` frames with `seed` (the
 /// torch Python needs `minatar`: `pip install --no-deps minatar`).
 pub fn minatar_reference(
+    agent: &str,
     game: &str,
     seed: u64,
     frames: u64,
+    anneal: u64,
 ) -> Result<Vec<crate::reference::Episode>, String> {
-    let args = [game.to_string(), seed.to_string(), frames.to_string()];
-    lines(&run(MINATAR_DQN, &args)?)
+    let script = match agent {
+        "dqn" => MINATAR_DQN,
+        "ppo" => MINATAR_PPO,
+        _ => return Err(format!("no MinAtar reference for agent `{agent}`")),
+    };
+    let mut args = vec![game.to_string(), seed.to_string(), frames.to_string()];
+    if agent == "ppo" {
+        args.push(anneal.to_string());
+    }
+    lines(&run(script, &args)?)
 }

@@ -4,45 +4,81 @@
 //! scores 1.19–1.44 over its last 100 episodes (seeds 1–3, BENCHMARKS.md
 //! "MinAtar"), and random play 0.47. The test asks 0.9 of seed 1.
 //!
-//! Budget (2-core CI machine): 50,000 env steps, 45,000 gradient steps,
-//! about 150 s. The other four games' configs each run 600 steps.
+//! PPO (`config/minatar-breakout-ppo.toml`) is held to its own reference
+//! in the same frames.
+//!
+//! Budget (2-core CI machine): DQN 50,000 env steps, 45,000 gradient
+//! steps, about 150 s; PPO 50,000 env steps, about 15 s. The other four
+//! games' DQN configs each run 600 steps.
 
 use learner_server::output::read_episodes;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{read_summary, run_single, workspace_root};
 
-#[test]
-fn minatar_breakout_dqn_learns_what_the_reference_learns_by_50k_frames() {
-    let _heavy = rlfleet_tests::heavy();
+/// Runs the shipped config `name` (seed 1) for `frames` env steps in a
+/// temporary folder: its summary, and the mean return of its last 100
+/// episodes (with their count and what the run printed, for messages).
+fn last_100_mean(name: &str, frames: u64) -> (toml::Value, f64, String) {
     let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/minatar-breakout-dqn.toml");
+    let shipped = workspace_root().join(format!("config/{name}.toml"));
     let mut cfg = RunConfig::load(&shipped).unwrap();
     cfg.output_dir = dir.path().join("out");
-    cfg.stop.max_env_steps = Some(50_000);
+    cfg.stop.max_env_steps = Some(frames);
     let out = run_single(&cfg, dir.path());
     assert!(out.success, "failed\n{}\n{}", out.stdout, out.stderr);
     let summary = read_summary(&cfg.output_dir);
-    assert_eq!(summary["env_steps"].as_integer(), Some(50_000), "{summary}");
-    // One update a frame from 5,000 on.
     assert_eq!(
-        summary["train_steps"].as_integer(),
-        Some(45_001),
+        summary["env_steps"].as_integer(),
+        Some(frames as i64),
         "{summary}"
     );
     let episodes = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
     assert!(episodes.len() >= 100, "{} episodes", episodes.len());
     let last: Vec<f64> = episodes.iter().rev().take(100).map(|e| e.ret).collect();
     let mean = last.iter().sum::<f64>() / last.len() as f64;
-    eprintln!(
-        "MinAtar Breakout seed {}: mean of the last 100 of {} episodes by 50k frames: {mean:.2} \
-         ({})",
+    let said = format!(
+        "{name} seed {}: mean of the last 100 of {} episodes by {frames} frames: {mean:.2} ({})",
         cfg.seed,
         episodes.len(),
         out.stdout.trim()
     );
+    eprintln!("{said}");
+    (summary, mean, said)
+}
+
+#[test]
+fn minatar_breakout_dqn_learns_what_the_reference_learns_by_50k_frames() {
+    let _heavy = rlfleet_tests::heavy();
+    let (summary, mean, said) = last_100_mean("minatar-breakout-dqn", 50_000);
+    // One update a frame from 5,000 on.
+    assert_eq!(
+        summary["train_steps"].as_integer(),
+        Some(45_001),
+        "{summary}"
+    );
     assert!(
         mean >= 0.9,
-        "mean return of the last 100 episodes {mean:.2}: the reference has 1.19-1.44, random 0.47"
+        "{said}: the reference has 1.19-1.44, random 0.47"
+    );
+}
+
+/// PPO (`config/minatar-breakout-ppo.toml`) by 50,000 frames, against
+/// `bench/python/minatar_ppo.py` with the same settings (BENCHMARKS.md
+/// "MinAtar"): 2.67-2.74 over seeds 1-3; random play 0.47. The test asks
+/// 2.0 of seed 1.
+#[test]
+fn minatar_breakout_ppo_learns_what_the_reference_learns_by_50k_frames() {
+    let _heavy = rlfleet_tests::heavy();
+    let (summary, mean, said) = last_100_mean("minatar-breakout-ppo", 50_000);
+    // 48 rollouts of 1,024 steps, each 4 epochs of 4 minibatches.
+    assert_eq!(
+        summary["train_steps"].as_integer(),
+        Some(48 * 16),
+        "{summary}"
+    );
+    assert!(
+        mean >= 2.0,
+        "{said}: the reference has 2.67-2.74, random 0.47"
     );
 }
 
