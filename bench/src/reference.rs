@@ -121,16 +121,16 @@ fn shipped_config(agent: Agent, game: &str) -> anyhow::Result<rlfleet_shared::co
     Ok(cfg)
 }
 
-/// rlfleet's side: the shipped config with the seed and frames, run by
-/// `learner-server run` from this build (state and files in `dir`).
+/// rlfleet's side: the shipped config `shipped` with the seed and frames,
+/// run by `learner-server run` from this build (state and files in `dir`).
 fn rlfleet(
-    agent: Agent,
+    shipped: &rlfleet_shared::config::RunConfig,
     game: &str,
     seed: u64,
     frames: u64,
     dir: &Path,
 ) -> anyhow::Result<Vec<Episode>> {
-    let mut cfg = shipped_config(agent, game)?;
+    let mut cfg = shipped.clone();
     cfg.seed = seed;
     cfg.stop.max_env_steps = Some(frames);
     cfg.stop.max_wall_secs = None;
@@ -160,12 +160,12 @@ pub fn bench(
     let dir = tempfile::tempdir()?;
     let mut curves = Vec::new();
     for game in games {
+        let shipped = shipped_config(agent, game)?;
         for &seed in seeds {
-            let anneal = shipped_config(agent, game)?.ppo.lr_anneal_steps;
             let reference =
-                crate::torch_python::minatar_reference(agent.name(), game, seed, frames, anneal)
+                crate::torch_python::minatar_reference(agent, &shipped, game, seed, frames)
                     .map_err(anyhow::Error::msg)?;
-            let ours = rlfleet(agent, game, seed, frames, dir.path())?;
+            let ours = rlfleet(&shipped, game, seed, frames, dir.path())?;
             let secs = reference.last().map_or(1.0, |e| e.secs);
             let r = curve(game, seed, "reference", frames, &reference, secs);
             let o = curve(game, seed, "rlfleet", frames, &ours, secs);

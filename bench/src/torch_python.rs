@@ -119,25 +119,25 @@ const MINATAR_DQN: &str = include_str!("../python/minatar_dqn.py");
 /// PPO with CleanRL's settings for one env, on MinAtar.
 const MINATAR_PPO: &str = include_str!("../python/minatar_ppo.py");
 
-/// The episodes of the reference `agent` (`dqn` or `ppo`, its learning
-/// rate annealed over `anneal` frames) on `game` (MinAtar's own name:
-/// `breakout`, `space_invaders`, …) for `frames` frames with `seed` (the
+/// The episodes of the reference `agent` on `game` (MinAtar's own name:
+/// `breakout`, `space_invaders`, …) for `frames` frames with `seed`; PPO
+/// anneals its learning rate over `shipped`'s `ppo.lr_anneal_steps` (the
 /// torch Python needs `minatar`: `pip install --no-deps minatar`).
 pub fn minatar_reference(
-    agent: &str,
+    agent: crate::reference::Agent,
+    shipped: &rlfleet_shared::config::RunConfig,
     game: &str,
     seed: u64,
     frames: u64,
-    anneal: u64,
 ) -> Result<Vec<crate::reference::Episode>, String> {
-    let script = match agent {
-        "dqn" => MINATAR_DQN,
-        "ppo" => MINATAR_PPO,
-        _ => return Err(format!("no MinAtar reference for agent `{agent}`")),
-    };
+    use crate::reference::Agent;
     let mut args = vec![game.to_string(), seed.to_string(), frames.to_string()];
-    if agent == "ppo" {
-        args.push(anneal.to_string());
-    }
+    let script = match agent {
+        Agent::Dqn => MINATAR_DQN,
+        Agent::Ppo => {
+            args.push(shipped.ppo.lr_anneal_steps.to_string());
+            MINATAR_PPO
+        }
+    };
     lines(&run(script, &args)?)
 }
