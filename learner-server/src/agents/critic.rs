@@ -75,12 +75,9 @@ pub fn polyak(target: &mut Tensor, online: &Tensor, tau: f64) {
     });
 }
 
-/// One Adam step of `params` down the gradient of `loss` (its gradient is
-/// zeroed first; other tensors the loss reaches keep theirs until their own
-/// step zeroes them).
+/// One Adam step of `params` down the gradient of `loss` (other tensors
+/// the loss reaches get no gradient from it).
 pub fn descend(loss: &Tensor, params: &mut Tensor, adam: &mut super::Adam) {
-    params.zero_grad();
-    loss.backward();
-    let grad = params.grad();
+    let [grad] = super::gradients(loss, [&*params]);
     adam.step(params, &grad);
 }

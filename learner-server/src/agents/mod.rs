@@ -11,6 +11,7 @@ mod critic;
 pub mod data_parallel;
 mod dqn;
 mod greedy;
+mod host_values;
 mod impala;
 mod off_policy;
 mod optimizer;
@@ -329,6 +330,25 @@ pub(crate) fn rows_on_device(parts: &[&ObsStore], obs_dim: usize, device: Device
         return tch::Tensor::zeros([0, od], (tch::Kind::Float, device));
     }
     tch::Tensor::cat(&on, 0).to_kind(tch::Kind::Float)
+}
+
+/// The gradients of `loss` with respect to each of `params`, as fresh
+/// tensors: nothing accumulates into `params`' `.grad`, so no pass zeroes
+/// it before and adds into it after (each a pass over every parameter).
+/// A parameter the loss does not reach gets zeros.
+pub(crate) fn gradients<const N: usize>(
+    loss: &tch::Tensor,
+    params: [&tch::Tensor; N],
+) -> [tch::Tensor; N] {
+    let grads = tch::Tensor::run_backward(&[loss], &params, false, false);
+    assert_eq!(grads.len(), N, "one gradient per input");
+    std::array::from_fn(|i| {
+        if grads[i].defined() {
+            grads[i].shallow_clone()
+        } else {
+            params[i].zeros_like()
+        }
+    })
 }
 
 /// Copies a flat f32 tensor out to host memory.

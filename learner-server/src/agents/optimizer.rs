@@ -45,6 +45,45 @@ impl Rmsprop {
     /// memory, and the step cost more than the network's forward pass).
     pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
         self.steps += 1;
+        if !self.step_on_host(params, grad) {
+            self.step_tensors(params, grad);
+        }
+    }
+
+    /// The step in one pass over host memory (CPU tensors): each of the
+    /// tensor ops below reads and writes the whole parameter vector, and on
+    /// a small network those passes cost more than its forward and
+    /// backward. False where the tensors are elsewhere.
+    fn step_on_host(&mut self, params: &mut Tensor, grad: &Tensor) -> bool {
+        if !super::host_values::distinct(&[params, grad, &self.square_avg, &self.grad_avg]) {
+            return false;
+        }
+        let (Some(p), Some(g), Some(sq), Some(avg)) = (
+            super::host_values::values_mut(params),
+            super::host_values::values(grad),
+            super::host_values::values_mut(&mut self.square_avg),
+            super::host_values::values_mut(&mut self.grad_avg),
+        ) else {
+            return false;
+        };
+        let (w, eps, lr) = ((1.0 - self.alpha) as f32, self.eps as f32, self.lr as f32);
+        if self.centered {
+            for (((p, &g), sq), avg) in p.iter_mut().zip(g).zip(sq).zip(avg) {
+                *sq += w * (g * g - *sq);
+                *avg += w * (g - *avg);
+                *p -= lr * g / ((*sq - *avg * *avg).sqrt() + eps);
+            }
+        } else {
+            for ((p, &g), sq) in p.iter_mut().zip(g).zip(sq) {
+                *sq += w * (g * g - *sq);
+                *p -= lr * g / (sq.sqrt() + eps);
+            }
+        }
+        true
+    }
+
+    /// The step as libtorch tensor ops (any device).
+    fn step_tensors(&mut self, params: &mut Tensor, grad: &Tensor) {
         let w = 1.0 - self.alpha;
         tch::no_grad(|| {
             // E[g²] ← α E[g²] + (1 − α) g²
@@ -156,6 +195,33 @@ mod tests {
     use super::*;
     use crate::agents::adam::tests::against_libtorch;
     use tch::{Device, Kind, nn};
+
+    /// The one-pass step on host memory and the tensor ops agree, centred
+    /// and not, over many steps of noisy gradients.
+    #[test]
+    fn the_host_pass_agrees_with_the_tensor_ops() {
+        for centered in [true, false] {
+            tch::manual_seed(5);
+            let start = Tensor::randn([1000], (Kind::Float, Device::Cpu));
+            let mut host = Rmsprop::new(&start, 2.5e-4, 0.95, 0.01, centered);
+            let mut ops = Rmsprop::new(&start, 2.5e-4, 0.95, 0.01, centered);
+            let (mut p_host, mut p_ops) = (start.copy(), start.copy());
+            for _ in 0..100 {
+                let g = Tensor::randn([1000], (Kind::Float, Device::Cpu));
+                assert!(host.step_on_host(&mut p_host, &g), "CPU tensors");
+                ops.step_tensors(&mut p_ops, &g);
+            }
+            let diff = (&p_host - &p_ops).abs().max().double_value(&[]);
+            let moved = (&p_host - &start).abs().max().double_value(&[]);
+            assert!(diff < 1e-6, "centered {centered}: {diff}");
+            assert!(moved > 1e-3, "it moved: {moved}");
+            let sq = (&host.square_avg - &ops.square_avg)
+                .abs()
+                .max()
+                .double_value(&[]);
+            assert!(sq < 1e-6, "{sq}");
+        }
+    }
 
     /// Ours follows libtorch's RMSprop (PyTorch's algorithm), centred and
     /// not, with MinAtar's settings (alpha 0.95, eps 0.01).

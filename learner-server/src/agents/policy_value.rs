@@ -23,10 +23,14 @@ pub struct PolicyValue {
     pub last_grad_norm: Option<Tensor>,
 }
 
-/// One Adam step of `params` down its gradient, clipped to `max_norm`;
-/// returns the gradient's norm before clipping.
-fn clipped_step(params: &mut Tensor, adam: &mut super::Adam, max_norm: f64) -> Tensor {
-    let mut grad = params.grad();
+/// One Adam step of `params` down `grad`, clipped to `max_norm`; returns
+/// the gradient's norm before clipping.
+fn clipped_step(
+    params: &mut Tensor,
+    mut grad: Tensor,
+    adam: &mut super::Adam,
+    max_norm: f64,
+) -> Tensor {
     let norm = super::Adam::clip_grad_norm(&mut grad, max_norm);
     adam.step(params, &grad);
     norm
@@ -129,11 +133,19 @@ impl PolicyValue {
     /// One Adam step of both networks down `loss`, each gradient clipped to
     /// `max_grad_norm`.
     pub fn step(&mut self, loss: &Tensor, max_grad_norm: f64) {
-        self.policy.zero_grad();
-        self.value.zero_grad();
-        loss.backward();
-        let policy_norm = clipped_step(&mut self.policy, &mut self.policy_adam, max_grad_norm);
-        let _ = clipped_step(&mut self.value, &mut self.value_adam, max_grad_norm);
+        let [policy_grad, value_grad] = super::gradients(loss, [&self.policy, &self.value]);
+        let policy_norm = clipped_step(
+            &mut self.policy,
+            policy_grad,
+            &mut self.policy_adam,
+            max_grad_norm,
+        );
+        let _ = clipped_step(
+            &mut self.value,
+            value_grad,
+            &mut self.value_adam,
+            max_grad_norm,
+        );
         self.last_grad_norm = Some(policy_norm);
     }
 

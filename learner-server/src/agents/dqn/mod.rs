@@ -197,9 +197,7 @@ impl Dqn {
             let td = to_vec(&(q_sa.detach() - &target).abs());
             self.replay.update_priorities(&td, self.cfg.per_eps);
         }
-        self.params.zero_grad();
-        loss.backward();
-        let mut grad = self.params.grad();
+        let [mut grad] = crate::agents::gradients(&loss, [&self.params]);
         if let Some(reduce) = &mut self.reduce {
             let mut flat = to_vec(&grad);
             reduce.mean(&mut flat);
