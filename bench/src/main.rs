@@ -272,11 +272,14 @@ enum What {
         #[arg(long, default_value_t = 2000)]
         ops: u64,
     },
-    /// MinAtar games: rlfleet's `config/minatar-GAME-AGENT.toml` against
-    /// the same algorithm in PyTorch-Python (`bench/python/minatar_dqn.py`,
-    /// MinAtar's DQN; `minatar_ppo.py`), the same seeds and frames, one
-    /// after the other: returns per frame and per second, frames/s.
+    /// MinAtar or Atari games: rlfleet's `config/SUITE-GAME-AGENT.toml`
+    /// against the same algorithm in PyTorch-Python
+    /// (`bench/python/minatar_dqn.py`, MinAtar's DQN; `ppo.py`), the same
+    /// seeds and frames, one after the other: returns per frame and per
+    /// second, frames/s.
     Reference {
+        #[arg(long, value_enum, default_value = "minatar")]
+        suite: reference::Suite,
         #[arg(long, value_enum, default_value = "dqn")]
         agent: reference::Agent,
         #[arg(long, value_delimiter = ',', default_value = "breakout")]
@@ -463,11 +466,12 @@ fn main() -> anyhow::Result<()> {
         #[cfg(feature = "mpi")]
         What::RmaCheck { ops } => mpi::rma_check(ops),
         What::Reference {
+            suite,
             agent,
             games,
             seeds,
             frames,
-        } => reference::bench(agent, &games, &seeds, frames, &cli.out),
+        } => reference::bench(suite, agent, &games, &seeds, frames, &cli.out),
         #[cfg(feature = "mpi")]
         What::EnvGroups {
             cells,

@@ -1,9 +1,9 @@
 //! `reference`: learning per frame and per second against a published
-//! reference's algorithm (issue 33). For each MinAtar game and seed, one
-//! after the other on this machine: `bench/python/minatar_dqn.py` (MinAtar's
-//! DQN as its paper describes it, in PyTorch) or `minatar_ppo.py` (PPO with
-//! CleanRL's settings for one env) and rlfleet's
-//! `config/minatar-GAME-AGENT.toml` (`single`, the same settings), for the
+//! reference's algorithm (issue 33). For each MinAtar or Atari game and
+//! seed, one after the other on this machine: `bench/python/minatar_dqn.py`
+//! (MinAtar's DQN as its paper describes it, in PyTorch) or `ppo.py` (PPO
+//! with CleanRL's settings for one env) and rlfleet's
+//! `config/SUITE-GAME-AGENT.toml` (`single`, the same settings), for the
 //! same frames. Reported: the mean return of the last 100 episodes ended
 //! by each quarter of the frames and by each quarter of the reference's
 //! wall time, frames/s, and rlfleet's figures against the reference's.
@@ -16,10 +16,29 @@ use std::path::Path;
 pub enum Agent {
     /// MinAtar's DQN (`minatar_dqn.py`, `config/minatar-GAME-dqn.toml`).
     Dqn,
-    /// PPO (`minatar_ppo.py`, `config/minatar-GAME-ppo.toml`), the
-    /// learning rate annealed over the config's `lr_anneal_steps` on both
-    /// sides (a shorter run is the start of the config's).
+    /// PPO (`ppo.py`, `config/SUITE-GAME-ppo.toml`), the learning rate
+    /// annealed over the config's `lr_anneal_steps` on both sides (a
+    /// shorter run is the start of the config's).
     Ppo,
+}
+
+/// The games compared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Suite {
+    /// MinAtar's five (`breakout`, `space_invaders`, …).
+    Minatar,
+    /// ALE's (`breakout`, `pong`, …), as `ALE/GAME-v5` under
+    /// AtariPreprocessing with 4 frames stacked; PPO only.
+    Atari,
+}
+
+impl Suite {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Suite::Minatar => "minatar",
+            Suite::Atari => "atari",
+        }
+    }
 }
 
 impl Agent {
@@ -89,31 +108,48 @@ fn curve(game: &str, seed: u64, side: &str, frames: u64, eps: &[Episode], secs: 
     }
 }
 
-/// The Gymnasium id of a MinAtar game (`space_invaders` →
-/// `MinAtar/SpaceInvaders-v0`: the full action set, as the reference).
-fn gym_id(game: &str) -> String {
-    let name: String = game
-        .split('_')
+/// A game's own name in its suite (`space_invaders` → `SpaceInvaders`).
+pub(crate) fn camel(game: &str) -> String {
+    game.split('_')
         .map(|w| {
             let mut c = w.chars();
             c.next()
                 .map(|f| f.to_uppercase().chain(c).collect::<String>())
                 .unwrap_or_default()
         })
-        .collect();
-    format!("gymnasium:MinAtar/{name}-v0")
+        .collect()
 }
 
-/// `config/minatar-GAME-AGENT.toml`, checked to run `game`.
-fn shipped_config(agent: Agent, game: &str) -> anyhow::Result<rlfleet_shared::config::RunConfig> {
+/// The Gymnasium id of a game (`space_invaders` →
+/// `MinAtar/SpaceInvaders-v0`: the full action set, as the reference;
+/// Atari's `pong` → `ALE/Pong-v5`).
+fn gym_id(suite: Suite, game: &str) -> String {
+    match suite {
+        Suite::Minatar => format!("gymnasium:MinAtar/{}-v0", camel(game)),
+        Suite::Atari => format!("gymnasium:ALE/{}-v5", camel(game)),
+    }
+}
+
+/// `config/SUITE-GAME-AGENT.toml`, checked to run `game`.
+fn shipped_config(
+    suite: Suite,
+    agent: Agent,
+    game: &str,
+) -> anyhow::Result<rlfleet_shared::config::RunConfig> {
+    anyhow::ensure!(
+        (suite, agent) != (Suite::Atari, Agent::Dqn),
+        "no Atari DQN reference: CleanRL's dqn_atari starts learning after 80,000 steps \
+         of a 1,000,000-step replay, beyond this machine's budget (use --agent ppo)"
+    );
     let shipped = crate::workflows::shipped(&format!(
-        "config/minatar-{}-{}.toml",
+        "config/{}-{}-{}.toml",
+        suite.name(),
         game.replace('_', "-"),
         agent.name()
     ));
     let cfg = rlfleet_shared::config::RunConfig::load(&shipped)?;
     anyhow::ensure!(
-        cfg.env == gym_id(game),
+        cfg.env == gym_id(suite, game),
         "{} runs {}",
         shipped.display(),
         cfg.env
@@ -149,8 +185,9 @@ fn rlfleet(
 }
 
 /// Runs every game and seed both ways; prints the comparison and writes
-/// `reference_minatar.json` (DQN) or `reference_minatar_ppo.json`.
+/// `reference_minatar.json` (MinAtar's DQN) or `reference_SUITE_ppo.json`.
 pub fn bench(
+    suite: Suite,
     agent: Agent,
     games: &[String],
     seeds: &[u64],
@@ -160,10 +197,10 @@ pub fn bench(
     let dir = tempfile::tempdir()?;
     let mut curves = Vec::new();
     for game in games {
-        let shipped = shipped_config(agent, game)?;
+        let shipped = shipped_config(suite, agent, game)?;
         for &seed in seeds {
             let reference =
-                crate::torch_python::minatar_reference(agent, &shipped, game, seed, frames)
+                crate::torch_python::reference(suite, agent, &shipped, game, seed, frames)
                     .map_err(anyhow::Error::msg)?;
             let ours = rlfleet(&shipped, game, seed, frames, dir.path())?;
             let secs = reference.last().map_or(1.0, |e| e.secs);
@@ -185,10 +222,10 @@ pub fn bench(
         }
     }
     let name = match agent {
-        Agent::Dqn => "reference_minatar",
-        Agent::Ppo => "reference_minatar_ppo",
+        Agent::Dqn => "reference_minatar".to_string(),
+        Agent::Ppo => format!("reference_{}_ppo", suite.name()),
     };
-    crate::measure::write_json(out, name, &curves)
+    crate::measure::write_json(out, &name, &curves)
 }
 
 #[cfg(test)]
@@ -197,11 +234,38 @@ mod tests {
 
     #[test]
     fn game_names_become_gymnasium_ids() {
-        assert_eq!(gym_id("breakout"), "gymnasium:MinAtar/Breakout-v0");
         assert_eq!(
-            gym_id("space_invaders"),
+            gym_id(Suite::Minatar, "breakout"),
+            "gymnasium:MinAtar/Breakout-v0"
+        );
+        assert_eq!(
+            gym_id(Suite::Minatar, "space_invaders"),
             "gymnasium:MinAtar/SpaceInvaders-v0"
         );
+        assert_eq!(gym_id(Suite::Atari, "pong"), "gymnasium:ALE/Pong-v5");
+    }
+
+    #[test]
+    fn atari_has_no_dqn_reference() {
+        let err = shipped_config(Suite::Atari, Agent::Dqn, "pong").unwrap_err();
+        assert!(err.to_string().contains("no Atari DQN reference"), "{err}");
+    }
+
+    #[test]
+    fn every_shipped_reference_config_runs_its_game() {
+        for game in [
+            "breakout",
+            "asterix",
+            "freeway",
+            "seaquest",
+            "space_invaders",
+        ] {
+            shipped_config(Suite::Minatar, Agent::Dqn, game).unwrap();
+        }
+        shipped_config(Suite::Minatar, Agent::Ppo, "breakout").unwrap();
+        for game in ["breakout", "pong"] {
+            shipped_config(Suite::Atari, Agent::Ppo, game).unwrap();
+        }
     }
 
     #[test]

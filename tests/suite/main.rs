@@ -3,6 +3,7 @@
 
 mod actor_faults;
 mod agents_learn;
+mod atari;
 mod bad_config;
 mod bad_input;
 mod cnn_models;

@@ -63,7 +63,7 @@ fn minatar_breakout_dqn_learns_what_the_reference_learns_by_50k_frames() {
 }
 
 /// PPO (`config/minatar-breakout-ppo.toml`) by 50,000 frames, against
-/// `bench/python/minatar_ppo.py` with the same settings (BENCHMARKS.md
+/// `bench/python/ppo.py` with the same settings (BENCHMARKS.md
 /// "MinAtar"): 2.67-2.74 over seeds 1-3; random play 0.47. The test asks
 /// 2.0 of seed 1.
 #[test]
