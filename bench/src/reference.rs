@@ -109,7 +109,7 @@ fn curve(game: &str, seed: u64, side: &str, frames: u64, eps: &[Episode], secs: 
 }
 
 /// A game's own name in its suite (`space_invaders` → `SpaceInvaders`).
-pub(crate) fn camel(game: &str) -> String {
+fn camel(game: &str) -> String {
     game.split('_')
         .map(|w| {
             let mut c = w.chars();
@@ -157,6 +157,39 @@ fn shipped_config(
     Ok(cfg)
 }
 
+/// MinAtar's DQN as its paper describes it (embedded too).
+const MINATAR_DQN: &str = include_str!("../python/minatar_dqn.py");
+/// PPO with CleanRL's settings for one env, on MinAtar or Atari.
+const PPO: &str = include_str!("../python/ppo.py");
+
+/// The episodes of the reference `agent` on `suite`'s `game` (`breakout`,
+/// `space_invaders`, …) for `frames` frames with `seed`; PPO anneals its
+/// learning rate over `shipped`'s `ppo.lr_anneal_steps` (the torch Python
+/// needs the envs: `scripts/torch-venv.sh` installs them).
+fn python_side(
+    suite: Suite,
+    agent: Agent,
+    shipped: &rlfleet_shared::config::RunConfig,
+    game: &str,
+    seed: u64,
+    frames: u64,
+) -> Result<Vec<Episode>, String> {
+    let name = match suite {
+        Suite::Minatar => game.to_string(),
+        Suite::Atari => camel(game),
+    };
+    let mut args = vec![name, seed.to_string(), frames.to_string()];
+    let script = match agent {
+        Agent::Dqn => MINATAR_DQN,
+        Agent::Ppo => {
+            args.insert(0, suite.name().to_string());
+            args.push(shipped.ppo.lr_anneal_steps.to_string());
+            PPO
+        }
+    };
+    crate::torch_python::json_lines(script, &args)
+}
+
 /// rlfleet's side: the shipped config `shipped` with the seed and frames,
 /// run by `learner-server run` from this build (state and files in `dir`).
 fn rlfleet(
@@ -199,9 +232,8 @@ pub fn bench(
     for game in games {
         let shipped = shipped_config(suite, agent, game)?;
         for &seed in seeds {
-            let reference =
-                crate::torch_python::reference(suite, agent, &shipped, game, seed, frames)
-                    .map_err(anyhow::Error::msg)?;
+            let reference = python_side(suite, agent, &shipped, game, seed, frames)
+                .map_err(anyhow::Error::msg)?;
             let ours = rlfleet(&shipped, game, seed, frames, dir.path())?;
             let secs = reference.last().map_or(1.0, |e| e.secs);
             let r = curve(game, seed, "reference", frames, &reference, secs);

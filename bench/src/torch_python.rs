@@ -1,6 +1,6 @@
 //! PyTorch from Python as a benchmark baseline: finds a Python that imports
 //! torch and runs `bench/python/dqn_step.py`, `cnn_step.py`,
-//! `r2d2_step.py`, `minatar_dqn.py` or `ppo.py` in it as a subprocess.
+//! `r2d2_step.py` or a reference (`reference.rs`) in it as a subprocess.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -114,36 +114,11 @@ pub fn r2d2_rate(secs: f64, shape: [u32; 7]) -> Result<f64, String> {
         .ok_or_else(|| "no result line".into())
 }
 
-/// MinAtar's DQN as its paper describes it (embedded too).
-const MINATAR_DQN: &str = include_str!("../python/minatar_dqn.py");
-/// PPO with CleanRL's settings for one env, on MinAtar or Atari.
-const PPO: &str = include_str!("../python/ppo.py");
-
-/// The episodes of the reference `agent` on `suite`'s `game` (`breakout`,
-/// `space_invaders`, …) for `frames` frames with `seed`; PPO anneals its
-/// learning rate over `shipped`'s `ppo.lr_anneal_steps` (the torch Python
-/// needs the envs: `scripts/torch-venv.sh` installs them).
-pub fn reference(
-    suite: crate::reference::Suite,
-    agent: crate::reference::Agent,
-    shipped: &rlfleet_shared::config::RunConfig,
-    game: &str,
-    seed: u64,
-    frames: u64,
-) -> Result<Vec<crate::reference::Episode>, String> {
-    use crate::reference::{Agent, Suite, camel};
-    let name = match suite {
-        Suite::Minatar => game.to_string(),
-        Suite::Atari => camel(game),
-    };
-    let mut args = vec![name, seed.to_string(), frames.to_string()];
-    let script = match agent {
-        Agent::Dqn => MINATAR_DQN,
-        Agent::Ppo => {
-            args.insert(0, suite.name().to_string());
-            args.push(shipped.ppo.lr_anneal_steps.to_string());
-            PPO
-        }
-    };
-    lines(&run(script, &args)?)
+/// The lines a script that prints one JSON object per line prints for
+/// `args`, parsed (the `reference` benchmark's episodes).
+pub fn json_lines<T: serde::de::DeserializeOwned>(
+    script: &str,
+    args: &[String],
+) -> Result<Vec<T>, String> {
+    lines(&run(script, args)?)
 }

@@ -1,7 +1,11 @@
-//! Where tensors live: CUDA when libtorch sees a GPU, else the CPU.
+//! Where tensors live: CUDA when libtorch sees a GPU, else the CPU; and
+//! host memory seen as tensors (uploads, downloads) or a CPU tensor's
+//! values seen as a slice, for update rules that make one pass over them
+//! on the CPU (where a chain of libtorch element-wise ops makes one pass
+//! each).
 
 use tch::kind::Element;
-use tch::{Device, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// Picks CUDA device 0 when available, else the CPU, and logs the choice.
 /// Also pins libtorch's intra-op threads: the networks here are small, and
@@ -73,6 +77,46 @@ pub fn download_into<T: Element>(t: &Tensor, out: &mut [T]) {
     tch::no_grad(|| view.copy_(&t.reshape([n])));
 }
 
+/// Whether `t`'s values are one run of f32 in host memory.
+fn on_host(t: &Tensor) -> bool {
+    t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() > 0
+}
+
+/// `t`'s values, read-only, if they are one run of f32 in host memory
+/// (`None` for a tensor on a device, of another kind or strided).
+#[allow(unsafe_code)]
+pub(crate) fn host_values(t: &Tensor) -> Option<&[f32]> {
+    if !on_host(t) {
+        return None;
+    }
+    // SAFETY: a contiguous CPU f32 tensor with at least one element holds
+    // `numel()` f32 values from `data_ptr()` (non-null), which live while
+    // `t` is borrowed; nothing writes them meanwhile (this process updates
+    // its tensors from one thread, and `&Tensor` is only read here).
+    Some(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) })
+}
+
+/// `t`'s values, to update in place (as [`host_values`]).
+#[allow(unsafe_code)]
+pub(crate) fn host_values_mut(t: &mut Tensor) -> Option<&mut [f32]> {
+    if !on_host(t) {
+        return None;
+    }
+    // SAFETY: as in `host_values`; the `&mut Tensor` is the one handle this
+    // update writes through, and callers pass tensors of distinct storage
+    // (checked by `distinct`).
+    Some(unsafe { std::slice::from_raw_parts_mut(t.data_ptr() as *mut f32, t.numel()) })
+}
+
+/// No two of `tensors` share their first value's address (a slice of one
+/// and a mutable slice of another must not overlap).
+pub(crate) fn distinct(tensors: &[&Tensor]) -> bool {
+    let ptrs: Vec<usize> = tensors.iter().map(|t| t.data_ptr() as usize).collect();
+    ptrs.iter()
+        .enumerate()
+        .all(|(i, p)| !ptrs[i + 1..].contains(p))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,5 +151,25 @@ mod tests {
     #[should_panic(expected = "5 values for shape [2, 3]")]
     fn an_upload_of_the_wrong_size_is_refused() {
         let _ = upload(&[1f32; 5], &[2, 3], Device::Cpu);
+    }
+
+    #[test]
+    fn host_tensors_give_their_values_and_others_none() {
+        let mut t = Tensor::from_slice(&[1.0f32, 2.0, 3.0]);
+        assert_eq!(host_values(&t), Some(&[1.0f32, 2.0, 3.0][..]));
+        host_values_mut(&mut t).unwrap()[1] = 5.0;
+        assert_eq!(Vec::<f32>::try_from(&t).unwrap(), [1.0, 5.0, 3.0]);
+        let strided = Tensor::from_slice(&[1.0f32, 2.0, 3.0, 4.0])
+            .view([2, 2])
+            .tr();
+        assert!(host_values(&strided).is_none(), "a transposed view");
+        assert!(host_values(&Tensor::from_slice(&[1.0f64])).is_none(), "f64");
+        assert!(
+            host_values(&Tensor::from_slice::<f32>(&[])).is_none(),
+            "empty"
+        );
+        let u = t.shallow_clone();
+        assert!(!distinct(&[&t, &u]), "two handles of one storage");
+        assert!(distinct(&[&t, &strided]));
     }
 }

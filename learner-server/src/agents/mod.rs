@@ -11,7 +11,6 @@ mod critic;
 pub mod data_parallel;
 mod dqn;
 mod greedy;
-mod host_values;
 mod impala;
 mod off_policy;
 mod optimizer;

@@ -55,14 +55,14 @@ impl Rmsprop {
     /// a small network those passes cost more than its forward and
     /// backward. False where the tensors are elsewhere.
     fn step_on_host(&mut self, params: &mut Tensor, grad: &Tensor) -> bool {
-        if !super::host_values::distinct(&[params, grad, &self.square_avg, &self.grad_avg]) {
+        if !crate::device::distinct(&[params, grad, &self.square_avg, &self.grad_avg]) {
             return false;
         }
         let (Some(p), Some(g), Some(sq), Some(avg)) = (
-            super::host_values::values_mut(params),
-            super::host_values::values(grad),
-            super::host_values::values_mut(&mut self.square_avg),
-            super::host_values::values_mut(&mut self.grad_avg),
+            crate::device::host_values_mut(params),
+            crate::device::host_values(grad),
+            crate::device::host_values_mut(&mut self.square_avg),
+            crate::device::host_values_mut(&mut self.grad_avg),
         ) else {
             return false;
         };
