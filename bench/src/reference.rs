@@ -33,7 +33,7 @@ pub enum Suite {
 }
 
 impl Suite {
-    pub(crate) fn name(self) -> &'static str {
+    fn name(self) -> &'static str {
         match self {
             Suite::Minatar => "minatar",
             Suite::Atari => "atari",

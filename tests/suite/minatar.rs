@@ -12,26 +12,14 @@
 //! games' DQN configs each run 600 steps.
 
 use learner_server::output::read_episodes;
-use rlfleet_shared::config::RunConfig;
-use rlfleet_tests::{read_summary, run_single, workspace_root};
+use rlfleet_tests::run_shipped_single;
 
 /// Runs the shipped config `name` (seed 1) for `frames` env steps in a
 /// temporary folder: its summary, and the mean return of its last 100
 /// episodes (with their count and what the run printed, for messages).
 fn last_100_mean(name: &str, frames: u64) -> (toml::Value, f64, String) {
     let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join(format!("config/{name}.toml"));
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("out");
-    cfg.stop.max_env_steps = Some(frames);
-    let out = run_single(&cfg, dir.path());
-    assert!(out.success, "failed\n{}\n{}", out.stdout, out.stderr);
-    let summary = read_summary(&cfg.output_dir);
-    assert_eq!(
-        summary["env_steps"].as_integer(),
-        Some(frames as i64),
-        "{summary}"
-    );
+    let (cfg, summary, stdout) = run_shipped_single(name, frames, dir.path(), |_| {});
     let episodes = read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
     assert!(episodes.len() >= 100, "{} episodes", episodes.len());
     let last: Vec<f64> = episodes.iter().rev().take(100).map(|e| e.ret).collect();
@@ -40,7 +28,7 @@ fn last_100_mean(name: &str, frames: u64) -> (toml::Value, f64, String) {
         "{name} seed {}: mean of the last 100 of {} episodes by {frames} frames: {mean:.2} ({})",
         cfg.seed,
         episodes.len(),
-        out.stdout.trim()
+        stdout.trim()
     );
     eprintln!("{said}");
     (summary, mean, said)
@@ -95,20 +83,11 @@ fn every_other_minatar_game_runs_under_its_shipped_config() {
         ("seaquest", "Seaquest"),
         ("space-invaders", "SpaceInvaders"),
     ] {
-        let shipped = workspace_root().join(format!("config/minatar-{game}-dqn.toml"));
-        let mut cfg = RunConfig::load(&shipped).unwrap();
+        let name = format!("minatar-{game}-dqn");
+        let (cfg, summary, _) = run_shipped_single(&name, 600, dir.path(), |cfg| {
+            cfg.dqn.learning_starts = 300;
+        });
         assert_eq!(cfg.env, format!("gymnasium:MinAtar/{id}-v0"));
-        cfg.output_dir = dir.path().join(game);
-        cfg.stop.max_env_steps = Some(600);
-        cfg.dqn.learning_starts = 300;
-        let out = run_single(&cfg, dir.path());
-        assert!(out.success, "{game}\n{}\n{}", out.stdout, out.stderr);
-        let summary = read_summary(&cfg.output_dir);
-        assert_eq!(
-            summary["env_steps"].as_integer(),
-            Some(600),
-            "{game}: {summary}"
-        );
         assert_eq!(
             summary["train_steps"].as_integer(),
             Some(301),

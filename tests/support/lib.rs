@@ -198,6 +198,32 @@ pub fn run_single(cfg: &rlfleet_shared::config::RunConfig, dir: &Path) -> Embedd
     run_learner(cfg, dir, &[])
 }
 
+/// Runs the shipped `config/NAME.toml` (changed by `adjust`) under
+/// `single` for `steps` env steps, with its output in `dir/NAME`; checks
+/// that it succeeded and stopped at `steps`. The config as run, its
+/// summary, and what it printed.
+pub fn run_shipped_single(
+    name: &str,
+    steps: u64,
+    dir: &Path,
+    adjust: impl FnOnce(&mut rlfleet_shared::config::RunConfig),
+) -> (rlfleet_shared::config::RunConfig, toml::Value, String) {
+    let shipped = workspace_root().join(format!("config/{name}.toml"));
+    let mut cfg = rlfleet_shared::config::RunConfig::load(&shipped).unwrap();
+    cfg.output_dir = dir.join(name);
+    cfg.stop.max_env_steps = Some(steps);
+    adjust(&mut cfg);
+    let out = run_single(&cfg, dir);
+    assert!(out.success, "{name}\n{}\n{}", out.stdout, out.stderr);
+    let summary = read_summary(&cfg.output_dir);
+    assert_eq!(
+        summary["env_steps"].as_integer(),
+        Some(steps as i64),
+        "{name}: {summary}"
+    );
+    (cfg, summary, out.stdout)
+}
+
 /// `mpirun` as the MPI tests start it: allowed as root, and
 /// oversubscribed (more ranks than cores).
 pub fn mpirun() -> Command {

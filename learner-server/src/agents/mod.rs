@@ -339,14 +339,11 @@ pub(crate) fn gradients<const N: usize>(
     loss: &tch::Tensor,
     params: [&tch::Tensor; N],
 ) -> [tch::Tensor; N] {
-    let grads = tch::Tensor::run_backward(&[loss], &params, false, false);
-    assert_eq!(grads.len(), N, "one gradient per input");
-    std::array::from_fn(|i| {
-        if grads[i].defined() {
-            grads[i].shallow_clone()
-        } else {
-            params[i].zeros_like()
-        }
+    let mut grads = tch::Tensor::run_backward(&[loss], &params, false, false).into_iter();
+    std::array::from_fn(|i| match grads.next() {
+        Some(g) if g.defined() => g,
+        Some(_) => params[i].zeros_like(),
+        None => panic!("one gradient per input"),
     })
 }
 

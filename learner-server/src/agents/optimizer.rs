@@ -38,11 +38,8 @@ impl Rmsprop {
         }
     }
 
-    /// One update of `params` from `grad`, in place: every operation
-    /// writes into the running means, one scratch tensor or the parameters
-    /// (one allocation a step, where the plain expression takes nine: on
-    /// a few hundred thousand parameters each was a fresh mapping of
-    /// memory, and the step cost more than the network's forward pass).
+    /// One update of `params` from `grad`, in place: one pass over host
+    /// memory for CPU tensors, else libtorch's ops.
     pub fn step(&mut self, params: &mut Tensor, grad: &Tensor) {
         self.steps += 1;
         if !self.step_on_host(params, grad) {
@@ -82,7 +79,11 @@ impl Rmsprop {
         true
     }
 
-    /// The step as libtorch tensor ops (any device).
+    /// The step as libtorch tensor ops (any device), in place: every
+    /// operation writes into the running means, one scratch tensor or the
+    /// parameters (one allocation a step, where the plain expression takes
+    /// nine: on a few hundred thousand parameters each was a fresh mapping
+    /// of memory, and the step cost more than the network's forward pass).
     fn step_tensors(&mut self, params: &mut Tensor, grad: &Tensor) {
         let w = 1.0 - self.alpha;
         tch::no_grad(|| {
