@@ -5,7 +5,8 @@
 //! with CleanRL's settings for one env) and rlfleet's
 //! `config/SUITE-GAME-AGENT.toml` (`single`, the same settings), for the
 //! same frames. Reported: the mean return of the last 100 episodes ended
-//! by each quarter of the frames and by each quarter of the reference's
+//! by each quarter of the frames (and by 100k, 250k and 500k frames
+//! inside a longer run) and by each quarter of the reference's
 //! wall time, frames/s, and rlfleet's figures against the reference's.
 
 use serde::{Deserialize, Serialize};
@@ -85,6 +86,16 @@ fn recent(eps: &[Episode], ended: impl Fn(&Episode) -> bool) -> f64 {
     }
 }
 
+/// Frames at which a curve is read: each quarter of the run, and the
+/// issue's 100k, 250k and 500k marks that fall inside it, in order.
+fn frame_marks(frames: u64) -> Vec<u64> {
+    let mut marks: Vec<u64> = (1..=4).map(|q| frames * q / 4).collect();
+    marks.extend([100_000, 250_000, 500_000].into_iter().filter(|&m| m < frames));
+    marks.sort_unstable();
+    marks.dedup();
+    marks
+}
+
 fn curve(game: &str, seed: u64, side: &str, frames: u64, eps: &[Episode], secs: f64) -> Curve {
     let wall = eps.last().map_or(0.0, |e| e.secs);
     Curve {
@@ -93,11 +104,9 @@ fn curve(game: &str, seed: u64, side: &str, frames: u64, eps: &[Episode], secs: 
         side: side.into(),
         frames,
         frames_per_sec: eps.last().map_or(0, |e| e.frames) as f64 / wall.max(1e-9),
-        by_frames: (1..=4)
-            .map(|q| {
-                let mark = frames * q / 4;
-                (mark, recent(eps, |e| e.frames <= mark))
-            })
+        by_frames: frame_marks(frames)
+            .into_iter()
+            .map(|mark| (mark, recent(eps, |e| e.frames <= mark)))
             .collect(),
         by_secs: (1..=4)
             .map(|q| {
@@ -312,5 +321,18 @@ mod tests {
         assert_eq!(recent(&eps, |_| true), 1.0);
         assert_eq!(recent(&eps, |e| e.frames < 1000), 0.5);
         assert!(recent(&eps, |_| false).is_nan());
+    }
+
+    #[test]
+    fn long_runs_are_also_read_at_the_issues_marks() {
+        assert_eq!(frame_marks(100_000), [25_000, 50_000, 75_000, 100_000]);
+        assert_eq!(
+            frame_marks(500_000),
+            [100_000, 125_000, 250_000, 375_000, 500_000]
+        );
+        assert_eq!(
+            frame_marks(300_000),
+            [75_000, 100_000, 150_000, 225_000, 250_000, 300_000]
+        );
     }
 }
