@@ -90,7 +90,11 @@ fn recent(eps: &[Episode], ended: impl Fn(&Episode) -> bool) -> f64 {
 /// issue's 100k, 250k and 500k marks that fall inside it, in order.
 fn frame_marks(frames: u64) -> Vec<u64> {
     let mut marks: Vec<u64> = (1..=4).map(|q| frames * q / 4).collect();
-    marks.extend([100_000, 250_000, 500_000].into_iter().filter(|&m| m < frames));
+    marks.extend(
+        [100_000, 250_000, 500_000]
+            .into_iter()
+            .filter(|&m| m < frames),
+    );
     marks.sort_unstable();
     marks.dedup();
     marks
