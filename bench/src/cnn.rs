@@ -204,26 +204,56 @@ pub struct AtariRow {
     gradient_steps_per_sec: f64,
     /// Mean policy versions a trained batch was behind (NaN: none).
     policy_lag_mean: f64,
+    /// Share of the wall time the learner's run thread was busy (ingest,
+    /// gradient steps, answers).
+    learner_busy_share: f64,
+    /// `seed` workflows (NaN elsewhere): envs per forward pass of the
+    /// inference front, a request's mean wait for its answer, and the share
+    /// of the wall time the front held a ready batch behind training.
+    inference_batch_mean: f64,
+    inference_latency_mean_ms: f64,
+    front_stall_share: f64,
     /// The same actors and env under `random` (no network).
     random_frames_per_sec: f64,
     ratio: f64,
 }
 
-/// One embedded run of `cfg` with `actors` local actors; (env steps, train
-/// steps, wall seconds).
-fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<(u64, u64, f64, f64)> {
+/// What one embedded run did, from its `summary.toml`.
+struct Embedded {
+    env_steps: u64,
+    train_steps: u64,
+    wall: f64,
+    /// `[learner]` (empty for a run without one).
+    learner: toml::Table,
+}
+
+impl Embedded {
+    /// `[learner]`'s float `key` (NaN: absent).
+    fn learner(&self, key: &str) -> f64 {
+        self.learner
+            .get(key)
+            .and_then(toml::Value::as_float)
+            .unwrap_or(f64::NAN)
+    }
+}
+
+/// One embedded run of `cfg` with `actors` local actors.
+fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<Embedded> {
     let s = run_local(cfg, actors, dir)?;
     let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
-    let wall = s
-        .get("wall_secs")
-        .and_then(toml::Value::as_float)
-        .unwrap_or(0.0);
-    let lag = s
-        .get("learner")
-        .and_then(|l| l.get("policy_lag_mean"))
-        .and_then(toml::Value::as_float)
-        .unwrap_or(f64::NAN);
-    Ok((int("env_steps"), int("train_steps"), wall, lag))
+    Ok(Embedded {
+        env_steps: int("env_steps"),
+        train_steps: int("train_steps"),
+        wall: s
+            .get("wall_secs")
+            .and_then(toml::Value::as_float)
+            .unwrap_or(0.0),
+        learner: s
+            .get("learner")
+            .and_then(toml::Value::as_table)
+            .cloned()
+            .unwrap_or_default(),
+    })
 }
 
 fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
@@ -243,7 +273,13 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     cfg.dqn.buffer_size = 10_000;
     cfg.r2d2.learning_starts = 1_000;
     cfg.r2d2.buffer_size = cfg.r2d2.buffer_size.min(500);
-    let (env_steps, train_steps, wall, lag) = embedded(&cfg, actors, dir)?;
+    let run = embedded(&cfg, actors, dir)?;
+    let (env_steps, train_steps, wall) = (run.env_steps, run.train_steps, run.wall);
+    let lag = run.learner("policy_lag_mean");
+    let busy = run.learner("train_secs") / wall;
+    let batch_mean = run.learner("inference_batch_mean");
+    let latency_ms = run.learner("inference_latency_mean_ms");
+    let stall = run.learner("front_stall_secs") / wall;
     let mut random = cfg.clone();
     random.name = format!("{}-random", cfg.name);
     random.workflow = WorkflowKind::Random;
@@ -251,17 +287,21 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     random.agent = AgentKind::Dqn;
     random.model.core = CoreKind::None;
     random.output_dir = dir.join(&random.name);
-    let (r_steps, _, r_wall, _) = embedded(&random, actors, dir)?;
+    let r = embedded(&random, actors, dir)?;
+    let (r_steps, r_wall) = (r.env_steps, r.wall);
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
     println!(
         "atari end to end ({shipped}, {actors} actors): {env_steps} env steps ({} frames) and \
          {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s, {:.1} gradient \
          steps/s, mean policy lag {lag:.2}; the same actors under `random`: {random_fps:.0} \
-         frames/s; ratio {:.2}",
+         frames/s; ratio {:.2}; learner busy {:.0} % of the time, inference {batch_mean:.1} \
+         envs a pass, {latency_ms:.2} ms a request, held behind training {:.0} % of the time",
         4 * env_steps,
         train_steps as f64 / wall,
-        fps / random_fps
+        fps / random_fps,
+        100.0 * busy,
+        100.0 * stall,
     );
     Ok(AtariRow {
         config: shipped.into(),
@@ -274,6 +314,10 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
         frames_per_sec: fps,
         gradient_steps_per_sec: train_steps as f64 / wall,
         policy_lag_mean: lag,
+        learner_busy_share: busy,
+        inference_batch_mean: batch_mean,
+        inference_latency_mean_ms: latency_ms,
+        front_stall_share: stall,
         random_frames_per_sec: random_fps,
         ratio: fps / random_fps,
     })

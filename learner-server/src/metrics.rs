@@ -3,8 +3,8 @@
 //! latencies and sizes. One registry per daemon; `GET /metrics` renders it.
 
 use prometheus::{
-    CounterVec, Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec, IntGauge,
-    Opts, Registry, TextEncoder,
+    Counter, CounterVec, Encoder, Gauge, Histogram, HistogramOpts, IntCounter, IntCounterVec,
+    IntGauge, Opts, Registry, TextEncoder,
 };
 
 /// The daemon's metrics (cheap to update from any thread).
@@ -48,6 +48,9 @@ pub struct Metrics {
     pub rma_deposits: IntCounter,
     pub inference_batch_size: Histogram,
     pub inference_latency: Histogram,
+    /// Seconds the `seed` front held a ready batch because training was
+    /// behind.
+    pub seed_front_stall: Counter,
     pub policy_version: IntGauge,
     pub policy_lag: Histogram,
     pub connected_actors: IntGauge,
@@ -251,6 +254,15 @@ impl Metrics {
                 "Time from an observation request's arrival to its reply (seed).",
                 prometheus::exponential_buckets(25e-6, 2.0, 16).expect("buckets"),
             ),
+            seed_front_stall: {
+                let c = Counter::with_opts(Opts::new(
+                    "rlfleet_seed_front_stall_seconds_total",
+                    "Seconds the seed inference front held a ready batch until training caught up.",
+                ))
+                .expect("valid metric");
+                r.register(Box::new(c.clone())).expect("unique metric");
+                c
+            },
             policy_version: gauge(
                 &r,
                 "rlfleet_policy_version",

@@ -523,6 +523,26 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         requests as f64,
         "{what}"
     );
+    // The front's own figures: every step played was chosen by exactly
+    // one row of one of its forward passes (an episode's last observation
+    // gets none), and its passes are the histogram's.
+    let passes = int(&learner["inference_batches"]);
+    if central {
+        assert_eq!(int(&learner["inference_rows"]), all_steps, "{what}: rows");
+        assert_eq!(
+            metric(&prom, "rlfleet_inference_batch_size_count"),
+            passes as f64,
+            "{what}: passes"
+        );
+        assert!(passes >= 1 && passes <= requests, "{what}: {passes} passes");
+        let mean = learner["inference_batch_mean"].as_float().unwrap();
+        assert_eq!(mean, all_steps as f64 / passes as f64, "{what}");
+        assert!(learner["inference_latency_mean_ms"].as_float().unwrap() > 0.0);
+        assert!(learner["front_stall_secs"].as_float().unwrap() >= 0.0);
+    } else {
+        assert_eq!(passes, 0, "{what}: passes");
+        assert!(learner["front_stall_secs"].as_float().unwrap().is_nan());
+    }
 }
 
 /// Every case over `transport`; over MPI with `ranks_per_env` ranks per

@@ -79,5 +79,21 @@ fn the_gpu_check_dry_run_measures_every_step() {
         assert!(a["gradient_steps_per_sec"].as_f64().unwrap() >= 0.0, "{a}");
         // Every trained batch (or seed step) had a lag: a number, not null.
         assert!(a["policy_lag_mean"].as_f64().unwrap() >= 0.0, "{a}");
+        let busy = a["learner_busy_share"].as_f64().unwrap();
+        assert!(busy > 0.0 && busy <= 1.0, "{a}");
     }
+    // Where `seed-a2c`'s time goes: the front's passes, waits and stalls
+    // (numbers there; `null` under `async`, which has no front).
+    let (dqn, ppo) = (&atari[0], &atari[1]);
+    assert!(dqn["inference_batch_mean"].is_null(), "{dqn}");
+    assert!(
+        ppo["inference_batch_mean"].as_f64().unwrap() >= 1.0,
+        "{ppo}"
+    );
+    assert!(
+        ppo["inference_latency_mean_ms"].as_f64().unwrap() > 0.0,
+        "{ppo}"
+    );
+    let stall = ppo["front_stall_share"].as_f64().unwrap();
+    assert!((0.0..1.0).contains(&stall), "{ppo}");
 }

@@ -21,7 +21,7 @@ pub use recorded::{record_end, run_recorded};
 pub use seeds::{episode_seed, eval_seed};
 pub use single::SingleRun;
 pub use stop::{StopReason, check_limits};
-pub use summary::{LearnerFigures, RunSummary};
+pub use summary::{FrontFigures, LearnerFigures, RunSummary};
 
 use crate::agents::Agent;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};

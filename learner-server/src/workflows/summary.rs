@@ -27,6 +27,38 @@ pub struct LearnerFigures {
     /// Mean policy versions between the weights that acted and the
     /// learner's when each batch was trained on (this session).
     pub policy_lag_mean: Option<f64>,
+    /// What the `seed` inference front did (`seed` and `seed-a2c` only).
+    pub front: Option<FrontFigures>,
+}
+
+/// What a `seed` run's inference front did with its time: the forward
+/// passes it made, how long requests waited for their answers, and how
+/// long it held a ready batch because training was behind.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct FrontFigures {
+    /// Forward passes (batches answered).
+    pub batches: u64,
+    /// Envs acted for, over every batch.
+    pub rows: u64,
+    /// Requests answered with actions, and their waits summed (arrival to
+    /// answer).
+    pub answered: u64,
+    pub latency_secs: f64,
+    /// Seconds a ready batch was held because the run had not yet trained
+    /// on the batches before it (`front::MAX_BATCHES_AHEAD`).
+    pub stall_secs: f64,
+}
+
+impl FrontFigures {
+    /// Envs per forward pass (none: `None`).
+    pub fn batch_mean(&self) -> Option<f64> {
+        (self.batches > 0).then(|| self.rows as f64 / self.batches as f64)
+    }
+
+    /// Mean wait of an answered request, in milliseconds.
+    pub fn latency_mean_ms(&self) -> Option<f64> {
+        (self.answered > 0).then(|| 1e3 * self.latency_secs / self.answered as f64)
+    }
 }
 
 /// The outcome of a run.
@@ -83,6 +115,11 @@ impl RunSummary {
                 batches_lost: l.batches_lost,
                 env_steps_abandoned: l.env_steps_abandoned,
                 policy_lag_mean: nan(l.policy_lag_mean),
+                inference_batches: l.front.map_or(0, |f| f.batches),
+                inference_batch_mean: nan(l.front.and_then(|f| f.batch_mean())),
+                inference_rows: l.front.map_or(0, |f| f.rows),
+                inference_latency_mean_ms: nan(l.front.and_then(|f| f.latency_mean_ms())),
+                front_stall_secs: nan(l.front.map(|f| f.stall_secs)),
                 batches_dropped: l.batches_dropped.clone(),
             }),
         };
@@ -120,6 +157,14 @@ struct LearnerTable {
     batches_lost: u64,
     env_steps_abandoned: u64,
     policy_lag_mean: f64,
+    /// The `seed` front's forward passes, envs per pass, envs acted for,
+    /// mean request wait and seconds held behind training (0 or `nan`
+    /// outside `seed` runs).
+    inference_batches: u64,
+    inference_batch_mean: f64,
+    inference_rows: u64,
+    inference_latency_mean_ms: f64,
+    front_stall_secs: f64,
     batches_dropped: BTreeMap<String, u64>,
 }
 
@@ -171,6 +216,13 @@ mod tests {
             learner: Some(LearnerFigures {
                 batches_dropped: [("stale".to_string(), 2)].into(),
                 policy_lag_mean: Some(1.5),
+                front: Some(FrontFigures {
+                    batches: 4,
+                    rows: 10,
+                    answered: 5,
+                    latency_secs: 0.01,
+                    stall_secs: 0.5,
+                }),
                 ..LearnerFigures::default()
             }),
         };
@@ -186,6 +238,12 @@ mod tests {
         );
         assert_eq!(v["learner"]["train_secs"].as_float(), Some(0.0));
         assert_eq!(v["learner"]["policy_lag_mean"].as_float(), Some(1.5));
+        let l = &v["learner"];
+        assert_eq!(l["inference_batches"].as_integer(), Some(4));
+        assert_eq!(l["inference_rows"].as_integer(), Some(10));
+        assert_eq!(l["inference_batch_mean"].as_float(), Some(2.5));
+        assert_eq!(l["inference_latency_mean_ms"].as_float(), Some(2.0));
+        assert_eq!(l["front_stall_secs"].as_float(), Some(0.5));
         let keys: Vec<&str> = text
             .lines()
             .filter_map(|l| l.split_once(" = ").map(|(k, _)| k))

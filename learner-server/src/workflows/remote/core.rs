@@ -111,6 +111,9 @@ pub(super) struct Core {
     /// not by the agent's schedule.
     pub paced: bool,
     pub time: LearnerTime,
+    /// What the `seed` front did, put here by the workflow when the run
+    /// ends (`seed` and `seed-a2c` only).
+    pub front: Option<crate::workflows::FrontFigures>,
     /// `random`: the exploration its actors use, whatever the agent says.
     pub fixed_epsilon: Option<f32>,
     /// Most actors connected at once (`actors.max_actors`): what bounds
@@ -174,6 +177,7 @@ impl Core {
             accounts: Arc::new(accounts),
             paced: false,
             time: LearnerTime::default(),
+            front: None,
             fixed_epsilon: None,
             in_flight: 1,
             max_actors,

@@ -82,6 +82,7 @@ impl Core {
                 (_, 0) => None,
                 (sum, n) => Some(sum as f64 / n as f64),
             },
+            front: self.front,
         });
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;

@@ -14,16 +14,14 @@ use super::core_states::CoreStates;
 use super::ladder::Ladder;
 use super::link::SeedLink;
 use super::request::check_observations;
-use super::rows::{gather, stack_rows};
+use super::rows::{ConnStacks, gather};
 use crate::metrics::Metrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
 use rlfleet_shared::config::{DistributedConfig, R2d2Config};
-use rlfleet_shared::env::Stacker;
 use rlfleet_shared::nets::Rows;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
@@ -68,9 +66,7 @@ pub struct Front {
     /// The run's `frame_stack`: requests carry single frames, and each
     /// actor env's stack is kept here (a new connection, a new stack).
     stack: usize,
-    stacks: HashMap<ConnId, Vec<Stacker>>,
-    /// The same for a run whose observations are bytes.
-    byte_stacks: HashMap<ConnId, Vec<Stacker<u8>>>,
+    stacks: ConnStacks,
     policy: ActorPolicy,
     /// Each actor env's recurrent state (a core's; none without one).
     cores: CoreStates,
@@ -81,6 +77,8 @@ pub struct Front {
     parked: Vec<Parked>,
     /// `Acted` messages sent to the run.
     sent: u64,
+    /// Since when a ready batch has been held behind training.
+    held_since: Option<Instant>,
 }
 
 impl Front {
@@ -104,14 +102,14 @@ impl Front {
             act_dim,
             obs_u8: false,
             stack: 1,
-            stacks: HashMap::new(),
-            byte_stacks: HashMap::new(),
+            stacks: ConnStacks::default(),
             cores: CoreStates::new(policy.net().state_len()),
             ladder: Ladder::default(),
             policy,
             batcher: Batcher::default(),
             parked: Vec::new(),
             sent: 0,
+            held_since: None,
         }
     }
 
@@ -191,7 +189,11 @@ impl Front {
             return;
         }
         if self.stack > 1 {
-            self.stack_frames(conn, &mut obs, n_envs);
+            let link = &self.link;
+            self.stacks
+                .stack(conn, &mut obs, (n_envs, self.stack), |c| {
+                    link.conns.lock().expect("conns lock").contains_key(c)
+                });
         }
         let link = &self.link;
         let (episodes, session) = self.cores.begin(conn, &obs.flags, |c| {
@@ -232,27 +234,6 @@ impl Front {
                 reply,
                 act,
             });
-        }
-    }
-
-    /// Puts each env's frame on its stack (a fresh episode's first frame
-    /// fills it) and replaces the frames with the stacks.
-    fn stack_frames(&mut self, conn: ConnId, obs: &mut Observations, n_envs: usize) {
-        let (k, frame_dim) = (self.stack, self.obs_dim / self.stack);
-        if !self.stacks.contains_key(&conn) && !self.byte_stacks.contains_key(&conn) {
-            // A new connection: the stacks of those that left go.
-            let conns = self.link.conns.lock().expect("conns lock");
-            self.stacks.retain(|c, _| conns.contains_key(c));
-            self.byte_stacks.retain(|c, _| conns.contains_key(c));
-        }
-        if self.obs_u8 {
-            let new = || vec![Stacker::new(k, frame_dim); n_envs];
-            let stacks = self.byte_stacks.entry(conn).or_insert_with(new);
-            obs.obs_u8 = stack_rows(stacks, &obs.obs_u8, &obs.flags);
-        } else {
-            let new = || vec![Stacker::new(k, frame_dim); n_envs];
-            let stacks = self.stacks.entry(conn).or_insert_with(new);
-            obs.obs = stack_rows(stacks, &obs.obs, &obs.flags);
         }
     }
 
@@ -305,8 +286,14 @@ impl Front {
             // Training is behind; `batch_done` wakes us.
             self.link.front_waits.store(true, Ordering::Release);
             if self.sent - self.link.batches_done.load(Ordering::Acquire) >= MAX_BATCHES_AHEAD {
+                self.held_since.get_or_insert_with(Instant::now);
                 return;
             }
+        }
+        if let Some(since) = self.held_since.take() {
+            let held = since.elapsed();
+            self.link.tally.stalled(held);
+            self.metrics.seed_front_stall.inc_by(held.as_secs_f64());
         }
         let snapshot = self.link.policy.lock().expect("policy lock").clone();
         if (snapshot.version != self.policy.version() || !self.policy.has_weights())
@@ -340,6 +327,8 @@ impl Front {
         self.metrics.inference_batch_size.observe(n as f64);
         let mut items = Vec::with_capacity(pending.len());
         let mut row = 0;
+        let mut waits = Duration::ZERO;
+        let answered = pending.len();
         for p in pending {
             let n_envs = p.obs.flags.len();
             let mut actions = vec![0f32; n_envs * ad];
@@ -355,9 +344,9 @@ impl Front {
                 actions: actions.clone(),
                 starts,
             }));
-            self.metrics
-                .inference_latency
-                .observe(p.received.elapsed().as_secs_f64());
+            let waited = p.received.elapsed();
+            waits += waited;
+            self.metrics.inference_latency.observe(waited.as_secs_f64());
             items.push(Acted {
                 conn: p.conn,
                 obs: p.obs,
@@ -365,6 +354,9 @@ impl Front {
                 version: self.policy.version(),
             });
         }
+        // Counted before the run hears of the batch: its books, read when
+        // the run ends, hold every batch it ingested.
+        self.link.tally.served(n, answered, waits);
         self.forward(items);
     }
 

@@ -1,8 +1,9 @@
 //! [`SeedLink`]: what a `seed` run's thread and its inference front share —
 //! the connections with their pending episode starts, the latest policy,
-//! how far training has got, and the stop signal.
+//! how far training has got, what the front did, and the stop signal.
 
 use crate::vocab::ConnId;
+use crate::workflows::FrontFigures;
 use rlfleet_shared::wire::EpisodeStart;
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -42,6 +43,48 @@ pub struct SeedLink {
     /// Cancelled when the run ends; the front then answers `Stop`.
     pub stop: CancellationToken,
     pub stop_reason: Mutex<String>,
+    /// What the front did, for the run's summary.
+    pub tally: FrontTally,
+}
+
+/// The front's counts, kept where the run's thread can read them when the
+/// run ends (microseconds, so that they can be atomics).
+#[derive(Debug, Default)]
+pub struct FrontTally {
+    batches: AtomicU64,
+    rows: AtomicU64,
+    answered: AtomicU64,
+    latency_us: AtomicU64,
+    stall_us: AtomicU64,
+}
+
+impl FrontTally {
+    /// One forward pass for `rows` envs, answering requests that waited
+    /// `waits` in all.
+    pub fn served(&self, rows: usize, answered: usize, waits: std::time::Duration) {
+        self.batches.fetch_add(1, Ordering::Relaxed);
+        self.rows.fetch_add(rows as u64, Ordering::Relaxed);
+        self.answered.fetch_add(answered as u64, Ordering::Relaxed);
+        self.latency_us
+            .fetch_add(waits.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// A ready batch was held this long behind training.
+    pub fn stalled(&self, held: std::time::Duration) {
+        self.stall_us
+            .fetch_add(held.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    pub fn figures(&self) -> FrontFigures {
+        let secs = |a: &AtomicU64| a.load(Ordering::Relaxed) as f64 * 1e-6;
+        FrontFigures {
+            batches: self.batches.load(Ordering::Relaxed),
+            rows: self.rows.load(Ordering::Relaxed),
+            answered: self.answered.load(Ordering::Relaxed),
+            latency_secs: secs(&self.latency_us),
+            stall_secs: secs(&self.stall_us),
+        }
+    }
 }
 
 impl SeedLink {
@@ -55,6 +98,7 @@ impl SeedLink {
             wake: Notify::new(),
             stop: CancellationToken::new(),
             stop_reason: Mutex::new(String::new()),
+            tally: FrontTally::default(),
         }
     }
 

@@ -294,8 +294,9 @@ impl Workflow for Seed {
         Ok(())
     }
 
-    fn stop(&mut self, _core: &mut Core, reason: &str) -> anyhow::Result<()> {
+    fn stop(&mut self, core: &mut Core, reason: &str) -> anyhow::Result<()> {
         self.link.end(reason);
+        core.front = Some(self.link.tally.figures());
         Ok(())
     }
 }
