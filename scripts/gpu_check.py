@@ -4,6 +4,7 @@ budgets) and writes gpu.json and gpu.log under OUT.
 
 usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
                     [--torch-python PY] [--steps A,B] [--atari-steps N]
+                    [--envs-per-actor N,M]
 
 Steps, each bounded by its share of the budget, each recorded even when it
 fails (its "error" says why):
@@ -20,8 +21,11 @@ fails (its "error" says why):
 - r2d2: `rlfleet-bench r2d2` (R2D2 sequence updates: burn-in, n-step
   double-Q under h, priorities back) against PyTorch-Python, on the
   default device;
-- atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors,
-  each against the same actors under `random`, GPU utilisation sampled
+- atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors
+  of 8 envs each (SEED RL's way: a `seed` actor's round trip is shared by
+  its envs; --envs-per-actor 1,8 runs both), each against the same actors
+  under `random`, with the learner's busy share and the `seed` front's
+  passes, waits and time held behind training; GPU utilisation sampled
   with nvidia-smi.
 """
 
@@ -255,11 +259,11 @@ def bench(args, env, out, what, result):
     return code, (json.loads(res.read_text()) if res.exists() else None), text[-600:]
 
 
-def bench_cnn(args, env, work, secs, atari_steps, actors, tag):
+def bench_cnn(args, env, work, secs, atari_steps, actors, tag, envs=1):
     what = [
         "cnn", "--secs", str(secs), "--threads", str(args.threads),
         "--batches", "32,256", "--atari-steps", str(atari_steps),
-        "--actors", str(actors),
+        "--actors", str(actors), "--envs-per-actor", str(envs),
         "--configs", "config/pong-dqn-async.toml,config/pong-ppo-seed-a2c.toml",
     ]
     code, r, tail = bench(args, env, work / f"bench-{tag}", what, "cnn.json")
@@ -322,6 +326,8 @@ def main():
     ap.add_argument("--torch-python", default=sys.executable)
     ap.add_argument("--steps", default="", help="comma-separated steps to run (default: all)")
     ap.add_argument("--atari-steps", type=int, default=0, help="env steps per Pong run (default: 6000, 300 dry)")
+    ap.add_argument("--envs-per-actor", default="8",
+                    help="comma-separated envs per Pong actor, one set of runs each (default: 8)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -358,11 +364,14 @@ def main():
     atari_steps = args.atari_steps or (300 if dry else 6000)
     t0 = time.time()
     with GpuSampler() as sampler:
-        try:
-            r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10, "atari")
-            report["atari"] = r.get("atari", r)
-        except Exception as e:
-            report["atari"] = {"error": f"{type(e).__name__}: {e}"}
+        rows = []
+        for envs in [int(e) for e in args.envs_per_actor.split(",") if e]:
+            try:
+                r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10, f"atari-{envs}", envs)
+                rows += r.get("atari", [r])
+            except Exception as e:
+                rows.append({"error": f"{type(e).__name__}: {e}"})
+        report["atari"] = rows
     report["atari_gpu"] = sampler.summary()
     report["atari_secs"] = round(time.time() - t0, 1)
     log("atari", json.dumps(report["atari"])[:2000])

@@ -8,18 +8,19 @@
 //!   [`DeviceForward`] (what the `seed` front runs for a CNN), and through
 //!   ONNX Runtime and the plain-Rust copy (what actors could run);
 //! - Atari frames per second end to end: `config/pong-dqn-async.toml`
-//!   (or the configs named) with 4 local actors (or as many as asked) for
-//!   a fixed number of env steps (training from the 1,000th), against the
-//!   same actors playing the same env under `random` (no network
-//!   anywhere). Episodes are cut at 4,000 frames so that the closing
-//!   evaluation of an untrained policy stays short.
+//!   (or the configs named) with 4 local actors (or as many as asked) of
+//!   one env each (or as many as asked) for a fixed number of env steps
+//!   (training from the 1,000th), against the same actors playing the
+//!   same env under `random` (no network anywhere). Episodes are cut at
+//!   4,000 frames so that the closing evaluation of an untrained policy
+//!   stays short.
 //!
 //! Inference takes the frames as bytes (`Rows::Bytes`), as the `seed`
 //! front does for a uint8 run: on a GPU they are uploaded as uint8.
 
 use crate::measure::write_json;
 use crate::torch_python;
-use crate::workflows::{run_local, shipped as shipped_path};
+use crate::workflows::{run_local_envs, shipped as shipped_path};
 use actor_client::ort_net::OrtForward;
 use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;
@@ -196,6 +197,7 @@ pub struct AtariRow {
     config: String,
     workflow: String,
     actors: usize,
+    envs_per_actor: u32,
     env_steps: u64,
     frames: u64,
     train_steps: u64,
@@ -237,9 +239,10 @@ impl Embedded {
     }
 }
 
-/// One embedded run of `cfg` with `actors` local actors.
-fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<Embedded> {
-    let s = run_local(cfg, actors, dir)?;
+/// One embedded run of `cfg` with `actors` local actors of `envs` envs
+/// each.
+fn embedded(cfg: &RunConfig, (actors, envs): (usize, u32), dir: &Path) -> anyhow::Result<Embedded> {
+    let s = run_local_envs(cfg, (actors, envs), dir)?;
     let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
     Ok(Embedded {
         env_steps: int("env_steps"),
@@ -256,7 +259,12 @@ fn embedded(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<Embedd
     })
 }
 
-fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Result<AtariRow> {
+fn atari_row(
+    shipped: &str,
+    steps: u64,
+    (actors, envs): (usize, u32),
+    dir: &Path,
+) -> anyhow::Result<AtariRow> {
     let mut cfg = RunConfig::load(&shipped_path(shipped))?;
     cfg.output_dir = dir.join(&cfg.name);
     cfg.env_kwargs
@@ -273,7 +281,7 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     cfg.dqn.buffer_size = 10_000;
     cfg.r2d2.learning_starts = 1_000;
     cfg.r2d2.buffer_size = cfg.r2d2.buffer_size.min(500);
-    let run = embedded(&cfg, actors, dir)?;
+    let run = embedded(&cfg, (actors, envs), dir)?;
     let (env_steps, train_steps, wall) = (run.env_steps, run.train_steps, run.wall);
     let lag = run.learner("policy_lag_mean");
     let busy = run.learner("train_secs") / wall;
@@ -287,12 +295,12 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
     random.agent = AgentKind::Dqn;
     random.model.core = CoreKind::None;
     random.output_dir = dir.join(&random.name);
-    let r = embedded(&random, actors, dir)?;
+    let r = embedded(&random, (actors, envs), dir)?;
     let (r_steps, r_wall) = (r.env_steps, r.wall);
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
     println!(
-        "atari end to end ({shipped}, {actors} actors): {env_steps} env steps ({} frames) and \
+        "atari end to end ({shipped}, {actors} actors of {envs} envs): {env_steps} env steps ({} frames) and \
          {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s, {:.1} gradient \
          steps/s, mean policy lag {lag:.2}; the same actors under `random`: {random_fps:.0} \
          frames/s; ratio {:.2}; learner busy {:.0} % of the time, inference {batch_mean:.1} \
@@ -307,6 +315,7 @@ fn atari_row(shipped: &str, steps: u64, actors: usize, dir: &Path) -> anyhow::Re
         config: shipped.into(),
         workflow: cfg.workflow.to_string(),
         actors,
+        envs_per_actor: envs,
         env_steps,
         frames: 4 * env_steps,
         train_steps,
@@ -329,13 +338,13 @@ struct CnnResults {
     atari: Vec<AtariRow>,
 }
 
-/// `(atari_steps, actors, configs)`: the end-to-end runs (none with 0
-/// steps).
+/// `(atari_steps, (actors, envs per actor), configs)`: the end-to-end runs
+/// (none with 0 steps).
 pub fn bench(
     secs: f64,
     threads: usize,
     batches: &[u32],
-    (atari_steps, actors, configs): (u64, usize, &[String]),
+    (atari_steps, actors, configs): (u64, (usize, u32), &[String]),
     out: &Path,
 ) -> anyhow::Result<()> {
     let nets = net_rows(secs, threads, batches)?;

@@ -207,6 +207,10 @@ enum What {
         /// Local actor processes of the end-to-end runs.
         #[arg(long, default_value_t = 4)]
         actors: usize,
+        /// Envs each of those actors steps (a `seed` actor sends them in
+        /// one request and waits for their actions together).
+        #[arg(long, default_value_t = 1)]
+        envs_per_actor: u32,
         /// The shipped configs run end to end.
         #[arg(
             long,
@@ -400,12 +404,13 @@ fn main() -> anyhow::Result<()> {
             batches,
             atari_steps,
             actors,
+            envs_per_actor,
             configs,
         } => cnn::bench(
             secs,
             threads,
             &batches,
-            (atari_steps, actors, &configs),
+            (atari_steps, (actors, envs_per_actor), &configs),
             &cli.out,
         ),
         What::Inference { secs } => inference::bench(secs, &cli.out),

@@ -51,8 +51,18 @@ pub(crate) fn shipped(path: &str) -> PathBuf {
 }
 
 /// Runs `cfg` with `learner-server run` and `actors` local actor processes
-/// (its config file and state directory in `dir`); the run's summary.
+/// of one env each (its config file and state directory in `dir`); the
+/// run's summary.
 pub(crate) fn run_local(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<toml::Value> {
+    run_local_envs(cfg, (actors, 1), dir)
+}
+
+/// [`run_local`] with `envs` envs in each actor process.
+pub(crate) fn run_local_envs(
+    cfg: &RunConfig,
+    (actors, envs): (usize, u32),
+    dir: &Path,
+) -> anyhow::Result<toml::Value> {
     let path = dir.join(format!("{}.toml", cfg.name));
     std::fs::write(&path, cfg.to_resolved_toml())?;
     let out = Command::new(learner_server()?)
@@ -61,6 +71,8 @@ pub(crate) fn run_local(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::R
             "--no-progress",
             "--local-actors",
             &actors.to_string(),
+            "--envs-per-actor",
+            &envs.to_string(),
         ])
         .arg("--state-dir")
         .arg(dir.join("state"))

@@ -73,6 +73,7 @@ fn the_gpu_check_dry_run_measures_every_step() {
         .collect();
     assert_eq!(workflows, ["async", "seed-a2c"], "{r}");
     for a in atari {
+        assert_eq!(a["envs_per_actor"], 8, "{a}");
         assert!(a["env_steps"].as_u64().unwrap() >= 300, "{a}");
         assert!(a["frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
         assert!(a["random_frames_per_sec"].as_f64().unwrap() > 0.0, "{a}");
