@@ -4,7 +4,7 @@ budgets) and writes gpu.json and gpu.log under OUT.
 
 usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
                     [--torch-python PY] [--steps A,B] [--atari-steps N]
-                    [--envs-per-actor N,M]
+                    [--envs-per-actor N,M] [--lanes N,M]
 
 Steps, each bounded by its share of the budget, each recorded even when it
 fails (its "error" says why):
@@ -23,10 +23,11 @@ fails (its "error" says why):
   default device;
 - atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors
   of 8 envs each (SEED RL's way: a `seed` actor's round trip is shared by
-  its envs; --envs-per-actor 1,8 runs both), each against the same actors
-  under `random`, with the learner's busy share and the `seed` front's
-  passes, waits and time held behind training; GPU utilisation sampled
-  with nvidia-smi.
+  its envs; --envs-per-actor 1,8 runs both), `seed-a2c` again with each
+  actor's envs in two lanes (one lane steps while the other waits for its
+  actions), each against the same actors under `random`, with the
+  learner's busy share and the `seed` front's passes, waits and time held
+  behind training; GPU utilisation sampled with nvidia-smi.
 """
 
 import argparse
@@ -259,12 +260,15 @@ def bench(args, env, out, what, result):
     return code, (json.loads(res.read_text()) if res.exists() else None), text[-600:]
 
 
-def bench_cnn(args, env, work, secs, atari_steps, actors, tag, envs=1):
+PONG = ["config/pong-dqn-async.toml", "config/pong-ppo-seed-a2c.toml"]
+
+
+def bench_cnn(args, env, work, secs, atari_steps, actors, tag, envs=1, lanes=1, configs=PONG):
     what = [
         "cnn", "--secs", str(secs), "--threads", str(args.threads),
         "--batches", "32,256", "--atari-steps", str(atari_steps),
         "--actors", str(actors), "--envs-per-actor", str(envs),
-        "--configs", "config/pong-dqn-async.toml,config/pong-ppo-seed-a2c.toml",
+        "--lanes-per-actor", str(lanes), "--configs", ",".join(configs),
     ]
     code, r, tail = bench(args, env, work / f"bench-{tag}", what, "cnn.json")
     r = r if r is not None else {"error": f"exit {code}: {tail}"}
@@ -328,6 +332,9 @@ def main():
     ap.add_argument("--atari-steps", type=int, default=0, help="env steps per Pong run (default: 6000, 300 dry)")
     ap.add_argument("--envs-per-actor", default="8",
                     help="comma-separated envs per Pong actor, one set of runs each (default: 8)")
+    ap.add_argument("--lanes", default="1,2",
+                    help="comma-separated lanes per Pong actor (actor-client --lanes); "
+                         "above 1, `seed-a2c` only (default: 1,2)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -365,12 +372,16 @@ def main():
     t0 = time.time()
     with GpuSampler() as sampler:
         rows = []
-        for envs in [int(e) for e in args.envs_per_actor.split(",") if e]:
-            try:
-                r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10, f"atari-{envs}", envs)
-                rows += r.get("atari", [r])
-            except Exception as e:
-                rows.append({"error": f"{type(e).__name__}: {e}"})
+        ints = lambda text: [int(x) for x in text.split(",") if x]
+        for envs in ints(args.envs_per_actor):
+            for lanes in [n for n in ints(args.lanes) if n <= envs]:
+                configs = PONG if lanes == 1 else [c for c in PONG if "seed" in c]
+                try:
+                    r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10,
+                                  f"atari-{envs}-{lanes}", envs, lanes, configs)
+                    rows += r.get("atari", [r])
+                except Exception as e:
+                    rows.append({"error": f"{type(e).__name__}: {e}"})
         report["atari"] = rows
     report["atari_gpu"] = sampler.summary()
     report["atari_secs"] = round(time.time() - t0, 1)

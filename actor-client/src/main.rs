@@ -53,6 +53,11 @@ struct ConnectArgs {
     /// Exit when the run ends instead of waiting for the next one.
     #[arg(long)]
     once: bool,
+    /// Split the envs over this many connections (actors `ID/0`, `ID/1`,
+    /// …) played in turn on one thread: under `seed`, one lane's envs
+    /// step while another waits for its actions.
+    #[arg(long, default_value_t = 1)]
+    lanes: u32,
     /// Give up after this many seconds without reaching the learner (long
     /// enough by default to outlive a learner restart: systemd's or
     /// Slurm's, with a large replay to load).
@@ -169,24 +174,36 @@ fn init_logging(json: bool) {
     }
 }
 
-/// The exit line and code of an actor that ran.
-fn finish(result: anyhow::Result<actor_client::remote::ActorReport>) -> ExitCode {
-    match result {
-        Ok(r) => {
-            // One write, so lines of actors sharing a terminal do not mix.
-            let line = format!("{r}\n");
-            let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
-            ExitCode::SUCCESS
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            if e.is::<actor_client::remote::Refused>() {
-                ExitCode::from(3)
-            } else {
-                ExitCode::FAILURE
+/// The exit lines (one per lane) and code of an actor that ran: the
+/// first failed lane's.
+fn finish(
+    result: anyhow::Result<Vec<anyhow::Result<actor_client::remote::ActorReport>>>,
+) -> ExitCode {
+    let lanes = match result {
+        Ok(lanes) => lanes,
+        Err(e) => vec![Err(e)],
+    };
+    let mut code = ExitCode::SUCCESS;
+    for lane in lanes {
+        match lane {
+            Ok(r) => {
+                // One write, so lines of actors sharing a terminal do not mix.
+                let line = format!("{r}\n");
+                let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+            }
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                if code == ExitCode::SUCCESS {
+                    code = if e.is::<actor_client::remote::Refused>() {
+                        ExitCode::from(3)
+                    } else {
+                        ExitCode::FAILURE
+                    };
+                }
             }
         }
     }
+    code
 }
 
 #[cfg(feature = "mpi")]
@@ -247,6 +264,7 @@ fn main() -> ExitCode {
         };
     }
     let c = cli.connect;
+    let lanes = c.lanes;
     init_logging(c.play.log_json);
     rlfleet_shared::env::python::set_venv(c.play.python_venv.clone());
     let Some(server) = c.server else {
@@ -287,7 +305,7 @@ fn main() -> ExitCode {
             let _ = tokio::signal::ctrl_c().await;
             c2.cancel();
         });
-        actor_client::remote::run(opts, cancel).await
+        actor_client::remote::run_lanes(&opts, lanes, cancel).await
     });
     finish(result)
 }

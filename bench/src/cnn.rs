@@ -36,6 +36,10 @@ use serde::Serialize;
 use std::path::Path;
 use std::time::Instant;
 
+/// The end-to-end runs' local actors: (processes, envs each, connections
+/// each splits them over).
+pub type Actors = (usize, u32, u32);
+
 /// Atari's observation after Gymnasium's preprocessing and a 4-frame stack.
 fn atari_spec() -> EnvSpec {
     let dim = 4 * 84 * 84;
@@ -198,6 +202,8 @@ pub struct AtariRow {
     workflow: String,
     actors: usize,
     envs_per_actor: u32,
+    /// Connections each actor splits its envs over.
+    lanes_per_actor: u32,
     env_steps: u64,
     frames: u64,
     train_steps: u64,
@@ -240,9 +246,9 @@ impl Embedded {
 }
 
 /// One embedded run of `cfg` with `actors` local actors of `envs` envs
-/// each.
-fn embedded(cfg: &RunConfig, (actors, envs): (usize, u32), dir: &Path) -> anyhow::Result<Embedded> {
-    let s = run_local_envs(cfg, (actors, envs), dir)?;
+/// each, split over `lanes` connections.
+fn embedded(cfg: &RunConfig, actors: Actors, dir: &Path) -> anyhow::Result<Embedded> {
+    let s = run_local_envs(cfg, actors, dir)?;
     let int = |k: &str| s.get(k).and_then(toml::Value::as_integer).unwrap_or(0) as u64;
     Ok(Embedded {
         env_steps: int("env_steps"),
@@ -262,7 +268,7 @@ fn embedded(cfg: &RunConfig, (actors, envs): (usize, u32), dir: &Path) -> anyhow
 fn atari_row(
     shipped: &str,
     steps: u64,
-    (actors, envs): (usize, u32),
+    (actors, envs, lanes): Actors,
     dir: &Path,
 ) -> anyhow::Result<AtariRow> {
     let mut cfg = RunConfig::load(&shipped_path(shipped))?;
@@ -281,7 +287,7 @@ fn atari_row(
     cfg.dqn.buffer_size = 10_000;
     cfg.r2d2.learning_starts = 1_000;
     cfg.r2d2.buffer_size = cfg.r2d2.buffer_size.min(500);
-    let run = embedded(&cfg, (actors, envs), dir)?;
+    let run = embedded(&cfg, (actors, envs, lanes), dir)?;
     let (env_steps, train_steps, wall) = (run.env_steps, run.train_steps, run.wall);
     let lag = run.learner("policy_lag_mean");
     let busy = run.learner("train_secs") / wall;
@@ -295,12 +301,12 @@ fn atari_row(
     random.agent = AgentKind::Dqn;
     random.model.core = CoreKind::None;
     random.output_dir = dir.join(&random.name);
-    let r = embedded(&random, (actors, envs), dir)?;
+    let r = embedded(&random, (actors, envs, lanes), dir)?;
     let (r_steps, r_wall) = (r.env_steps, r.wall);
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
     println!(
-        "atari end to end ({shipped}, {actors} actors of {envs} envs): {env_steps} env steps ({} frames) and \
+        "atari end to end ({shipped}, {actors} actors of {envs} envs in {lanes} lanes): {env_steps} env steps ({} frames) and \
          {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s, {:.1} gradient \
          steps/s, mean policy lag {lag:.2}; the same actors under `random`: {random_fps:.0} \
          frames/s; ratio {:.2}; learner busy {:.0} % of the time, inference {batch_mean:.1} \
@@ -316,6 +322,7 @@ fn atari_row(
         workflow: cfg.workflow.to_string(),
         actors,
         envs_per_actor: envs,
+        lanes_per_actor: lanes,
         env_steps,
         frames: 4 * env_steps,
         train_steps,
@@ -338,13 +345,13 @@ struct CnnResults {
     atari: Vec<AtariRow>,
 }
 
-/// `(atari_steps, (actors, envs per actor), configs)`: the end-to-end runs
-/// (none with 0 steps).
+/// `(atari_steps, actors, configs)`: the end-to-end runs (none with 0
+/// steps).
 pub fn bench(
     secs: f64,
     threads: usize,
     batches: &[u32],
-    (atari_steps, actors, configs): (u64, (usize, u32), &[String]),
+    (atari_steps, actors, configs): (u64, Actors, &[String]),
     out: &Path,
 ) -> anyhow::Result<()> {
     let nets = net_rows(secs, threads, batches)?;

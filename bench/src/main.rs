@@ -211,6 +211,10 @@ enum What {
         /// one request and waits for their actions together).
         #[arg(long, default_value_t = 1)]
         envs_per_actor: u32,
+        /// Connections each of those actors splits its envs over
+        /// (`actor-client --lanes`).
+        #[arg(long, default_value_t = 1)]
+        lanes_per_actor: u32,
         /// The shipped configs run end to end.
         #[arg(
             long,
@@ -405,12 +409,17 @@ fn main() -> anyhow::Result<()> {
             atari_steps,
             actors,
             envs_per_actor,
+            lanes_per_actor,
             configs,
         } => cnn::bench(
             secs,
             threads,
             &batches,
-            (atari_steps, (actors, envs_per_actor), &configs),
+            (
+                atari_steps,
+                (actors, envs_per_actor, lanes_per_actor),
+                &configs,
+            ),
             &cli.out,
         ),
         What::Inference { secs } => inference::bench(secs, &cli.out),

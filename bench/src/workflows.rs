@@ -54,13 +54,14 @@ pub(crate) fn shipped(path: &str) -> PathBuf {
 /// of one env each (its config file and state directory in `dir`); the
 /// run's summary.
 pub(crate) fn run_local(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::Result<toml::Value> {
-    run_local_envs(cfg, (actors, 1), dir)
+    run_local_envs(cfg, (actors, 1, 1), dir)
 }
 
-/// [`run_local`] with `envs` envs in each actor process.
+/// [`run_local`] with `envs` envs in each actor process, split over
+/// `lanes` connections.
 pub(crate) fn run_local_envs(
     cfg: &RunConfig,
-    (actors, envs): (usize, u32),
+    (actors, envs, lanes): (usize, u32, u32),
     dir: &Path,
 ) -> anyhow::Result<toml::Value> {
     let path = dir.join(format!("{}.toml", cfg.name));
@@ -73,6 +74,8 @@ pub(crate) fn run_local_envs(
             &actors.to_string(),
             "--envs-per-actor",
             &envs.to_string(),
+            "--lanes-per-actor",
+            &lanes.to_string(),
         ])
         .arg("--state-dir")
         .arg(dir.join("state"))

@@ -20,6 +20,9 @@ use tokio_util::sync::CancellationToken;
 pub struct LocalActors {
     pub count: usize,
     pub envs_per_actor: u32,
+    /// Connections each actor process splits its envs over (`actor-client
+    /// --lanes`; actor processes only).
+    pub lanes_per_actor: u32,
     /// The `actor-client` binary (default: next to this executable).
     pub binary: Option<PathBuf>,
 }
@@ -57,6 +60,12 @@ pub async fn run(
         rlfleet_shared::config::MPI_LAUNCH
     );
     let inproc = cfg.transport == TransportKind::Inproc;
+    anyhow::ensure!(
+        actors.lanes_per_actor == 1 || !inproc,
+        "--lanes-per-actor {}: lanes are for actor processes (transport = \"quic\"); \
+         in-process actors are tasks already",
+        actors.lanes_per_actor
+    );
     let output_dir = cfg.output_dir.clone();
     let binary = if actors.count > 0 && !inproc {
         Some(actor_binary(&actors.binary)?)
@@ -104,6 +113,8 @@ pub async fn run(
             .arg(&d.fingerprint)
             .arg("--envs")
             .arg(actors.envs_per_actor.to_string())
+            .arg("--lanes")
+            .arg(actors.lanes_per_actor.to_string())
             .arg("--actor-id")
             .arg(format!("local-{i}"))
             .arg("--once")

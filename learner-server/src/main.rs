@@ -64,6 +64,11 @@ enum Command {
         /// Environments each local actor runs.
         #[arg(long, default_value_t = 1)]
         envs_per_actor: u32,
+        /// Connections each local actor process splits its envs over
+        /// (`actor-client --lanes`): under `seed`, one lane's envs step
+        /// while another waits for its actions.
+        #[arg(long, default_value_t = 1)]
+        lanes_per_actor: u32,
     },
     /// Daemon mode: serve actors (QUIC) and the control API (HTTP) until
     /// SIGINT/SIGTERM.
@@ -306,6 +311,7 @@ fn main() -> ExitCode {
             no_progress,
             local_actors,
             envs_per_actor,
+            lanes_per_actor,
         } => {
             let cfg = match load_config(&config) {
                 Ok(cfg) => cfg,
@@ -326,6 +332,7 @@ fn main() -> ExitCode {
                     let actors = LocalActors {
                         count: local_actors,
                         envs_per_actor,
+                        lanes_per_actor,
                         binary: None,
                     };
                     Ok(embedded::run(cfg, opts, start, &state_dir, actors, t).await)

@@ -576,14 +576,49 @@ fn run_all(transport: TransportKind, ranks_per_env: u32) {
             "{} over {transport}: {}\n{}",
             case.workflow, out.stdout, out.stderr
         );
-        let reports: Vec<ActorCounts> = out
-            .stderr
-            .lines()
-            .filter(|l| l.starts_with("actor done:"))
-            .map(|l| actor_counts(l).unwrap())
-            .collect();
-        check(case, &cfg, &reports, actors);
+        check(case, &cfg, &actor_reports(&out.stderr), actors);
     }
+}
+
+/// Every actor's exit line in `stderr`.
+fn actor_reports(stderr: &str) -> Vec<ActorCounts> {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("actor done:"))
+        .map(|l| actor_counts(l).unwrap())
+        .collect()
+}
+
+/// The `seed` workflows with each actor process's two envs split over two
+/// connections (`--lanes-per-actor 2`): eight actors of one env in the
+/// books, every count exact.
+#[test]
+fn seed_actors_in_two_lanes_conform_over_quic() {
+    let _heavy = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let seeds = cases().into_iter().enumerate();
+    for (n, case) in seeds.filter(|(_, c)| c.workflow.starts_with("seed")) {
+        let cfg = config(&case, TransportKind::Quic, dir.path(), n);
+        let lanes = ["--envs-per-actor", "2", "--lanes-per-actor", "2"];
+        let out = run_embedded(&cfg, dir.path(), &lanes);
+        assert!(
+            out.success,
+            "{}: {}\n{}",
+            case.workflow, out.stdout, out.stderr
+        );
+        check(&case, &cfg, &actor_reports(&out.stderr), 8);
+    }
+    // In-process actors are tasks already: lanes are refused by name.
+    let case = &cases()[0];
+    let cfg = config(case, TransportKind::Inproc, dir.path(), 99);
+    let out = run_embedded(&cfg, dir.path(), &["--lanes-per-actor", "2"]);
+    assert!(!out.success, "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--lanes-per-actor 2: lanes are for actor processes"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -65,13 +65,19 @@ fn the_gpu_check_dry_run_measures_every_step() {
     for c in rows {
         assert!(c["rlfleet_updates_per_sec"].as_f64().unwrap() > 0.0, "{c}");
     }
-    // Pong end to end, DQN async and PPO seed-a2c, each against `random`.
+    // Pong end to end, DQN async and PPO seed-a2c (again in two lanes per
+    // actor), each against `random`.
     let atari = r["atari"].as_array().expect("atari rows");
     let workflows: Vec<&str> = atari
         .iter()
         .map(|a| a["workflow"].as_str().unwrap())
         .collect();
-    assert_eq!(workflows, ["async", "seed-a2c"], "{r}");
+    assert_eq!(workflows, ["async", "seed-a2c", "seed-a2c"], "{r}");
+    let lanes: Vec<u64> = atari
+        .iter()
+        .map(|a| a["lanes_per_actor"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lanes, [1, 1, 2], "{r}");
     for a in atari {
         assert_eq!(a["envs_per_actor"], 8, "{a}");
         assert!(a["env_steps"].as_u64().unwrap() >= 300, "{a}");
@@ -85,16 +91,17 @@ fn the_gpu_check_dry_run_measures_every_step() {
     }
     // Where `seed-a2c`'s time goes: the front's passes, waits and stalls
     // (numbers there; `null` under `async`, which has no front).
-    let (dqn, ppo) = (&atari[0], &atari[1]);
-    assert!(dqn["inference_batch_mean"].is_null(), "{dqn}");
-    assert!(
-        ppo["inference_batch_mean"].as_f64().unwrap() >= 1.0,
-        "{ppo}"
-    );
-    assert!(
-        ppo["inference_latency_mean_ms"].as_f64().unwrap() > 0.0,
-        "{ppo}"
-    );
-    let stall = ppo["front_stall_share"].as_f64().unwrap();
-    assert!((0.0..1.0).contains(&stall), "{ppo}");
+    assert!(atari[0]["inference_batch_mean"].is_null(), "{r}");
+    for ppo in &atari[1..] {
+        assert!(
+            ppo["inference_batch_mean"].as_f64().unwrap() >= 1.0,
+            "{ppo}"
+        );
+        assert!(
+            ppo["inference_latency_mean_ms"].as_f64().unwrap() > 0.0,
+            "{ppo}"
+        );
+        let stall = ppo["front_stall_share"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&stall), "{ppo}");
+    }
 }

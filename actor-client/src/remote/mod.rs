@@ -5,7 +5,8 @@
 //! observations, play the returned actions). Over QUIC ([`run`],
 //! `connect.rs`): connect with backoff, and after a lost connection
 //! reconnect with a new session id and resend the batches that were not
-//! acknowledged. In the learner's own process ([`run_inproc`]): messages
+//! acknowledged; one process's envs may be split over several such
+//! connections (`lanes.rs`). In the learner's own process ([`run_inproc`]): messages
 //! as values over channels. As an MPI rank: the `mpi_link` module (feature
 //! `mpi`), through [`run_link`].
 
@@ -13,11 +14,13 @@ mod client;
 mod connect;
 mod experience;
 mod flight;
+mod lanes;
 mod link;
 mod seed;
 
 pub use client::{ClientOptions, RunEnded, SeedClient};
 pub use connect::run;
+pub use lanes::{lane_options, run_lanes};
 pub use link::{InprocLink, Link};
 
 use rand::Rng;
