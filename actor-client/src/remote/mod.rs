@@ -6,9 +6,9 @@
 //! `connect.rs`): connect with backoff, and after a lost connection
 //! reconnect with a new session id and resend the batches that were not
 //! acknowledged; one process's envs may be split over several such
-//! connections (`lanes.rs`). In the learner's own process ([`run_inproc`]): messages
-//! as values over channels. As an MPI rank: the `mpi_link` module (feature
-//! `mpi`), through [`run_link`].
+//! connections (`lanes.rs`). In the learner's own process
+//! ([`run_inproc`]): messages as values over channels. As an MPI rank:
+//! the `mpi_link` module (feature `mpi`), through [`run_link`].
 
 mod client;
 mod connect;
