@@ -2,12 +2,14 @@
 //! CartPole policy network (4→64→64→2) at batch 1, 8 and 64 — ONNX Runtime
 //! (the model the learner ships, weights as an input, one thread) and the
 //! plain-Rust network against tch's forward pass (no grad, one thread) in
-//! the same run.
+//! the same run — and of MinAtar's DQN network (one 16-channel 3×3
+//! convolution over `(10, 10, 4)`, 128 hidden, 6 actions) at batch 1 and
+//! 32, plain Rust against tch.
 
 use crate::measure::{rate, write_json};
 use actor_client::ort_net::OrtForward;
 use learner_server::nets::FlatNet;
-use rlfleet_shared::nets::{Forward, NetCopy, NetShape};
+use rlfleet_shared::nets::{ConvLayer, ConvTorso, Forward, NetCopy, NetShape, TorsoKind};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
 use serde::Serialize;
 use std::path::Path;
@@ -69,5 +71,65 @@ pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
         );
         rows.push(row);
     }
-    write_json(out, "inference_latency", &rows)
+    write_json(out, "inference_latency", &rows)?;
+    write_json(out, "inference_latency_minatar", &minatar(secs)?)
+}
+
+/// One batch size of MinAtar's network: plain Rust against tch.
+#[derive(Debug, Serialize)]
+pub struct ConvRow {
+    batch: usize,
+    tch_us: f64,
+    rust_us: f64,
+    rust_speedup_vs_tch: f64,
+}
+
+/// MinAtar's DQN network (`config/minatar-breakout-dqn.toml`), the way
+/// `Dqn` acts with it: host rows in, Q-values out.
+fn minatar(secs: f64) -> anyhow::Result<Vec<ConvRow>> {
+    let torso = ConvTorso {
+        input: [4, 10, 10],
+        channels_last: true,
+        bytes: false,
+        kind: TorsoKind::Plain,
+        layers: vec![ConvLayer {
+            out: 16,
+            kernel: 3,
+            stride: 1,
+        }],
+    };
+    let shape = NetShape::with_torso(Some(torso), 400, &[128], 6);
+    let flat = FlatNet::from_shape(shape.clone());
+    tch::manual_seed(0);
+    let params_t = flat.init(Device::Cpu);
+    let params: Vec<f32> = Vec::try_from(&params_t)?;
+    let mut rust = NetCopy::new(shape);
+    rust.load(&params).map_err(anyhow::Error::msg)?;
+    let mut rows = Vec::new();
+    for batch in [1usize, 32] {
+        let x: Vec<f32> = (0..batch * 400)
+            .map(|i| (i % 7 == 0) as u8 as f32)
+            .collect();
+        let tch_rate = rate(secs, || {
+            let t = Tensor::from_slice(&x).view([batch as i64, 400]);
+            let y = tch::no_grad(|| flat.forward(&params_t, &t));
+            let v: Vec<f32> = Vec::try_from(y.view([-1])).expect("f32");
+            std::hint::black_box(v);
+        });
+        let rust_rate = rate(secs, || {
+            std::hint::black_box(rust.forward(&x, batch));
+        });
+        let row = ConvRow {
+            batch,
+            tch_us: 1e6 / tch_rate,
+            rust_us: 1e6 / rust_rate,
+            rust_speedup_vs_tch: rust_rate / tch_rate,
+        };
+        println!(
+            "MinAtar's network, batch {batch:>2}: tch {:>6.1} us, plain Rust {:>6.1} us ({:.2}x tch)",
+            row.tch_us, row.rust_us, row.rust_speedup_vs_tch
+        );
+        rows.push(row);
+    }
+    Ok(rows)
 }
