@@ -4,7 +4,7 @@ budgets) and writes gpu.json and gpu.log under OUT.
 
 usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
                     [--torch-python PY] [--steps A,B] [--atari-steps N]
-                    [--envs-per-actor N,M] [--lanes N,M]
+                    [--envs-per-actor N,M] [--lanes N,M] [--ahead N,M]
 
 Steps, each bounded by its share of the budget, each recorded even when it
 fails (its "error" says why):
@@ -21,9 +21,12 @@ fails (its "error" says why):
 - r2d2: `rlfleet-bench r2d2` (R2D2 sequence updates: burn-in, n-step
   double-Q under h, priorities back) against PyTorch-Python, on the
   default device;
-- atari: Pong DQN `async` and PPO `seed-a2c` end to end with local actors
-  of 8 envs each (SEED RL's way: a `seed` actor's round trip is shared by
-  its envs; --envs-per-actor 1,8 runs both), `seed-a2c` again with each
+- atari: Pong DQN `async`, DQN `seed` (the same DQN acted for by the
+  learner's front on the GPU rather than by each actor's CPU) and PPO
+  `seed-a2c` end to end with local actors of 8 envs each (SEED RL's way: a
+  `seed` actor's round trip is shared by its envs; --envs-per-actor 1,8
+  runs both), `seed-a2c` again with its front allowed 16 batches ahead of
+  training (--ahead: acting goes on during PPO's update) and with each
   actor's envs in two lanes (one lane steps while the other waits for its
   actions), each against the same actors under `random`, with the
   learner's busy share and the `seed` front's passes, waits and time held
@@ -260,16 +263,18 @@ def bench(args, env, out, what, result):
     return code, (json.loads(res.read_text()) if res.exists() else None), text[-600:]
 
 
-PONG = ["config/pong-dqn-async.toml", "config/pong-ppo-seed-a2c.toml"]
+PONG = ["config/pong-dqn-async.toml", "config/pong-dqn-seed.toml", "config/pong-ppo-seed-a2c.toml"]
 
 
-def bench_cnn(args, env, work, secs, atari_steps, actors, tag, envs=1, lanes=1, configs=PONG):
+def bench_cnn(args, env, work, secs, atari_steps, actors, tag, envs=1, lanes=1, configs=PONG, ahead=None):
     what = [
         "cnn", "--secs", str(secs), "--threads", str(args.threads),
         "--batches", "32,256", "--atari-steps", str(atari_steps),
         "--actors", str(actors), "--envs-per-actor", str(envs),
         "--lanes-per-actor", str(lanes), "--configs", ",".join(configs),
     ]
+    if ahead is not None:
+        what += ["--max-batches-ahead", str(ahead)]
     code, r, tail = bench(args, env, work / f"bench-{tag}", what, "cnn.json")
     r = r if r is not None else {"error": f"exit {code}: {tail}"}
     r["exit"] = code
@@ -335,6 +340,9 @@ def main():
     ap.add_argument("--lanes", default="1,2",
                     help="comma-separated lanes per Pong actor (actor-client --lanes); "
                          "above 1, `seed-a2c` only (default: 1,2)")
+    ap.add_argument("--ahead", default="16",
+                    help="comma-separated `max_batches_ahead` for an extra `seed-a2c` row each "
+                         "(the config's own is 2; default: 16)")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -373,12 +381,17 @@ def main():
     with GpuSampler() as sampler:
         rows = []
         ints = lambda text: [int(x) for x in text.split(",") if x]
+        ppo = [c for c in PONG if "seed-a2c" in c]
         for envs in ints(args.envs_per_actor):
+            runs = []
             for lanes in [n for n in ints(args.lanes) if n <= envs]:
-                configs = PONG if lanes == 1 else [c for c in PONG if "seed" in c]
+                runs.append((lanes, PONG if lanes == 1 else ppo, None))
+                if lanes == 1:
+                    runs += [(1, ppo, a) for a in ints(args.ahead)]
+            for lanes, configs, ahead in runs:
                 try:
                     r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10,
-                                  f"atari-{envs}-{lanes}", envs, lanes, configs)
+                                  f"atari-{envs}-{lanes}-{ahead}", envs, lanes, configs, ahead)
                     rows += r.get("atari", [r])
                 except Exception as e:
                     rows.append({"error": f"{type(e).__name__}: {e}"})

@@ -204,6 +204,9 @@ pub struct AtariRow {
     envs_per_actor: u32,
     /// Connections each actor splits its envs over.
     lanes_per_actor: u32,
+    /// `seed` workflows: inference batches the front may answer ahead of
+    /// training (`[distributed] max_batches_ahead`).
+    max_batches_ahead: u32,
     env_steps: u64,
     frames: u64,
     train_steps: u64,
@@ -265,14 +268,13 @@ fn embedded(cfg: &RunConfig, actors: Actors, dir: &Path) -> anyhow::Result<Embed
     })
 }
 
-fn atari_row(
-    shipped: &str,
-    steps: u64,
-    (actors, envs, lanes): Actors,
-    dir: &Path,
-) -> anyhow::Result<AtariRow> {
+fn atari_row(shipped: &str, runs: &AtariRuns<'_>, dir: &Path) -> anyhow::Result<AtariRow> {
+    let (steps, (actors, envs, lanes)) = (runs.steps, runs.actors);
     let mut cfg = RunConfig::load(&shipped_path(shipped))?;
     cfg.output_dir = dir.join(&cfg.name);
+    if let Some(ahead) = runs.ahead {
+        cfg.distributed.max_batches_ahead = ahead;
+    }
     cfg.env_kwargs
         .insert("max_num_frames_per_episode".into(), 4_000.into());
     cfg.eval.episodes = 1;
@@ -306,11 +308,13 @@ fn atari_row(
     let fps = 4.0 * env_steps as f64 / wall;
     let random_fps = 4.0 * r_steps as f64 / r_wall;
     println!(
-        "atari end to end ({shipped}, {actors} actors of {envs} envs in {lanes} lanes): {env_steps} env steps ({} frames) and \
+        "atari end to end ({shipped}, {actors} actors of {envs} envs in {lanes} lanes, front up to {} \
+         batches ahead): {env_steps} env steps ({} frames) and \
          {train_steps} gradient steps in {wall:.1} s: {fps:.0} frames/s, {:.1} gradient \
          steps/s, mean policy lag {lag:.2}; the same actors under `random`: {random_fps:.0} \
          frames/s; ratio {:.2}; learner busy {:.0} % of the time, inference {batch_mean:.1} \
          envs a pass, {latency_ms:.2} ms a request, held behind training {:.0} % of the time",
+        cfg.distributed.max_batches_ahead,
         4 * env_steps,
         train_steps as f64 / wall,
         fps / random_fps,
@@ -323,6 +327,7 @@ fn atari_row(
         actors,
         envs_per_actor: envs,
         lanes_per_actor: lanes,
+        max_batches_ahead: cfg.distributed.max_batches_ahead,
         env_steps,
         frames: 4 * env_steps,
         train_steps,
@@ -345,21 +350,30 @@ struct CnnResults {
     atari: Vec<AtariRow>,
 }
 
-/// `(atari_steps, actors, configs)`: the end-to-end runs (none with 0
-/// steps).
+/// The end-to-end runs: each of `configs` for `steps` env steps (none
+/// with 0) with `actors`, the `seed` front's `max_batches_ahead` set to
+/// `ahead` when given.
+#[derive(Debug)]
+pub struct AtariRuns<'a> {
+    pub steps: u64,
+    pub actors: Actors,
+    pub configs: &'a [String],
+    pub ahead: Option<u32>,
+}
+
 pub fn bench(
     secs: f64,
     threads: usize,
     batches: &[u32],
-    (atari_steps, actors, configs): (u64, Actors, &[String]),
+    runs: AtariRuns<'_>,
     out: &Path,
 ) -> anyhow::Result<()> {
     let nets = net_rows(secs, threads, batches)?;
     let mut atari = Vec::new();
-    if atari_steps > 0 {
+    if runs.steps > 0 {
         let dir = tempfile::tempdir()?;
-        for shipped in configs {
-            atari.push(atari_row(shipped, atari_steps, actors, dir.path())?);
+        for shipped in runs.configs {
+            atari.push(atari_row(shipped, &runs, dir.path())?);
         }
     }
     write_json(out, "cnn", &CnnResults { nets, atari })

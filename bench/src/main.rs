@@ -222,6 +222,11 @@ enum What {
             default_value = "config/pong-dqn-async.toml"
         )]
         configs: Vec<String>,
+        /// `seed` workflows: inference batches the front may answer ahead
+        /// of training (default: each config's `[distributed]
+        /// max_batches_ahead`).
+        #[arg(long)]
+        max_batches_ahead: Option<u32>,
     },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
@@ -411,15 +416,17 @@ fn main() -> anyhow::Result<()> {
             envs_per_actor,
             lanes_per_actor,
             configs,
+            max_batches_ahead,
         } => cnn::bench(
             secs,
             threads,
             &batches,
-            (
-                atari_steps,
-                (actors, envs_per_actor, lanes_per_actor),
-                &configs,
-            ),
+            cnn::AtariRuns {
+                steps: atari_steps,
+                actors: (actors, envs_per_actor, lanes_per_actor),
+                configs: &configs,
+                ahead: max_batches_ahead,
+            },
             &cli.out,
         ),
         What::Inference { secs } => inference::bench(secs, &cli.out),

@@ -149,6 +149,14 @@ fn cases() -> Vec<Case> {
             tweak: |_| {},
             pool: None,
         },
+        // The front answering up to 64 batches ahead of training: acting
+        // goes on while the run trains, and the books stay exact.
+        Case {
+            workflow: "seed-a2c",
+            allowed: &[],
+            tweak: |c| c.distributed.max_batches_ahead = 64,
+            pool: None,
+        },
         // Over MPI only: 2 learner ranks (each learner's probe records the
         // transitions of its share of the episodes).
         Case {

@@ -65,19 +65,29 @@ fn the_gpu_check_dry_run_measures_every_step() {
     for c in rows {
         assert!(c["rlfleet_updates_per_sec"].as_f64().unwrap() > 0.0, "{c}");
     }
-    // Pong end to end, DQN async and PPO seed-a2c (again in two lanes per
-    // actor), each against `random`.
+    // Pong end to end, DQN under `async` and `seed` and PPO under
+    // `seed-a2c` (again with its front 16 batches ahead of training, and
+    // in two lanes per actor), each against `random`.
     let atari = r["atari"].as_array().expect("atari rows");
     let workflows: Vec<&str> = atari
         .iter()
         .map(|a| a["workflow"].as_str().unwrap())
         .collect();
-    assert_eq!(workflows, ["async", "seed-a2c", "seed-a2c"], "{r}");
+    assert_eq!(
+        workflows,
+        ["async", "seed", "seed-a2c", "seed-a2c", "seed-a2c"],
+        "{r}"
+    );
     let lanes: Vec<u64> = atari
         .iter()
         .map(|a| a["lanes_per_actor"].as_u64().unwrap())
         .collect();
-    assert_eq!(lanes, [1, 1, 2], "{r}");
+    assert_eq!(lanes, [1, 1, 1, 1, 2], "{r}");
+    let ahead: Vec<u64> = atari
+        .iter()
+        .map(|a| a["max_batches_ahead"].as_u64().unwrap())
+        .collect();
+    assert_eq!(ahead, [2, 2, 2, 16, 2], "{r}");
     for a in atari {
         assert_eq!(a["envs_per_actor"], 8, "{a}");
         assert!(a["env_steps"].as_u64().unwrap() >= 300, "{a}");
@@ -89,19 +99,19 @@ fn the_gpu_check_dry_run_measures_every_step() {
         let busy = a["learner_busy_share"].as_f64().unwrap();
         assert!(busy > 0.0 && busy <= 1.0, "{a}");
     }
-    // Where `seed-a2c`'s time goes: the front's passes, waits and stalls
-    // (numbers there; `null` under `async`, which has no front).
+    // Where a `seed` workflow's time goes: the front's passes, waits and
+    // stalls (numbers there; `null` under `async`, which has no front).
     assert!(atari[0]["inference_batch_mean"].is_null(), "{r}");
-    for ppo in &atari[1..] {
+    for front in &atari[1..] {
         assert!(
-            ppo["inference_batch_mean"].as_f64().unwrap() >= 1.0,
-            "{ppo}"
+            front["inference_batch_mean"].as_f64().unwrap() >= 1.0,
+            "{front}"
         );
         assert!(
-            ppo["inference_latency_mean_ms"].as_f64().unwrap() > 0.0,
-            "{ppo}"
+            front["inference_latency_mean_ms"].as_f64().unwrap() > 0.0,
+            "{front}"
         );
-        let stall = ppo["front_stall_share"].as_f64().unwrap();
-        assert!((0.0..1.0).contains(&stall), "{ppo}");
+        let stall = front["front_stall_share"].as_f64().unwrap();
+        assert!((0.0..1.0).contains(&stall), "{front}");
     }
 }

@@ -168,11 +168,11 @@ impl Agent for A2c {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.bytes, t, self.train_steps);
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.bytes, t, self.train_steps);
     }
 
     fn abandon_episode(&mut self, episode: u64) {

@@ -23,6 +23,7 @@ mod rollout;
 mod sac;
 mod sequences;
 mod td3;
+mod versions;
 pub mod vtrace;
 
 pub use a2c::A2c;

@@ -1,6 +1,7 @@
 //! [`Rollout`]: consecutive steps of one episode as an on-policy agent
-//! (PPO, A2C) holds them until it trains on them. A uint8 env's
-//! observations are kept as bytes and cross to the device as bytes.
+//! (PPO, IMPALA) holds them until it trains on them, with the policy
+//! version that acted each. A uint8 env's observations are kept as bytes
+//! and cross to the device as bytes.
 
 use crate::replay::{ObsStore, ObsValue, Transition};
 use std::collections::HashMap;
@@ -16,6 +17,8 @@ pub(super) struct Rollout {
     /// The observation after the last step, and whether it is terminal.
     pub last_next: ObsStore,
     pub terminated: bool,
+    /// The version of the weights that acted each step.
+    pub versions: Vec<u64>,
 }
 
 impl Rollout {
@@ -28,11 +31,14 @@ impl Rollout {
             rewards: Vec::new(),
             last_next: ObsStore::empty(bytes),
             terminated: false,
+            versions: Vec::new(),
         }
     }
 
-    /// Appends one step (observations as they came: values or bytes).
-    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
+    /// Appends one step (observations as they came: values or bytes),
+    /// acted by the weights of `version`.
+    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>, version: u64) {
+        self.versions.push(version);
         self.obs.push_row(t.obs);
         self.actions.extend_from_slice(t.action);
         self.rewards.push(t.reward);
@@ -47,21 +53,26 @@ impl Rollout {
 
     /// Bytes its steps take.
     pub fn bytes(&self) -> usize {
-        self.obs.bytes() + self.last_next.bytes() + 4 * (self.actions.len() + self.rewards.len())
+        self.obs.bytes()
+            + self.last_next.bytes()
+            + 4 * (self.actions.len() + self.rewards.len())
+            + 8 * self.versions.len()
     }
 }
 
-/// Appends `t` to its episode's rollout in `open` (a new one, with
-/// observations as bytes when `bytes`, for an episode not seen yet).
+/// Appends `t`, acted by the weights of `version`, to its episode's
+/// rollout in `open` (a new one, with observations as bytes when `bytes`,
+/// for an episode not seen yet).
 pub(super) fn keep<T: ObsValue>(
     open: &mut HashMap<u64, Rollout>,
     bytes: bool,
     t: &Transition<'_, T>,
+    version: u64,
 ) {
     open.entry(t.episode)
         .or_insert_with(|| Rollout {
             episode: t.episode,
             ..Rollout::new(bytes)
         })
-        .push(t);
+        .push(t, version);
 }

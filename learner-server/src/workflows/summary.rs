@@ -45,7 +45,7 @@ pub struct FrontFigures {
     pub answered: u64,
     pub latency_secs: f64,
     /// Seconds a ready batch was held because the run had not yet trained
-    /// on the batches before it (`front::MAX_BATCHES_AHEAD`).
+    /// on the batches before it (`[distributed] max_batches_ahead`).
     pub stall_secs: f64,
 }
 

@@ -98,6 +98,15 @@ pub struct DistributedConfig {
     pub inference_max_wait_us: u64,
     /// What runs the inference front's forward passes.
     pub seed_inference: SeedInference,
+    /// `seed`, `seed-a2c`: inference batches the front may answer before
+    /// the run has ingested and trained on them. 2 keeps acting within a
+    /// batch or two of training; more lets the actors go on stepping
+    /// while the learner trains (SEED RL's actors never wait for
+    /// training), acting with weights up to that many batches old: DQN
+    /// and R2D2 learn off-policy, and PPO and IMPALA compute their
+    /// behaviour log-probabilities under the weights that acted.
+    #[schema(minimum = 1, maximum = 65536)]
+    pub max_batches_ahead: u32,
     /// Drop (and count) experience produced by weights more than this many
     /// versions old. Unset: no bound.
     pub max_policy_lag: Option<u64>,
@@ -156,6 +165,7 @@ impl Default for DistributedConfig {
             inference_max_batch: 64,
             inference_max_wait_us: 500,
             seed_inference: SeedInference::Auto,
+            max_batches_ahead: 2,
             max_policy_lag: None,
             max_envs_per_actor: 64,
             env_step_timeout_secs: 0.0,

@@ -32,6 +32,12 @@ impl RunConfig {
             "an integer in 0..=10000000",
         )?;
         require(
+            "distributed.max_batches_ahead",
+            d.max_batches_ahead,
+            (1..=65_536).contains(&d.max_batches_ahead),
+            "an integer in 1..=65536",
+        )?;
+        require(
             "distributed.max_envs_per_actor",
             d.max_envs_per_actor,
             (1..=4_096).contains(&d.max_envs_per_actor),

@@ -12,10 +12,10 @@
 
 mod objective;
 mod recurrent;
-mod versions;
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
-use super::rollout::Rollout;
+use super::rollout::{self, Rollout};
+use super::versions::KeptVersions;
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
@@ -25,15 +25,15 @@ use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, Core};
 use std::collections::{BTreeSet, HashMap};
 use tch::{Device, Kind, Tensor};
-use versions::KeptVersions;
+
+/// Published versions whose weights are kept for the steps they acted:
+/// a step acted by an older one cannot be corrected and is dropped
+/// (counted in [`Impala::uncorrectable`]).
+const KEPT_VERSIONS: usize = 64;
 
 /// One episode's steps since the last update, and the policy version that
 /// acted each.
-#[derive(Debug)]
-struct Unroll {
-    steps: Rollout,
-    versions: Vec<u64>,
-}
+type Unroll = Rollout;
 
 /// V-trace's importance weights at the latest gradient step.
 #[derive(Debug, Clone, Copy, Default)]
@@ -117,7 +117,7 @@ impl Impala {
             ready: Vec::new(),
             held: 0,
             acting: None,
-            kept: KeptVersions::default(),
+            kept: KeptVersions::new(KEPT_VERSIONS),
             uncorrectable: 0,
             train_steps: 0,
             last_loss: None,
@@ -139,16 +139,7 @@ impl Impala {
 
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
         let version = self.acting.unwrap_or(self.train_steps);
-        let bytes = self.bytes;
-        let u = self.open.entry(t.episode).or_insert_with(|| Unroll {
-            steps: Rollout {
-                episode: t.episode,
-                ..Rollout::new(bytes)
-            },
-            versions: Vec::new(),
-        });
-        u.steps.push(t);
-        u.versions.push(version);
+        rollout::keep(&mut self.open, self.bytes, t, version);
         self.held += 1;
     }
 
@@ -173,27 +164,13 @@ impl Impala {
     /// log μ(a|x) for every held step, from the weights of the version
     /// that acted it (each kept: checked before).
     fn behaviour_logp(&self, versions: &[u64], obs: &Tensor, actions: &Tensor) -> Vec<f32> {
-        let mut mu = vec![0f32; versions.len()];
-        let distinct: BTreeSet<u64> = versions.iter().copied().collect();
-        for v in distinct {
-            let rows: Vec<usize> = (0..versions.len()).filter(|&i| versions[i] == v).collect();
-            let idx: Vec<i64> = rows.iter().map(|&i| i as i64).collect();
-            let idx = Tensor::from_slice(&idx).to_device(self.device);
-            let w = self.kept.weights_of(v).expect("kept (checked before)");
-            let logp = tch::no_grad(|| {
-                self.log_prob_entropy(
-                    w,
-                    &obs.index_select(0, &idx),
-                    &actions.index_select(0, &idx),
-                )
-                .0
-            });
-            let logp = Vec::<f32>::try_from(&logp).expect("f32 values");
-            for (&i, l) in rows.iter().zip(logp) {
-                mu[i] = l;
-            }
-        }
-        mu
+        let logp = |w: &Tensor, idx: &Tensor| {
+            let (obs, actions) = (obs.index_select(0, idx), actions.index_select(0, idx));
+            self.log_prob_entropy(w, &obs, &actions).0
+        };
+        self.kept
+            .logp_by_version(versions, self.device, None, logp)
+            .0
     }
 
     /// Every held step's action (`[n, 1]`, int64, on the device) and the
@@ -201,7 +178,7 @@ impl Impala {
     fn actions_and_versions(&self, unrolls: &[Unroll]) -> (Tensor, Vec<u64>) {
         let actions: Vec<i64> = unrolls
             .iter()
-            .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
+            .flat_map(|u| u.actions.iter().map(|&a| a as i64))
             .collect();
         let versions = unrolls
             .iter()
@@ -216,7 +193,7 @@ impl Impala {
     /// Trains on every held unroll; returns the gradient steps taken.
     fn update(&mut self) -> u32 {
         let mut unrolls = std::mem::take(&mut self.ready);
-        let finished: BTreeSet<u64> = unrolls.iter().map(|u| u.steps.episode).collect();
+        let finished: BTreeSet<u64> = unrolls.iter().map(|u| u.episode).collect();
         unrolls.extend(self.open.drain().map(|(_, u)| u));
         self.held = 0;
         // Steps acted by weights no longer kept cannot be corrected.
@@ -225,12 +202,12 @@ impl Impala {
                 .iter()
                 .all(|&v| self.kept.weights_of(v).is_some())
         });
-        self.uncorrectable += lost.iter().map(|u| u.steps.len() as u64).sum::<u64>();
+        self.uncorrectable += lost.iter().map(|u| u.len() as u64).sum::<u64>();
         for u in &lost {
-            self.carry.remove(&u.steps.episode);
+            self.carry.remove(&u.episode);
         }
         let unrolls = kept;
-        let n: usize = unrolls.iter().map(|u| u.steps.len()).sum();
+        let n: usize = unrolls.iter().map(|u| u.len()).sum();
         if n == 0 {
             return 0;
         }
@@ -241,7 +218,7 @@ impl Impala {
             let parts: Vec<&ObsStore> = unrolls.iter().map(f).collect();
             rows_on_device(&parts, self.obs_dim, self.device)
         };
-        let (obs, lasts) = (rows(&|u| &u.steps.obs), rows(&|u| &u.steps.last_next));
+        let (obs, lasts) = (rows(&|u| &u.obs), rows(&|u| &u.last_next));
         let (actions, versions) = self.actions_and_versions(&unrolls);
         let mu = self.behaviour_logp(&versions, &obs, &actions);
         for _ in 0..self.cfg.n_epochs {
@@ -303,7 +280,7 @@ impl Agent for Impala {
 
     fn abandon_episode(&mut self, episode: u64) {
         if let Some(u) = self.open.remove(&episode) {
-            self.held -= u.steps.len();
+            self.held -= u.len();
         }
         self.carry.remove(&episode);
         self.actor.reset_state();
@@ -344,8 +321,11 @@ impl Agent for Impala {
     }
 
     fn replay_bytes(&self) -> usize {
-        let unroll = |u: &Unroll| u.steps.bytes() + 8 * u.versions.len();
-        self.open.values().chain(&self.ready).map(unroll).sum()
+        self.open
+            .values()
+            .chain(&self.ready)
+            .map(Rollout::bytes)
+            .sum()
     }
 
     fn weights(&self) -> Weights {

@@ -32,9 +32,9 @@ impl Impala {
         let (mut vs, mut adv, mut rhos) = (Vec::new(), Vec::new(), Vec::new());
         let mut at = 0;
         for (u, &b) in unrolls.iter().zip(&boot) {
-            let len = u.steps.len();
+            let len = u.len();
             let mut discounts = vec![gamma; len];
-            let bootstrap = if u.steps.terminated {
+            let bootstrap = if u.terminated {
                 discounts[len - 1] = 0.0;
                 0.0
             } else {
@@ -44,7 +44,7 @@ impl Impala {
             let out = vtrace(
                 &log_rhos[r.clone()],
                 &discounts,
-                &u.steps.rewards,
+                &u.rewards,
                 &v[r],
                 bootstrap,
                 clip,

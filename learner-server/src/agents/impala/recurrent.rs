@@ -19,9 +19,9 @@ impl Impala {
     pub(super) fn update_recurrent(&mut self, unrolls: &[Unroll], finished: &BTreeSet<u64>) -> u32 {
         let len = self.nets.policy_net.shape().state_len() as i64;
         let window = i64::from(self.max_seq_len);
-        let parts: Vec<&Rollout> = unrolls.iter().map(|u| &u.steps).collect();
+        let parts: Vec<&Rollout> = unrolls.iter().collect();
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
-        let episodes = unrolls.iter().map(|u| u.steps.episode);
+        let episodes = unrolls.iter().map(|u| u.episode);
         let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
         let (actions, versions) = self.actions_and_versions(unrolls);
         let padded_actions = seq.spread(&actions);
@@ -49,8 +49,8 @@ impl Impala {
             }
             let (_, _, piece_starts, ends) = windowed_both(&self.nets, &seq, &starts);
             for (b, u) in unrolls.iter().enumerate() {
-                if !finished.contains(&u.steps.episode) {
-                    self.carry.insert(u.steps.episode, ends.get(b as i64));
+                if !finished.contains(&u.episode) {
+                    self.carry.insert(u.episode, ends.get(b as i64));
                 }
             }
             (mu, piece_starts)

@@ -45,10 +45,10 @@ fn logp_under(agent: &Impala, weights: &[f32]) -> Vec<f32> {
     let mut out = Vec::new();
     let params = Tensor::from_slice(weights);
     for u in unrolls {
-        let obs = rows_on_device(&[&u.steps.obs], agent.obs_dim, Device::Cpu);
+        let obs = rows_on_device(&[&u.obs], agent.obs_dim, Device::Cpu);
         let logits = agent.nets.policy_net.forward(&params, &obs);
         let logp = logits.log_softmax(1, Kind::Float);
-        for (i, &a) in u.steps.actions.iter().enumerate() {
+        for (i, &a) in u.actions.iter().enumerate() {
             out.push(logp.double_value(&[i as i64, a as i64]) as f32);
         }
     }
@@ -75,11 +75,11 @@ fn the_behaviour_policy_is_the_weights_of_the_version_that_acted() {
         .iter()
         .flat_map(|u| u.versions.iter().copied())
         .collect();
-    let parts: Vec<&ObsStore> = unrolls.iter().map(|u| &u.steps.obs).collect();
+    let parts: Vec<&ObsStore> = unrolls.iter().map(|u| &u.obs).collect();
     let obs = rows_on_device(&parts, agent.obs_dim, Device::Cpu);
     let actions: Vec<i64> = unrolls
         .iter()
-        .flat_map(|u| u.steps.actions.iter().map(|&a| a as i64))
+        .flat_map(|u| u.actions.iter().map(|&a| a as i64))
         .collect();
     let actions = Tensor::from_slice(&actions).unsqueeze(1);
     let mu = agent.behaviour_logp(&versions, &obs, &actions);

@@ -7,19 +7,26 @@
 //! separate. Steps are kept per episode (episodes from many actors
 //! interleave); every `n_steps` transitions the held segments are trained
 //! on, an unfinished one bootstrapping from the value of its last state.
-//! The old log probabilities are those of the policy at update time: the
-//! data came from it in `single` and `sync`, and from at most one round
-//! earlier over `seed-a2c`.
+//! The old log probabilities are those of the weights that acted each step
+//! (`Agent::acted_with`; under `single` the agent's own): the agent keeps
+//! its last few published versions, as IMPALA does, so a step acted while
+//! the previous update was running (`seed-a2c` with `[distributed]
+//! max_batches_ahead` above 2) is weighed by the ratio to the policy that
+//! chose it. A step whose weights are no longer kept falls back to the
+//! policy at update time (counted: `train/uncorrected_steps`), as do a
+//! recurrent core's steps.
 //!
 //! With a recurrent core (`[model] core = "lstm"`, `recurrent.rs`) both
 //! networks run over each held segment as a sequence from the state its
 //! episode had reached, and minibatches are whole segments.
 
+mod log_prob;
 mod objective;
 mod recurrent;
 
 use super::policy_value::PolicyValue;
 use super::rollout::{self, Rollout};
+use super::versions::KeptVersions;
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
@@ -70,9 +77,20 @@ pub struct Ppo {
     /// With a recurrent core: steps backpropagated through at most
     /// (`model.max_seq_len`).
     max_seq_len: u32,
+    /// The version that acted the steps observed next (`None`: this
+    /// agent's own, as under `single`).
+    acting: Option<u64>,
+    /// The published policy of the last few versions.
+    kept: KeptVersions,
+    /// Steps whose acting weights were no longer kept, weighed against the
+    /// policy at update time instead.
+    uncorrected: u64,
 }
 
-const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
+/// Published versions kept for the steps they acted. The front runs at
+/// most `max_batches_ahead` inference batches ahead of training, so a
+/// held step was acted by one of the last few updates' weights.
+const KEPT_VERSIONS: usize = 4;
 
 impl Ppo {
     /// `torso`: convolutional layers in front of both networks' `hidden`
@@ -134,6 +152,8 @@ impl Ppo {
             policy = Tensor::cat(&[policy, log_std], 0);
         }
         let value = value_net.init(device);
+        let mut kept = KeptVersions::new(KEPT_VERSIONS);
+        kept.reset(0, &policy);
         Ppo {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
@@ -154,42 +174,14 @@ impl Ppo {
             last_entropy: None,
             carry: HashMap::new(),
             max_seq_len: max_seq_len.max(1),
+            acting: None,
+            kept,
+            uncorrected: 0,
         }
     }
 
     fn recurrent(&self) -> bool {
         self.nets.policy_net.shape().core().is_some()
-    }
-
-    /// Log probabilities of `actions` (`[n, act_dim]`) at `obs` under the
-    /// current policy, and the policy's entropy there, each `[n]`.
-    fn log_prob_entropy(&self, obs: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
-        let n_mlp = self.nets.policy_net.numel();
-        let out = self
-            .nets
-            .policy_net
-            .forward(&self.nets.policy.narrow(0, 0, n_mlp), obs);
-        self.log_prob_entropy_of(&out, actions)
-    }
-
-    /// [`Ppo::log_prob_entropy`] from the policy network's outputs `out`.
-    fn log_prob_entropy_of(&self, out: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
-        let n_mlp = self.nets.policy_net.numel();
-        if self.discrete {
-            let logp_all = out.log_softmax(1, Kind::Float);
-            let idx = actions.to_kind(Kind::Int64);
-            let logp = logp_all.gather(1, &idx, false).squeeze_dim(1);
-            let entropy = -(logp_all.exp() * &logp_all).sum_dim_intlist(1, false, Kind::Float);
-            return (logp, entropy);
-        }
-        let log_std = self.nets.policy.narrow(0, n_mlp, self.act_dim as i64);
-        let z = (actions - out) / log_std.exp();
-        let logp =
-            (z.square() * -0.5 - &log_std - HALF_LOG_2PI).sum_dim_intlist(1, false, Kind::Float);
-        let entropy = (&log_std + 0.5 + HALF_LOG_2PI)
-            .sum(Kind::Float)
-            .expand([out.size()[0]], false);
-        (logp, entropy)
     }
 
     /// Trains on every held segment; returns the gradient steps taken.
@@ -218,11 +210,9 @@ impl Ppo {
         let actions = Tensor::from_slice(&actions)
             .view([n as i64, ad])
             .to_device(self.device);
-        let (old_values, boot, old_logp) = tch::no_grad(|| {
-            let v = self.nets.values(&obs);
-            let b = self.nets.values(&lasts);
-            (v, b, self.log_prob_entropy(&obs, &actions).0)
-        });
+        let (old_values, boot) =
+            tch::no_grad(|| (self.nets.values(&obs), self.nets.values(&lasts)));
+        let old_logp = self.behaviour_logp(&segments, &obs, &actions);
         let adv = self.gae(&segments, &old_values, &boot);
         let returns = &adv + &old_values;
 
@@ -248,6 +238,7 @@ impl Ppo {
                 steps += 1;
             }
         }
+        self.kept.keep(self.train_steps, &self.nets.policy);
         self.actor_fresh = false;
         steps
     }
@@ -271,13 +262,19 @@ impl Agent for Ppo {
         action.copy_from_slice(&self.picked);
     }
 
+    fn acted_with(&mut self, version: u64) {
+        self.acting = Some(version);
+    }
+
     fn observe(&mut self, t: &Transition<'_>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        let version = self.acting.unwrap_or(self.train_steps);
+        rollout::keep(&mut self.open, self.bytes, t, version);
         self.held += 1;
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        let version = self.acting.unwrap_or(self.train_steps);
+        rollout::keep(&mut self.open, self.bytes, t, version);
         self.held += 1;
     }
 
@@ -314,8 +311,11 @@ impl Agent for Ppo {
     }
 
     fn scalars(&self, _env_steps: u64) -> Vec<(&'static str, f64)> {
-        self.nets
-            .scalars(self.last_loss.as_ref(), self.last_entropy.as_ref())
+        let mut s = self
+            .nets
+            .scalars(self.last_loss.as_ref(), self.last_entropy.as_ref());
+        s.push(("train/uncorrected_steps", self.uncorrected as f64));
+        s
     }
 
     fn train_steps(&self) -> u64 {
@@ -347,7 +347,7 @@ impl Agent for Ppo {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy.numel())?;
         copy_into(&mut self.nets.policy, &w.data);
-        self.actor_fresh = false;
+        self.forget_versions();
         Ok(())
     }
 
@@ -358,7 +358,7 @@ impl Agent for Ppo {
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
-        self.actor_fresh = false;
+        self.forget_versions();
         Ok(())
     }
 }
@@ -379,6 +379,91 @@ mod tests {
                 episode,
             });
         }
+    }
+
+    /// log π(a|x) of every held step under `weights`, by a network of
+    /// the same shape loaded with them apart from the agent.
+    fn logp_under(ppo: &Ppo, weights: &[f32]) -> Vec<f32> {
+        let params = Tensor::from_slice(weights);
+        let mut out = Vec::new();
+        for s in ppo.ready.iter() {
+            let obs = rows_on_device(&[&s.obs], ppo.obs_dim, Device::Cpu);
+            let logp = ppo
+                .nets
+                .policy_net
+                .forward(&params, &obs)
+                .log_softmax(1, Kind::Float);
+            for (i, &a) in s.actions.iter().enumerate() {
+                out.push(logp.double_value(&[i as i64, a as i64]) as f32);
+            }
+        }
+        out
+    }
+
+    /// Steps acted while an update ran (by the weights before it) are
+    /// weighed against those weights, not the ones trained since; steps
+    /// of a version never published fall back to the current weights and
+    /// are counted.
+    #[test]
+    fn old_log_probs_are_those_of_the_weights_that_acted() {
+        let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+        let cfg = PpoConfig {
+            n_steps: 8,
+            batch_size: 8,
+            n_epochs: 2,
+            hidden: vec![8],
+            ..PpoConfig::default()
+        };
+        let mut ppo = Ppo::new(&cfg, &spec, None, 3, Device::Cpu);
+        let v0 = ppo.weights();
+        feed(&mut ppo, 1, 8, 4, 1.0);
+        ppo.end_episode(1);
+        assert_eq!(ppo.train(8), 2);
+        let v2 = ppo.weights();
+        assert_eq!((v0.version, v2.version), (0, 2));
+        // Episode 2 acted by version 0 (the front ran on during the
+        // update), episode 3 by version 2, episode 4 by version 7 (never
+        // published here).
+        for (episode, version, action) in [(2, 0, 0.0), (3, 2, 1.0), (4, 7, 1.0)] {
+            for t in 0..3 {
+                ppo.acted_with(version);
+                let o = vec![0.1 * t as f32 - 0.05 * episode as f32; 4];
+                ppo.observe(&Transition {
+                    obs: &o,
+                    action: &[action],
+                    reward: 1.0,
+                    next_obs: &o,
+                    terminated: t == 2,
+                    episode,
+                });
+            }
+            ppo.end_episode(episode);
+        }
+        let parts: Vec<&ObsStore> = ppo.ready.iter().map(|s| &s.obs).collect();
+        let obs = rows_on_device(&parts, 4, Device::Cpu);
+        let actions: Vec<f32> = ppo.ready.iter().flat_map(|s| s.actions.clone()).collect();
+        let actions = Tensor::from_slice(&actions).view([-1, 1]);
+        let segments = std::mem::take(&mut ppo.ready);
+        let versions: Vec<u64> = segments.iter().flat_map(|s| s.versions.clone()).collect();
+        assert_eq!(versions, [0, 0, 0, 2, 2, 2, 7, 7, 7]);
+        let mu = Vec::<f32>::try_from(&ppo.behaviour_logp(&segments, &obs, &actions)).unwrap();
+        ppo.ready = segments;
+        let (under_v0, under_v2) = (logp_under(&ppo, &v0.data), logp_under(&ppo, &v2.data));
+        for (i, &v) in versions.iter().enumerate() {
+            let want = if v == 0 { under_v0[i] } else { under_v2[i] };
+            assert!((mu[i] - want).abs() < 1e-6, "step {i} of version {v}");
+        }
+        assert!((0..3).any(|i| (under_v0[i] - under_v2[i]).abs() > 1e-4));
+        assert_eq!(ppo.uncorrected, 3);
+        let scalars = ppo.scalars(0);
+        assert!(
+            scalars.contains(&("train/uncorrected_steps", 3.0)),
+            "{scalars:?}"
+        );
+        // A checkpoint's weights start a new history: only they are kept.
+        ppo.load_weights(&v0).unwrap();
+        assert!(ppo.kept.weights_of(0).is_none());
+        assert!(ppo.kept.weights_of(2).is_some());
     }
 
     /// With a recurrent core an episode cut by an update goes on from the

@@ -65,7 +65,9 @@ impl Ppo {
             for (b, s) in segments.iter().enumerate().skip(finished) {
                 self.carry.insert(s.episode, ends.get(b as i64));
             }
-            let logp = self.log_prob_entropy_of(&logits, &actions).0;
+            let logp = self
+                .log_prob_entropy_of(&self.nets.policy, &logits, &actions)
+                .0;
             (
                 logp,
                 v.index_select(0, &seq.rows),
@@ -113,8 +115,11 @@ impl Ppo {
                 );
                 let at = kept.nonzero().squeeze_dim(1);
                 let sel = |x: &Tensor| seq.pick(x, &cols).index_select(0, &at);
-                let (logp, entropy) =
-                    self.log_prob_entropy_of(&logits.index_select(0, &at), &sel(&actions));
+                let (logp, entropy) = self.log_prob_entropy_of(
+                    &self.nets.policy,
+                    &logits.index_select(0, &at),
+                    &sel(&actions),
+                );
                 self.loss_step(
                     (logp, entropy, v.index_select(0, &at)),
                     &sel(&old_logp),

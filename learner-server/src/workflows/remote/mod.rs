@@ -56,9 +56,9 @@ use workflow::Workflow;
 const MAX_DRAIN: usize = 64;
 
 /// Inputs the run thread's channel holds beyond two per actor (a join or
-/// request, and a leave): what the workflow's helpers may have queued —
-/// `seed`'s answered batches (at most `MAX_BATCHES_AHEAD` + 1), one `rma`
-/// wake-up, the fetcher's set.
+/// request, and a leave) and `seed`'s answered batches (at most
+/// `[distributed] max_batches_ahead` + 1): what the workflow's other
+/// helpers may have queued — one `rma` wake-up, the fetcher's set.
 const HELPER_INPUTS: usize = 16;
 
 /// How often the status snapshot is refreshed.
@@ -119,9 +119,11 @@ impl RemoteRun {
         }
         let workflow = families::build(&mut core, learners, actor_ranks);
         // Bounded by construction: a session has one input queued at most
-        // besides its leave, and there are at most `max_actors` sessions,
-        // so a send never blocks.
-        let (sender, events) = mpsc::sync_channel(2 * max_actors + HELPER_INPUTS);
+        // besides its leave, there are at most `max_actors` sessions, and
+        // the `seed` front holds back once it is `max_batches_ahead`
+        // batches ahead, so a send never blocks.
+        let ahead = cfg.distributed.max_batches_ahead as usize + 1;
+        let (sender, events) = mpsc::sync_channel(2 * max_actors + ahead + HELPER_INPUTS);
         Ok(RemoteRun {
             core,
             workflow,

@@ -47,10 +47,6 @@ struct Parked {
     reply: Reply,
 }
 
-/// Inference batches answered but not yet ingested and trained on by the
-/// run: how far acting may run ahead of training.
-pub const MAX_BATCHES_AHEAD: u64 = 2;
-
 /// The front of one `seed` run.
 pub struct Front {
     link: Arc<SeedLink>,
@@ -282,10 +278,13 @@ impl Front {
         {
             return;
         }
-        if self.sent - self.link.batches_done.load(Ordering::Acquire) >= MAX_BATCHES_AHEAD {
+        // Batches answered but not yet ingested and trained on by the run:
+        // how far acting may run ahead of training.
+        let ahead = u64::from(self.cfg.max_batches_ahead);
+        if self.sent - self.link.batches_done.load(Ordering::Acquire) >= ahead {
             // Training is behind; `batch_done` wakes us.
             self.link.front_waits.store(true, Ordering::Release);
-            if self.sent - self.link.batches_done.load(Ordering::Acquire) >= MAX_BATCHES_AHEAD {
+            if self.sent - self.link.batches_done.load(Ordering::Acquire) >= ahead {
                 self.held_since.get_or_insert_with(Instant::now);
                 return;
             }
