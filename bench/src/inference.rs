@@ -4,7 +4,8 @@
 //! plain-Rust network against tch's forward pass (no grad, one thread) in
 //! the same run — and of MinAtar's DQN network (one 16-channel 3×3
 //! convolution over `(10, 10, 4)`, 128 hidden, 6 actions) at batch 1 and
-//! 32, plain Rust against tch.
+//! 32, plain Rust against tch, with what refreshing the plain-Rust copy's
+//! weights costs.
 
 use crate::measure::{rate, write_json};
 use actor_client::ort_net::OrtForward;
@@ -82,6 +83,9 @@ pub struct ConvRow {
     tch_us: f64,
     rust_us: f64,
     rust_speedup_vs_tch: f64,
+    /// Refreshing the plain-Rust copy from the learner's tensor, as `Dqn`
+    /// does after each gradient step before it acts again.
+    rust_reload_us: f64,
 }
 
 /// MinAtar's DQN network (`config/minatar-breakout-dqn.toml`), the way
@@ -105,6 +109,10 @@ fn minatar(secs: f64) -> anyhow::Result<Vec<ConvRow>> {
     let params: Vec<f32> = Vec::try_from(&params_t)?;
     let mut rust = NetCopy::new(shape);
     rust.load(&params).map_err(anyhow::Error::msg)?;
+    let reload_rate = rate(secs, || {
+        let w: Vec<f32> = Vec::try_from(&params_t).expect("f32");
+        rust.load(&w).expect("same shape");
+    });
     let mut rows = Vec::new();
     for batch in [1usize, 32] {
         let x: Vec<f32> = (0..batch * 400)
@@ -124,10 +132,12 @@ fn minatar(secs: f64) -> anyhow::Result<Vec<ConvRow>> {
             tch_us: 1e6 / tch_rate,
             rust_us: 1e6 / rust_rate,
             rust_speedup_vs_tch: rust_rate / tch_rate,
+            rust_reload_us: 1e6 / reload_rate,
         };
         println!(
-            "MinAtar's network, batch {batch:>2}: tch {:>6.1} us, plain Rust {:>6.1} us ({:.2}x tch)",
-            row.tch_us, row.rust_us, row.rust_speedup_vs_tch
+            "MinAtar's network, batch {batch:>2}: tch {:>6.1} us, plain Rust {:>6.1} us ({:.2}x tch), \
+             refreshing the plain-Rust copy {:>6.1} us",
+            row.tch_us, row.rust_us, row.rust_speedup_vs_tch, row.rust_reload_us
         );
         rows.push(row);
     }

@@ -105,7 +105,7 @@ pub struct DistributedConfig {
     /// training), acting with weights up to that many batches old: DQN
     /// and R2D2 learn off-policy, and PPO and IMPALA compute their
     /// behaviour log-probabilities under the weights that acted.
-    #[schema(minimum = 1, maximum = 65536)]
+    #[schema(minimum = 1, maximum = 1024)]
     pub max_batches_ahead: u32,
     /// Drop (and count) experience produced by weights more than this many
     /// versions old. Unset: no bound.

@@ -200,11 +200,11 @@ fn wrong_workflow_pairings_are_rejected() {
         e.starts_with("`distributed.in_flight` = 33 is out of range"),
         "{e}"
     );
-    let e = err(&with("seed", "max_batches_ahead = 0"));
-    assert!(
-        e.starts_with("`distributed.max_batches_ahead` = 0 is out of range"),
-        "{e}"
-    );
+    for ahead in [0, 1025] {
+        let e = err(&with("seed", &format!("max_batches_ahead = {ahead}")));
+        let want = format!("`distributed.max_batches_ahead` = {ahead} is out of range");
+        assert!(e.starts_with(&want), "{e}");
+    }
     let e = err(&with("sync", "fixed_policy = \"ck.safetensors\""));
     assert!(e.contains("fixed_policy is for workflow `random`"), "{e}");
     let e = err(&MINIMAL.replace("\"single\"", "\"ml-async\"\ntransport = \"quic\""));

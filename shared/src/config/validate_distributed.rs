@@ -34,8 +34,8 @@ impl RunConfig {
         require(
             "distributed.max_batches_ahead",
             d.max_batches_ahead,
-            (1..=65_536).contains(&d.max_batches_ahead),
-            "an integer in 1..=65536",
+            (1..=1_024).contains(&d.max_batches_ahead),
+            "an integer in 1..=1024 (each batch held is up to inference_max_batch observations)",
         )?;
         require(
             "distributed.max_envs_per_actor",
