@@ -45,13 +45,7 @@ pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for batch in [1usize, 8, 64] {
         let x: Vec<f32> = (0..batch * 4).map(|i| (i % 9) as f32 * 0.1 - 0.4).collect();
-        // tch as an actor would use it: host rows in, host values out.
-        let tch_rate = rate(secs, || {
-            let t = Tensor::from_slice(&x).view([batch as i64, 4]);
-            let y = tch::no_grad(|| flat.forward(&params_t, &t));
-            let v: Vec<f32> = Vec::try_from(y.view([-1])).expect("f32");
-            std::hint::black_box(v);
-        });
+        let tch_rate = tch_rate(secs, &flat, &params_t, &x, batch);
         let ort_rate = rate(secs, || {
             std::hint::black_box(Forward::forward(&mut ort, &x, batch));
         });
@@ -74,6 +68,18 @@ pub fn bench(secs: f64, out: &Path) -> anyhow::Result<()> {
     }
     write_json(out, "inference_latency", &rows)?;
     write_json(out, "inference_latency_minatar", &minatar(secs)?)
+}
+
+/// Forward passes a second of `flat` under `params` on `batch` rows of
+/// `x`, as an actor would use tch: host rows in, host values out.
+fn tch_rate(secs: f64, flat: &FlatNet, params: &Tensor, x: &[f32], batch: usize) -> f64 {
+    let width = (x.len() / batch) as i64;
+    rate(secs, || {
+        let t = Tensor::from_slice(x).view([batch as i64, width]);
+        let y = tch::no_grad(|| flat.forward(params, &t));
+        let v: Vec<f32> = Vec::try_from(y.view([-1])).expect("f32");
+        std::hint::black_box(v);
+    })
 }
 
 /// One batch size of MinAtar's network: plain Rust against tch.
@@ -118,12 +124,7 @@ fn minatar(secs: f64) -> anyhow::Result<Vec<ConvRow>> {
         let x: Vec<f32> = (0..batch * 400)
             .map(|i| (i % 7 == 0) as u8 as f32)
             .collect();
-        let tch_rate = rate(secs, || {
-            let t = Tensor::from_slice(&x).view([batch as i64, 400]);
-            let y = tch::no_grad(|| flat.forward(&params_t, &t));
-            let v: Vec<f32> = Vec::try_from(y.view([-1])).expect("f32");
-            std::hint::black_box(v);
-        });
+        let tch_rate = tch_rate(secs, &flat, &params_t, &x, batch);
         let rust_rate = rate(secs, || {
             std::hint::black_box(rust.forward(&x, batch));
         });

@@ -31,7 +31,7 @@ use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
 use crate::nets::FlatNet;
-use crate::replay::{ObsStore, Transition};
+use crate::replay::{ObsStore, ObsValue, Transition};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_shared::config::PpoConfig;
@@ -184,6 +184,14 @@ impl Ppo {
         self.nets.policy_net.shape().core().is_some()
     }
 
+    /// Holds `t` in its episode's segment, with the version that acted it
+    /// (the agent's own unless `acted_with` said otherwise).
+    fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
+        let version = self.acting.unwrap_or(self.train_steps);
+        rollout::keep(&mut self.open, self.bytes, t, version);
+        self.held += 1;
+    }
+
     /// Trains on every held segment; returns the gradient steps taken.
     fn update(&mut self) -> u32 {
         let mut segments = std::mem::take(&mut self.ready);
@@ -267,15 +275,11 @@ impl Agent for Ppo {
     }
 
     fn observe(&mut self, t: &Transition<'_>) {
-        let version = self.acting.unwrap_or(self.train_steps);
-        rollout::keep(&mut self.open, self.bytes, t, version);
-        self.held += 1;
+        self.observe_step(t);
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        let version = self.acting.unwrap_or(self.train_steps);
-        rollout::keep(&mut self.open, self.bytes, t, version);
-        self.held += 1;
+        self.observe_step(t);
     }
 
     fn end_episode(&mut self, episode: u64) {
