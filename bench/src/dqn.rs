@@ -1,7 +1,9 @@
 //! `rlfleet-bench dqn`: DQN gradient steps/s of the agent at batch 64 and
 //! 256, against the textbook tch implementation of the same step
 //! (`nn::Linear` layers, tch's built-in Adam) on the same data, and against
-//! PyTorch from Python when one with torch is found.
+//! PyTorch from Python when one with torch is found; and MinAtar's DQN
+//! (`config/minatar-breakout-dqn.toml`) with its hand-written gradient
+//! against the same agent through autograd.
 
 use crate::measure::{rate, write_json};
 use crate::{durability, torch_python};
@@ -112,5 +114,73 @@ pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
         );
         rows.push(row);
     }
-    write_json(out, "dqn_train", &rows)
+    write_json(out, "dqn_train", &rows)?;
+    write_json(out, "dqn_train_minatar", &minatar(secs)?)
+}
+
+#[derive(Serialize)]
+struct MinatarRow {
+    config: &'static str,
+    batch: u32,
+    hand_written_us_per_step: f64,
+    autograd_us_per_step: f64,
+    /// Steps/s of the hand-written gradient over autograd's.
+    ratio: f64,
+}
+
+/// MinAtar Breakout's DQN (one 3x3 convolution, 128 hidden units,
+/// centred RMSprop) on 10,000 synthetic transitions of sparse bool planes:
+/// gradient steps through `FlatNet::backward_into` and through autograd.
+fn minatar(secs: f64) -> anyhow::Result<MinatarRow> {
+    use learner_server::replay::Transition;
+    use rlfleet_shared::config::RunConfig;
+    use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
+    let config = "config/minatar-breakout-dqn.toml";
+    let cfg = RunConfig::load(std::path::Path::new(config))?;
+    let spec = EnvSpec {
+        id: "MinAtar/Breakout-v0".into(),
+        observation_space: Space::uniform_box(400, 0.0, 1.0),
+        obs_shape: vec![10, 10, 4],
+        obs_dtype: ObsDtype::Bool,
+        action_space: Space::Discrete { n: 6 },
+        max_episode_steps: None,
+        reward_threshold: None,
+    };
+    let plane = |t: usize| -> Vec<f32> {
+        (0..400)
+            .map(|i| f32::from(u8::from((i * 7 + t * 13).is_multiple_of(11))))
+            .collect()
+    };
+    let steps_per_sec = |autograd: bool| -> f64 {
+        let mut dqn = Dqn::new(&cfg.dqn, &spec, cfg.torso(&spec), 0, Device::Cpu);
+        if autograd {
+            dqn.use_autograd();
+        }
+        for t in 0..10_000 {
+            dqn.observe(&Transition {
+                episode: 0,
+                obs: &plane(t),
+                action: &[(t % 6) as f32],
+                reward: f32::from(u8::from(t % 3 == 0)),
+                next_obs: &plane(t + 1),
+                terminated: t % 500 == 499,
+            });
+        }
+        rate(secs, || {
+            dqn.sample_step();
+        })
+    };
+    let (hand, auto) = (steps_per_sec(false), steps_per_sec(true));
+    let row = MinatarRow {
+        config,
+        batch: cfg.dqn.batch_size,
+        hand_written_us_per_step: 1e6 / hand,
+        autograd_us_per_step: 1e6 / auto,
+        ratio: hand / auto,
+    };
+    println!(
+        "MinAtar DQN batch {}: hand-written gradient {:.0} us/step, autograd {:.0} us/step; ratio {:.2}",
+        row.batch, row.hand_written_us_per_step, row.autograd_us_per_step, row.ratio
+    );
+    Ok(row)
 }

@@ -29,14 +29,17 @@ pub const LAYERED: [&str; 3] = ["learner-server", "actor-client", "shared"];
 pub const DOCUMENTED: [&str; 4] = ["tests", "bench", "python", "tidy"];
 
 /// The files of a crate that may hold `unsafe` (ARCHITECTURE.md names
-/// them and why): FFI and memory maps, the AVX2 kernel, MPI's one-sided
-/// operations and an env group's non-blocking collectives.
+/// them and why): FFI and memory maps, the AVX2 and AVX-512 kernels (a
+/// call into a `target_feature` function after checking the CPU), MPI's
+/// one-sided operations and an env group's non-blocking collectives.
 pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
     match krate {
         "learner-server" => &[
             "agents/adam.rs",
+            "agents/optimizer.rs",
             "device.rs",
             "malloc.rs",
+            "nets/conv_kernel.rs",
             "state/journal.rs",
         ],
         "shared" => &[

@@ -147,8 +147,11 @@ impl FlatNet {
     /// The torso's features `[batch, features]` for flat images `x`.
     pub(super) fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
         let [c, h, w] = torso.input.map(|d| d as i64);
+        // Channels-last images are made contiguous first: a strided input
+        // leads libtorch's convolution to channels-last outputs, which the
+        // flatten before the MLP must then copy back.
         let mut img = if torso.channels_last {
-            x.view([-1, h, w, c]).permute([0, 3, 1, 2])
+            x.view([-1, h, w, c]).permute([0, 3, 1, 2]).contiguous()
         } else {
             x.view([-1, c, h, w])
         };

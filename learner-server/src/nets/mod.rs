@@ -4,9 +4,12 @@
 //! operations: an optimizer step, gradient clipping, a target-network update,
 //! and weights going out as raw flat f32 (what the wire carries).
 
+mod conv_kernel;
 mod device_forward;
 mod flat;
 mod lstm;
+mod manual;
 
 pub use device_forward::{DeviceForward, place};
 pub use flat::FlatNet;
+pub use manual::Traced;

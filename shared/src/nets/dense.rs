@@ -83,7 +83,8 @@ impl Dense {
         {
             // SAFETY: the CPU was just checked to have AVX2 and FMA, the
             // only requirement of a `target_feature` function. (The
-            // workspace denies unsafe code; this is its one allowed use.)
+            // workspace denies unsafe code; calls like this one are
+            // allowed one by one.)
             #[allow(unsafe_code)]
             unsafe {
                 apply_avx2(self, x, relu, y)

@@ -2,8 +2,9 @@
 //! Huber loss, gradient-norm clipping, Adam and an epsilon-greedy schedule;
 //! optionally a dueling head, n-step returns and prioritized replay
 //! (`replay.rs`: [`DqnReplay`], the path from transitions to a sampled
-//! batch).
+//! batch; `loss.rs`: the loss, and its gradient by hand on the CPU).
 
+mod loss;
 mod replay;
 #[cfg(test)]
 mod tests;
@@ -18,7 +19,7 @@ use replay::DqnReplay;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, NetCopy, NetShape, argmax};
-use tch::{Device, Kind, Reduction, Tensor};
+use tch::{Device, Kind, Tensor};
 
 /// The DQN learner: online and target Q-networks over flat parameters.
 #[derive(Debug)]
@@ -46,6 +47,11 @@ pub struct Dqn {
     copy_fresh: bool,
     /// Data-parallel learners: averages each gradient over the group.
     reduce: Option<Box<dyn super::GradientReduce>>,
+    /// On CPU, for networks `FlatNet::backward_into` covers: the gradient
+    /// is computed by hand into this buffer (no autograd graph, no fresh
+    /// flat gradient each step); `None`: autograd (on an accelerator
+    /// cuDNN's kernels win).
+    grad_buf: Option<Tensor>,
 }
 
 impl Dqn {
@@ -70,6 +76,8 @@ impl Dqn {
         let params = net.init(device).set_requires_grad(true);
         let target = params.detach().copy();
         let opt = crate::agents::Optimizer::for_dqn(cfg, &params);
+        let grad_buf = (device == Device::Cpu && net.has_manual_backward())
+            .then(|| Tensor::zeros([net.numel()], (Kind::Float, device)));
         Dqn {
             cfg: cfg.clone(),
             net,
@@ -89,6 +97,7 @@ impl Dqn {
                 .then(|| NetCopy::new(shape)),
             copy_fresh: false,
             reduce: None,
+            grad_buf,
         }
     }
 
@@ -120,14 +129,7 @@ impl Dqn {
     /// Q-values `[batch, n_actions]` of `x` under `params`: the network's
     /// outputs, or for a dueling head `V + A - mean(A)`.
     fn q(&self, params: &Tensor, x: &Tensor) -> Tensor {
-        let out = self.net.forward(params, x);
-        if !self.cfg.dueling {
-            return out;
-        }
-        let k = self.n_actions as i64;
-        let value = out.narrow(1, 0, 1);
-        let adv = out.narrow(1, 1, k);
-        value + &adv - adv.mean_dim(1, true, Kind::Float)
+        self.q_of(self.net.forward(params, x))
     }
 
     /// Greedy actions for `n` observations under the online network.
@@ -156,6 +158,18 @@ impl Dqn {
         &self.params
     }
 
+    /// Whether gradients are taken by hand (`FlatNet::backward_into`)
+    /// rather than by autograd.
+    pub fn manual_backward(&self) -> bool {
+        self.grad_buf.is_some()
+    }
+
+    /// Takes gradients through autograd even where the hand-written
+    /// backward applies (for tests and benchmarks that compare the two).
+    pub fn use_autograd(&mut self) {
+        self.grad_buf = None;
+    }
+
     /// One gradient step on a sampled batch.
     fn gradient_step(&mut self) {
         let b = self.cfg.batch_size as usize;
@@ -172,10 +186,6 @@ impl Dqn {
         // double Q's action, without a gradient: a pass over both halves
         // would take its backward over twice the rows, half of them zeros.
         let (obs, next) = (both.narrow(0, 0, bi), both.narrow(0, bi, bi));
-        let q_sa = self
-            .q(&self.params, &obs)
-            .gather(1, &actions, false)
-            .squeeze_dim(1);
         let target = tch::no_grad(|| {
             let q_next_target = self.q(&self.target, &next);
             let next_q = if self.cfg.double {
@@ -186,18 +196,30 @@ impl Dqn {
             };
             rewards + discounts * next_q
         });
-        let loss = if self.replay.prioritized() {
-            let w = Tensor::from_slice(&self.replay.is_weights).to_device(self.device);
-            (q_sa.huber_loss(&target, Reduction::None, self.cfg.huber_delta) * w).mean(Kind::Float)
-        } else {
-            q_sa.huber_loss(&target, Reduction::Mean, self.cfg.huber_delta)
+        let is_weights = self
+            .replay
+            .prioritized()
+            .then(|| Tensor::from_slice(&self.replay.is_weights).to_device(self.device));
+        let (loss, q_sa, mut grad) = match &self.grad_buf {
+            Some(buf) => {
+                let (loss, q_sa) = self.manual_gradient(&obs, &actions, &target, is_weights, buf);
+                (loss, q_sa, buf.shallow_clone())
+            }
+            None => {
+                let q_sa = self
+                    .q(&self.params, &obs)
+                    .gather(1, &actions, false)
+                    .squeeze_dim(1);
+                let loss = self.huber(&q_sa, &target, is_weights);
+                let [grad] = crate::agents::gradients(&loss, [&self.params]);
+                (loss, q_sa, grad)
+            }
         };
         if self.replay.prioritized() {
             // The priorities go back to the replay (a host sync per step).
             let td = to_vec(&(q_sa.detach() - &target).abs());
             self.replay.update_priorities(&td, self.cfg.per_eps);
         }
-        let [mut grad] = crate::agents::gradients(&loss, [&self.params]);
         if let Some(reduce) = &mut self.reduce {
             let mut flat = to_vec(&grad);
             reduce.mean(&mut flat);

@@ -1,0 +1,283 @@
+//! Hand-written backward passes for [`FlatNet`]s of plain convolutions and
+//! ReLU layers (no recurrent core, no residual torso): the gradient of
+//! `sum(out * d_out)` written straight into a flat gradient buffer.
+//!
+//! On the CPU a small network's update is mostly libtorch's per-operation
+//! cost: autograd's graph, the nodes' saved tensors, the split's backward
+//! concatenating into a fresh flat gradient, allocations that go back to
+//! the OS between steps. Here each layer's backward is one or two kernels
+//! whose outputs are views of a gradient buffer kept by the caller.
+//! `Dqn` takes this path on the CPU; the tests hold it to autograd's
+//! gradients.
+
+use super::FlatNet;
+use super::conv_kernel::{self, ConvDims};
+use rlfleet_shared::nets::TorsoKind;
+use tch::{Device, Kind, Tensor};
+
+/// A forward pass and what its backward needs: each layer's input (the
+/// previous layer's output after its ReLU).
+#[derive(Debug)]
+pub struct Traced {
+    /// The network's output `[batch, outputs]`.
+    pub out: Tensor,
+    inputs: Vec<Tensor>,
+    /// The torso's output before flattening (`None` without a torso).
+    torso_out: Option<Vec<i64>>,
+}
+
+impl FlatNet {
+    /// Whether [`FlatNet::backward_into`] covers this network: an MLP,
+    /// optionally behind a plain convolutional torso.
+    pub fn has_manual_backward(&self) -> bool {
+        self.shape.core().is_none()
+            && self
+                .shape
+                .torso()
+                .is_none_or(|t| t.kind == TorsoKind::Plain)
+    }
+
+    /// [`FlatNet::forward`], keeping each layer's input for
+    /// [`FlatNet::backward_into`]. Run it without a gradient
+    /// (`tch::no_grad`): nothing here is for autograd.
+    pub fn forward_traced(&self, params: &Tensor, x: &Tensor) -> Traced {
+        assert!(self.has_manual_backward(), "no hand-written backward");
+        let parts = params.split_with_sizes(&self.parts, 0);
+        let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
+        let x = x.to_kind(Kind::Float);
+        let mut inputs = Vec::with_capacity(self.parts.len() / 2);
+        let mut torso_out = None;
+        let mut h = match self.shape.torso() {
+            Some(torso) => {
+                let [c, h, w] = torso.input.map(|d| d as i64);
+                // Channels-last images are made contiguous: a strided
+                // input would make the convolutions' outputs channels-last
+                // too, and the backward kernel writes the weights'
+                // gradient in its input's memory format.
+                let mut img = if torso.channels_last {
+                    x.view([-1, h, w, c]).permute([0, 3, 1, 2]).contiguous()
+                } else {
+                    x.view([-1, c, h, w])
+                };
+                for (i, wb) in conv_parts.chunks_exact(2).enumerate() {
+                    let (weight, stride, pad) = self.conv_weight(i, &wb[0]);
+                    let y = img.conv2d(
+                        &weight,
+                        Some(&wb[1]),
+                        [stride, stride],
+                        [pad, pad],
+                        [1, 1],
+                        1,
+                    );
+                    inputs.push(img);
+                    img = y.relu();
+                }
+                torso_out = Some(img.size());
+                img.flatten(1, -1)
+            }
+            None => x,
+        };
+        let n_layers = self.sizes.len() - 1;
+        for (i, (w, wb)) in self
+            .sizes
+            .windows(2)
+            .zip(mlp_parts.chunks_exact(2))
+            .enumerate()
+        {
+            let y = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1]));
+            inputs.push(h);
+            h = if i + 1 < n_layers { y.relu() } else { y };
+        }
+        Traced {
+            out: h,
+            inputs,
+            torso_out,
+        }
+    }
+
+    /// Writes the gradient of `sum(traced.out * d_out)` with respect to
+    /// `params` into `grad` (flat, `numel()` long), overwriting it.
+    pub fn backward_into(&self, params: &Tensor, traced: &Traced, d_out: &Tensor, grad: &Tensor) {
+        let parts = params.split_with_sizes(&self.parts, 0);
+        let grads = grad.split_with_sizes(&self.parts, 0);
+        let n_conv = self.convs.len();
+        let mut d = d_out.shallow_clone();
+        for (j, w) in self.sizes.windows(2).enumerate().rev() {
+            let l = n_conv + j;
+            let a = &traced.inputs[l];
+            let _ = d.tr().mm_out(&grads[2 * l].view([w[1], w[0]]), a);
+            let _ = d.sum_intlist_out(&grads[2 * l + 1], [0i64].as_slice(), false, Kind::Float);
+            if l == 0 {
+                return;
+            }
+            d = a.threshold_backward(&d.mm(&parts[2 * l].view([w[1], w[0]])), 0.0);
+        }
+        let shape = traced.torso_out.as_ref().expect("a torso before the MLP");
+        d = d.view(shape.as_slice());
+        for c in (0..n_conv).rev() {
+            let (weight, stride, pad) = self.conv_weight(c, &parts[2 * c]);
+            let a = &traced.inputs[c];
+            if let Some(dims) = self.first_on_host(c, a) {
+                let mut gw = grads[0].shallow_clone();
+                let mut gb = grads[1].shallow_clone();
+                let d = d.contiguous();
+                let host = crate::device::host_values;
+                let (Some(x), Some(dy)) = (host(a), host(&d)) else {
+                    unreachable!("first_on_host checked the input; d is contiguous f32")
+                };
+                let (Some(gw), Some(gb)) = (
+                    crate::device::host_values_mut(&mut gw),
+                    crate::device::host_values_mut(&mut gb),
+                ) else {
+                    unreachable!("the gradient buffer is f32 on the CPU")
+                };
+                conv_kernel::weight_grad(&dims, x, dy, gw, gb);
+                if let Some(s) = self.byte_scale() {
+                    gw.iter_mut().for_each(|g| *g *= s as f32);
+                }
+                return;
+            }
+            // (The first layer's input gradient is not needed, but the
+            // kernel writes one: its out-variant takes no undefined
+            // output.)
+            let d_input = a.empty_like();
+            let k = weight.size()[2];
+            let mut g_weight = grads[2 * c].view(self.convs[c].0);
+            let _ = a.internal_slow_conv2d_backward(
+                &d_input,
+                &g_weight,
+                &grads[2 * c + 1],
+                &d,
+                &weight,
+                [k, k],
+                [stride, stride],
+                [pad, pad],
+            );
+            if c == 0 {
+                if let Some(s) = self.byte_scale() {
+                    // The weights the forward used were `W * s`.
+                    let _ = g_weight.g_mul_scalar_(s);
+                }
+                return;
+            }
+            d = a.threshold_backward(&d_input, 0.0);
+        }
+    }
+
+    /// The first convolution's sizes, where it runs in plain Rust: on
+    /// host f32 images, unpadded (`i`: the convolution's index, `img`: its
+    /// input).
+    fn first_on_host(&self, i: usize, img: &Tensor) -> Option<ConvDims> {
+        let ([o, c, k, _], stride, pad) = self.convs[i];
+        let [_, _, h, w] = img.size()[..] else {
+            return None;
+        };
+        let host = img.device() == Device::Cpu && img.kind() == Kind::Float;
+        (i == 0 && pad == 0 && host && img.is_contiguous()).then_some(ConvDims {
+            c: c as usize,
+            h: h as usize,
+            w: w as usize,
+            o: o as usize,
+            k: k as usize,
+            s: stride as usize,
+        })
+    }
+
+    /// Convolution `i`'s weight as the forward uses it (the first scaled
+    /// by 1/255 for bytes), its stride and padding.
+    fn conv_weight(&self, i: usize, flat: &Tensor) -> (Tensor, i64, i64) {
+        let (shape, stride, pad) = self.convs[i];
+        let weight = flat.view(shape);
+        let weight = match (i, self.byte_scale()) {
+            (0, Some(s)) => weight.g_mul_scalar(s),
+            _ => weight,
+        };
+        (weight, stride, pad)
+    }
+
+    fn byte_scale(&self) -> Option<f64> {
+        self.shape
+            .torso()
+            .is_some_and(|t| t.bytes)
+            .then_some(1.0 / 255.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetShape};
+    use tch::Device;
+
+    fn net(channels_last: bool, bytes: bool) -> FlatNet {
+        let torso = ConvTorso {
+            input: [3, 9, 9],
+            channels_last,
+            bytes,
+            kind: TorsoKind::Plain,
+            layers: vec![
+                ConvLayer {
+                    out: 5,
+                    kernel: 3,
+                    stride: 2,
+                },
+                ConvLayer {
+                    out: 4,
+                    kernel: 2,
+                    stride: 1,
+                },
+            ],
+        };
+        FlatNet::from_shape(NetShape::with_torso(Some(torso), 243, &[16, 8], 3))
+    }
+
+    /// The hand-written gradient against autograd's, for `net` at `x`.
+    fn check(net: &FlatNet, x: &Tensor) {
+        tch::manual_seed(3);
+        let params = net.init(Device::Cpu).set_requires_grad(true);
+        let batch = x.size()[0];
+        let d_out = Tensor::randn([batch, 3], (Kind::Float, Device::Cpu));
+        let loss = (net.forward(&params, x) * &d_out).sum(Kind::Float);
+        let [want] = crate::agents::gradients(&loss, [&params]);
+        let grad = Tensor::full([net.numel()], f64::NAN, (Kind::Float, Device::Cpu));
+        tch::no_grad(|| {
+            let traced = net.forward_traced(&params, x);
+            assert!(
+                traced
+                    .out
+                    .allclose(&net.forward(&params, x), 1e-6, 1e-6, false)
+            );
+            net.backward_into(&params, &traced, &d_out, &grad);
+        });
+        let err = f64::try_from((&grad - &want).abs().max()).unwrap();
+        let scale = f64::try_from(want.abs().max()).unwrap();
+        assert!(
+            scale > 0.0 && err <= 1e-5 * scale,
+            "max error {err} of {scale}"
+        );
+    }
+
+    #[test]
+    fn matches_autograd_for_conv_torsos_and_mlps() {
+        let x = Tensor::randn([6, 243], (Kind::Float, Device::Cpu)).relu();
+        check(&net(false, false), &x);
+        check(&net(true, false), &x);
+        let bytes = Tensor::randint(256, [6, 243], (Kind::Uint8, Device::Cpu));
+        check(&net(true, true), &bytes);
+        let mlp = FlatNet::new(7, &[12, 5], 3);
+        check(&mlp, &Tensor::randn([4, 7], (Kind::Float, Device::Cpu)));
+        check(
+            &FlatNet::new(7, &[], 3),
+            &Tensor::randn([4, 7], (Kind::Float, Device::Cpu)),
+        );
+    }
+
+    #[test]
+    fn residual_torsos_and_recurrent_cores_have_none() {
+        let mut torso = net(false, false).shape().torso().cloned().unwrap();
+        torso.kind = TorsoKind::Impala;
+        let shape = NetShape::with_torso(Some(torso), 243, &[16], 3);
+        assert!(!FlatNet::from_shape(shape).has_manual_backward());
+        assert!(net(true, true).has_manual_backward());
+    }
+}
