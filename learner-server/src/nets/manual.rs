@@ -61,6 +61,14 @@ impl FlatNet {
                 };
                 for (i, wb) in conv_parts.chunks_exact(2).enumerate() {
                     let (weight, stride, pad) = self.conv_weight(i, &wb[0]);
+                    if let Some(y) = self
+                        .first_on_host(i, &img)
+                        .and_then(|d| first_conv(&d, &img, &weight, &wb[1]))
+                    {
+                        inputs.push(img);
+                        img = y.relu();
+                        continue;
+                    }
                     let y = img.conv2d(
                         &weight,
                         Some(&wb[1]),
@@ -201,6 +209,21 @@ impl FlatNet {
             .is_some_and(|t| t.bytes)
             .then_some(1.0 / 255.0)
     }
+}
+
+/// [`conv_kernel::forward`] of `img` (`[batch, c, h, w]`, host f32,
+/// contiguous) into a fresh `[batch, o, oh, ow]` tensor; `None` where the
+/// kernel does not run (no AVX-512).
+fn first_conv(d: &ConvDims, img: &Tensor, weight: &Tensor, bias: &Tensor) -> Option<Tensor> {
+    let (weight, bias) = (weight.contiguous(), bias.contiguous());
+    let (oh, ow) = ((d.h - d.k) / d.s + 1, (d.w - d.k) / d.s + 1);
+    let shape = [img.size()[0], d.o as i64, oh as i64, ow as i64];
+    let mut y = Tensor::empty(shape, (Kind::Float, Device::Cpu));
+    let host = crate::device::host_values;
+    let (x, w, b) = (host(img)?, host(&weight)?, host(&bias)?);
+    let out = crate::device::host_values_mut(&mut y)?;
+    conv_kernel::forward(d, x, w, b, out).then_some(())?;
+    Some(y)
 }
 
 #[cfg(test)]

@@ -129,7 +129,12 @@ impl Dqn {
     /// Q-values `[batch, n_actions]` of `x` under `params`: the network's
     /// outputs, or for a dueling head `V + A - mean(A)`.
     fn q(&self, params: &Tensor, x: &Tensor) -> Tensor {
-        self.q_of(self.net.forward(params, x))
+        match self.grad_buf {
+            // Without a gradient: the hand-written path's forward, whose
+            // first convolution may run in plain Rust.
+            Some(_) => tch::no_grad(|| self.q_of(self.net.forward_traced(params, x).out)),
+            None => self.q_of(self.net.forward(params, x)),
+        }
     }
 
     /// Greedy actions for `n` observations under the online network.
