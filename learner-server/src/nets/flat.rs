@@ -124,19 +124,25 @@ impl FlatNet {
         let parts = params.split_with_sizes(&self.parts, 0);
         let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
         let x = &x.to_kind(Kind::Float);
-        let mut h = match self.shape.torso() {
+        let h = match self.shape.torso() {
             Some(torso) => self.torso(torso, conv_parts, x),
             None => x.shallow_clone(),
         };
+        self.mlp(h, mlp_parts, |_| {})
+    }
+
+    /// The MLP over features `h` (a ReLU after every layer but the last),
+    /// handing each layer's input to `keep` first.
+    pub(super) fn mlp(
+        &self,
+        mut h: Tensor,
+        parts: &[Tensor],
+        mut keep: impl FnMut(&Tensor),
+    ) -> Tensor {
         let n_layers = self.sizes.len() - 1;
-        for (i, (w, wb)) in self
-            .sizes
-            .windows(2)
-            .zip(mlp_parts.chunks_exact(2))
-            .enumerate()
-        {
-            let weight = wb[0].view([w[1], w[0]]);
-            h = h.linear(&weight, Some(&wb[1]));
+        for (i, (w, wb)) in self.sizes.windows(2).zip(parts.chunks_exact(2)).enumerate() {
+            keep(&h);
+            h = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1]));
             if i + 1 < n_layers {
                 h = h.relu();
             }
@@ -144,17 +150,23 @@ impl FlatNet {
         h
     }
 
-    /// The torso's features `[batch, features]` for flat images `x`.
-    pub(super) fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
+    /// Flat images `x` as `[batch, channels, height, width]`. Channels-last
+    /// images are made contiguous: a strided input leads libtorch's
+    /// convolution to channels-last outputs, which the flatten before the
+    /// MLP must then copy back (and `_slow_conv2d_backward` writes the
+    /// weights' gradient in its input's memory format).
+    pub(super) fn image(torso: &ConvTorso, x: &Tensor) -> Tensor {
         let [c, h, w] = torso.input.map(|d| d as i64);
-        // Channels-last images are made contiguous first: a strided input
-        // leads libtorch's convolution to channels-last outputs, which the
-        // flatten before the MLP must then copy back.
-        let mut img = if torso.channels_last {
+        if torso.channels_last {
             x.view([-1, h, w, c]).permute([0, 3, 1, 2]).contiguous()
         } else {
             x.view([-1, c, h, w])
-        };
+        }
+    }
+
+    /// The torso's features `[batch, features]` for flat images `x`.
+    pub(super) fn torso(&self, torso: &ConvTorso, parts: &[Tensor], x: &Tensor) -> Tensor {
+        let mut img = FlatNet::image(torso, x);
         // Bytes are scaled by 1/255 in the first convolution's weights (a
         // few thousand values), not in the image (every value of the
         // batch): conv(x / 255, W) = conv(x, W / 255). (Every torso starts

@@ -47,36 +47,25 @@ impl FlatNet {
         let x = x.to_kind(Kind::Float);
         let mut inputs = Vec::with_capacity(self.parts.len() / 2);
         let mut torso_out = None;
-        let mut h = match self.shape.torso() {
+        let h = match self.shape.torso() {
             Some(torso) => {
-                let [c, h, w] = torso.input.map(|d| d as i64);
-                // Channels-last images are made contiguous: a strided
-                // input would make the convolutions' outputs channels-last
-                // too, and the backward kernel writes the weights'
-                // gradient in its input's memory format.
-                let mut img = if torso.channels_last {
-                    x.view([-1, h, w, c]).permute([0, 3, 1, 2]).contiguous()
-                } else {
-                    x.view([-1, c, h, w])
-                };
+                let mut img = FlatNet::image(torso, &x);
                 for (i, wb) in conv_parts.chunks_exact(2).enumerate() {
                     let (weight, stride, pad) = self.conv_weight(i, &wb[0]);
-                    if let Some(y) = self
+                    let y = match self
                         .first_on_host(i, &img)
                         .and_then(|d| first_conv(&d, &img, &weight, &wb[1]))
                     {
-                        inputs.push(img);
-                        img = y.relu();
-                        continue;
-                    }
-                    let y = img.conv2d(
-                        &weight,
-                        Some(&wb[1]),
-                        [stride, stride],
-                        [pad, pad],
-                        [1, 1],
-                        1,
-                    );
+                        Some(y) => y,
+                        None => img.conv2d(
+                            &weight,
+                            Some(&wb[1]),
+                            [stride, stride],
+                            [pad, pad],
+                            [1, 1],
+                            1,
+                        ),
+                    };
                     inputs.push(img);
                     img = y.relu();
                 }
@@ -85,19 +74,9 @@ impl FlatNet {
             }
             None => x,
         };
-        let n_layers = self.sizes.len() - 1;
-        for (i, (w, wb)) in self
-            .sizes
-            .windows(2)
-            .zip(mlp_parts.chunks_exact(2))
-            .enumerate()
-        {
-            let y = h.linear(&wb[0].view([w[1], w[0]]), Some(&wb[1]));
-            inputs.push(h);
-            h = if i + 1 < n_layers { y.relu() } else { y };
-        }
+        let out = self.mlp(h, mlp_parts, |h| inputs.push(h.shallow_clone()));
         Traced {
-            out: h,
+            out,
             inputs,
             torso_out,
         }
@@ -125,49 +104,37 @@ impl FlatNet {
         for c in (0..n_conv).rev() {
             let (weight, stride, pad) = self.conv_weight(c, &parts[2 * c]);
             let a = &traced.inputs[c];
-            if let Some(dims) = self.first_on_host(c, a) {
-                let mut gw = grads[0].shallow_clone();
-                let mut gb = grads[1].shallow_clone();
-                let d = d.contiguous();
-                let host = crate::device::host_values;
-                let (Some(x), Some(dy)) = (host(a), host(&d)) else {
-                    unreachable!("first_on_host checked the input; d is contiguous f32")
-                };
-                let (Some(gw), Some(gb)) = (
-                    crate::device::host_values_mut(&mut gw),
-                    crate::device::host_values_mut(&mut gb),
-                ) else {
-                    unreachable!("the gradient buffer is f32 on the CPU")
-                };
-                conv_kernel::weight_grad(&dims, x, dy, gw, gb);
-                if let Some(s) = self.byte_scale() {
-                    gw.iter_mut().for_each(|g| *g *= s as f32);
+            let d_input = match self.first_on_host(c, a) {
+                Some(dims) => {
+                    host_weight_grad(&dims, a, &d, &grads[0], &grads[1]);
+                    None
                 }
-                return;
-            }
-            // (The first layer's input gradient is not needed, but the
-            // kernel writes one: its out-variant takes no undefined
-            // output.)
-            let d_input = a.empty_like();
-            let k = weight.size()[2];
-            let mut g_weight = grads[2 * c].view(self.convs[c].0);
-            let _ = a.internal_slow_conv2d_backward(
-                &d_input,
-                &g_weight,
-                &grads[2 * c + 1],
-                &d,
-                &weight,
-                [k, k],
-                [stride, stride],
-                [pad, pad],
-            );
-            if c == 0 {
+                None => {
+                    // (The first layer's input gradient is not needed, but
+                    // the kernel writes one: its out-variant takes no
+                    // undefined output.)
+                    let d_input = a.empty_like();
+                    let k = weight.size()[2];
+                    let _ = a.internal_slow_conv2d_backward(
+                        &d_input,
+                        &grads[2 * c].view(self.convs[c].0),
+                        &grads[2 * c + 1],
+                        &d,
+                        &weight,
+                        [k, k],
+                        [stride, stride],
+                        [pad, pad],
+                    );
+                    Some(d_input)
+                }
+            };
+            let Some(d_input) = d_input.filter(|_| c > 0) else {
                 if let Some(s) = self.byte_scale() {
                     // The weights the forward used were `W * s`.
-                    let _ = g_weight.g_mul_scalar_(s);
+                    let _ = grads[0].shallow_clone().g_mul_scalar_(s);
                 }
                 return;
-            }
+            };
             d = a.threshold_backward(&d_input, 0.0);
         }
     }
@@ -209,6 +176,25 @@ impl FlatNet {
             .is_some_and(|t| t.bytes)
             .then_some(1.0 / 255.0)
     }
+}
+
+/// [`conv_kernel::weight_grad`] of the first convolution from its input
+/// `img` and output gradient `d`, into `g_weight` and `g_bias` (views of
+/// the CPU gradient buffer).
+fn host_weight_grad(dims: &ConvDims, img: &Tensor, d: &Tensor, g_weight: &Tensor, g_bias: &Tensor) {
+    let d = d.contiguous();
+    let (mut gw, mut gb) = (g_weight.shallow_clone(), g_bias.shallow_clone());
+    let host = crate::device::host_values;
+    let (Some(x), Some(dy)) = (host(img), host(&d)) else {
+        unreachable!("first_on_host checked the input; d is contiguous f32")
+    };
+    let (Some(gw), Some(gb)) = (
+        crate::device::host_values_mut(&mut gw),
+        crate::device::host_values_mut(&mut gb),
+    ) else {
+        unreachable!("the gradient buffer is f32 on the CPU")
+    };
+    conv_kernel::weight_grad(dims, x, dy, gw, gb);
 }
 
 /// [`conv_kernel::forward`] of `img` (`[batch, c, h, w]`, host f32,
