@@ -77,29 +77,35 @@ pub fn download_into<T: Element>(t: &Tensor, out: &mut [T]) {
     tch::no_grad(|| view.copy_(&t.reshape([n])));
 }
 
-/// Whether `t`'s values are one run of f32 in host memory.
-fn on_host(t: &Tensor) -> bool {
-    t.device() == Device::Cpu && t.kind() == Kind::Float && t.is_contiguous() && t.numel() > 0
+/// Whether `t`'s values are one run of `kind` values in host memory.
+fn on_host(t: &Tensor, kind: Kind) -> bool {
+    t.device() == Device::Cpu && t.kind() == kind && t.is_contiguous() && t.numel() > 0
 }
 
 /// `t`'s values, read-only, if they are one run of f32 in host memory
 /// (`None` for a tensor on a device, of another kind or strided).
-#[allow(unsafe_code)]
 pub(crate) fn host_values(t: &Tensor) -> Option<&[f32]> {
-    if !on_host(t) {
+    host_slice(t)
+}
+
+/// `t`'s values, read-only, if they are one run of `T` in host memory.
+#[allow(unsafe_code)]
+pub(crate) fn host_slice<T: Element>(t: &Tensor) -> Option<&[T]> {
+    if !on_host(t, T::KIND) {
         return None;
     }
-    // SAFETY: a contiguous CPU f32 tensor with at least one element holds
-    // `numel()` f32 values from `data_ptr()` (non-null), which live while
-    // `t` is borrowed; nothing writes them meanwhile (this process updates
-    // its tensors from one thread, and `&Tensor` is only read here).
-    Some(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const f32, t.numel()) })
+    // SAFETY: a contiguous CPU tensor of `T`'s kind with at least one
+    // element holds `numel()` values of `T` from `data_ptr()` (non-null),
+    // which live while `t` is borrowed; nothing writes them meanwhile (this
+    // process updates its tensors from one thread, and `&Tensor` is only
+    // read here).
+    Some(unsafe { std::slice::from_raw_parts(t.data_ptr() as *const T, t.numel()) })
 }
 
 /// `t`'s values, to update in place (as [`host_values`]).
 #[allow(unsafe_code)]
 pub(crate) fn host_values_mut(t: &mut Tensor) -> Option<&mut [f32]> {
-    if !on_host(t) {
+    if !on_host(t, Kind::Float) {
         return None;
     }
     // SAFETY: as in `host_values`; the `&mut Tensor` is the one handle this

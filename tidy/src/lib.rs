@@ -39,7 +39,10 @@ pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
             "agents/optimizer.rs",
             "device.rs",
             "malloc.rs",
+            "nets/blas.rs",
             "nets/conv_kernel.rs",
+            "nets/sparse_conv.rs",
+            "nets/transpose16.rs",
             "state/journal.rs",
         ],
         "shared" => &[

@@ -6,7 +6,7 @@
 //! for MinAtar's 3x3 convolution at batch 32 it took 155 µs, this 87 µs.
 
 /// One convolution's sizes (no padding: a plain torso has none).
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct ConvDims {
     /// Input channels, height and width.
     pub c: usize,
@@ -19,14 +19,14 @@ pub(super) struct ConvDims {
 }
 
 impl ConvDims {
-    fn out_hw(&self) -> (usize, usize) {
+    pub(super) fn out_hw(&self) -> (usize, usize) {
         (
             (self.h - self.k) / self.s + 1,
             (self.w - self.k) / self.s + 1,
         )
     }
 
-    fn taps(&self) -> usize {
+    pub(super) fn taps(&self) -> usize {
         self.c * self.k * self.k
     }
 }
@@ -92,8 +92,8 @@ fn weight_grad_avx512(
 
 /// Lanes per vector: output channels go sixteen at a time (AVX-512's
 /// width), their count padded up with zeros.
-const L: usize = 16;
-type Lanes = [f32; L];
+pub(super) const L: usize = 16;
+pub(super) type Lanes = [f32; L];
 
 /// Positions per block: independent accumulators that hide the
 /// multiply-add latency.
@@ -101,7 +101,7 @@ const BLOCK: usize = 4;
 
 /// The weights tap by tap and the biases, sixteen output channels side
 /// by side (the last group padded with zeros).
-fn grouped(d: &ConvDims, weight: &[f32], bias: &[f32]) -> (Vec<Lanes>, Vec<Lanes>) {
+pub(super) fn grouped(d: &ConvDims, weight: &[f32], bias: &[f32]) -> (Vec<Lanes>, Vec<Lanes>) {
     let (taps, groups) = (d.taps(), d.o.div_ceil(L));
     let mut by_tap = vec![[0f32; L]; groups * taps];
     let mut bias16 = vec![[0f32; L]; groups];

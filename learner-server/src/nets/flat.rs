@@ -22,6 +22,9 @@ pub struct FlatNet {
     /// Per convolution: its `[out, in, k, k]` weight shape, stride and
     /// padding.
     pub(super) convs: Vec<([i64; 4], i64, i64)>,
+    /// Where the first convolution's inputs reach, for sparse inputs on
+    /// the CPU (`sparse_conv.rs`); `None` without an unpadded one.
+    pub(super) reach: Option<std::sync::Arc<super::sparse_conv::Reach>>,
 }
 
 impl FlatNet {
@@ -67,7 +70,9 @@ impl FlatNet {
         }
         let head_in = shape.head_input() as i64;
         parts.extend([(head_in * sizes[n - 1], head_in), (sizes[n - 1], head_in)]);
+        let reach = super::sparse_conv::Reach::for_torso(shape.torso(), convs.first());
         FlatNet {
+            reach,
             shape,
             sizes,
             fan_ins: parts.iter().map(|&(_, fan_in)| fan_in).collect(),

@@ -12,7 +12,9 @@
 
 use super::FlatNet;
 use super::conv_kernel::{self, ConvDims};
-use rlfleet_shared::nets::TorsoKind;
+use super::sparse_conv::SparseInput;
+use crate::device::{host_slice, host_values, host_values_mut};
+use rlfleet_shared::nets::{ConvTorso, TorsoKind};
 use tch::{Device, Kind, Tensor};
 
 /// A forward pass and what its backward needs: each layer's input (the
@@ -24,6 +26,9 @@ pub struct Traced {
     inputs: Vec<Tensor>,
     /// The torso's output before flattening (`None` without a torso).
     torso_out: Option<Vec<i64>>,
+    /// The first convolution's input as its nonzero values' hits, where
+    /// it was sparse (`inputs[0]` is then empty).
+    sparse: Option<SparseInput>,
 }
 
 impl FlatNet {
@@ -38,70 +43,126 @@ impl FlatNet {
     }
 
     /// [`FlatNet::forward`], keeping each layer's input for
-    /// [`FlatNet::backward_into`]. Run it without a gradient
-    /// (`tch::no_grad`): nothing here is for autograd.
+    /// [`FlatNet::backward_into`]. On the CPU only (`params`: contiguous
+    /// host f32); run it without a gradient (`tch::no_grad`): nothing here
+    /// is for autograd.
     pub fn forward_traced(&self, params: &Tensor, x: &Tensor) -> Traced {
         assert!(self.has_manual_backward(), "no hand-written backward");
-        let parts = params.split_with_sizes(&self.parts, 0);
-        let (conv_parts, mlp_parts) = parts.split_at(2 * self.convs.len());
-        let x = x.to_kind(Kind::Float);
+        let flat = host_values(params).expect("hand-written passes run over host parameters");
         let mut inputs = Vec::with_capacity(self.parts.len() / 2);
-        let mut torso_out = None;
-        let h = match self.shape.torso() {
+        let (h, torso_out, sparse) = match self.shape.torso() {
             Some(torso) => {
-                let mut img = FlatNet::image(torso, &x);
-                for (i, wb) in conv_parts.chunks_exact(2).enumerate() {
-                    let (weight, stride, pad) = self.conv_weight(i, &wb[0]);
-                    let y = match self
-                        .first_on_host(i, &img)
-                        .and_then(|d| first_conv(&d, &img, &weight, &wb[1]))
-                    {
-                        Some(y) => y,
-                        None => img.conv2d(
-                            &weight,
-                            Some(&wb[1]),
-                            [stride, stride],
-                            [pad, pad],
-                            [1, 1],
-                            1,
-                        ),
-                    };
-                    inputs.push(img);
-                    img = y.relu();
-                }
-                torso_out = Some(img.size());
-                img.flatten(1, -1)
+                let sparse = self.sparse_input(x);
+                let img = self.torso_traced(torso, params, flat, x, &sparse, &mut inputs);
+                (img.flatten(1, -1), Some(img.size()), sparse)
             }
-            None => x,
+            None => (x.to_kind(Kind::Float).contiguous(), None, None),
         };
-        let out = self.mlp(h, mlp_parts, |h| inputs.push(h.shallow_clone()));
+        let out = self.mlp_host(flat, h, &mut inputs);
         Traced {
             out,
             inputs,
             torso_out,
+            sparse,
         }
     }
 
-    /// Writes the gradient of `sum(traced.out * d_out)` with respect to
-    /// `params` into `grad` (flat, `numel()` long), overwriting it.
-    pub fn backward_into(&self, params: &Tensor, traced: &Traced, d_out: &Tensor, grad: &Tensor) {
+    /// The torso's forward (each convolution's input pushed onto
+    /// `inputs`), its output `[batch, c, h, w]` after the last ReLU.
+    fn torso_traced(
+        &self,
+        torso: &ConvTorso,
+        params: &Tensor,
+        flat: &[f32],
+        x: &Tensor,
+        sparse: &Option<SparseInput>,
+        inputs: &mut Vec<Tensor>,
+    ) -> Tensor {
+        let mut img = match sparse {
+            Some(sp) => {
+                // Already through its ReLU; the input stays as its hits.
+                let offsets = self.part_offsets();
+                let (w, b) = (offsets[0], offsets[1]);
+                let o = self.convs[0].0[0] as usize;
+                let weight = &flat[w..b];
+                inputs.push(Tensor::new());
+                sparse_forward(sp, weight, &flat[b..b + o])
+            }
+            None => FlatNet::image(torso, &x.to_kind(Kind::Float)),
+        };
+        let first = usize::from(sparse.is_some());
+        if first == self.convs.len() {
+            return img;
+        }
         let parts = params.split_with_sizes(&self.parts, 0);
-        let grads = grad.split_with_sizes(&self.parts, 0);
+        for (i, wb) in parts[..2 * self.convs.len()]
+            .chunks_exact(2)
+            .enumerate()
+            .skip(first)
+        {
+            let (weight, stride, pad) = self.conv_weight(i, &wb[0]);
+            let y = match self
+                .first_on_host(i, &img)
+                .and_then(|d| first_conv(&d, &img, &weight, &wb[1]))
+            {
+                Some(y) => y,
+                None => img.conv2d(
+                    &weight,
+                    Some(&wb[1]),
+                    [stride, stride],
+                    [pad, pad],
+                    [1, 1],
+                    1,
+                ),
+            };
+            inputs.push(img);
+            img = y.relu();
+        }
+        img
+    }
+
+    /// Writes the gradient of `sum(traced.out * d_out)` with respect to
+    /// `params` into `grad` (flat, `numel()` long), overwriting it. On the
+    /// CPU only, as [`FlatNet::forward_traced`].
+    pub fn backward_into(&self, params: &Tensor, traced: &Traced, d_out: &Tensor, grad: &Tensor) {
+        let flat = host_values(params).expect("hand-written passes run over host parameters");
+        let d_out = d_out.contiguous();
+        let d_out = host_values(&d_out).expect("host f32 output gradients");
         let n_conv = self.convs.len();
-        let mut d = d_out.shallow_clone();
-        for (j, w) in self.sizes.windows(2).enumerate().rev() {
-            let l = n_conv + j;
-            let a = &traced.inputs[l];
-            let _ = d.tr().mm_out(&grads[2 * l].view([w[1], w[0]]), a);
-            let _ = d.sum_intlist_out(&grads[2 * l + 1], [0i64].as_slice(), false, Kind::Float);
-            if l == 0 {
+        // The torso's output (after its ReLU), as the MLP saw it.
+        let a = &traced.inputs[n_conv];
+        let d = {
+            let mut g = grad.shallow_clone();
+            let g = host_values_mut(&mut g).expect("a host f32 gradient buffer");
+            let Some(d) = self.mlp_backward_host(flat, &traced.inputs[n_conv..], d_out, g) else {
+                return;
+            };
+            if let (1, Some(sp)) = (n_conv, &traced.sparse) {
+                // The one convolution's ReLU is taken back with its
+                // weights.
+                let a = host_values(a).expect("the forward's own tensor");
+                let offsets = self.part_offsets();
+                let (gw, gb) = g[offsets[0]..offsets[2]].split_at_mut(offsets[1]);
+                sp.weight_grad(&d, a, gw, gb);
                 return;
             }
-            d = a.threshold_backward(&d.mm(&parts[2 * l].view([w[1], w[0]])), 0.0);
-        }
+            d
+        };
         let shape = traced.torso_out.as_ref().expect("a torso before the MLP");
-        d = d.view(shape.as_slice());
-        for c in (0..n_conv).rev() {
+        let d = a.threshold_backward(&Tensor::from_slice(&d).view(a.size().as_slice()), 0.0);
+        self.torso_backward(params, traced, d.view(shape.as_slice()), grad);
+    }
+
+    /// The torso's backward from `d`, the gradient of its last
+    /// convolution's output before the ReLU.
+    fn torso_backward(&self, params: &Tensor, traced: &Traced, mut d: Tensor, grad: &Tensor) {
+        let parts = params.split_with_sizes(&self.parts, 0);
+        let grads = grad.split_with_sizes(&self.parts, 0);
+        for c in (0..self.convs.len()).rev() {
+            if let (0, Some(sp)) = (c, &traced.sparse) {
+                sparse_weight_grad(sp, &d, &traced.inputs[1], &grads[0], &grads[1]);
+                return;
+            }
             let (weight, stride, pad) = self.conv_weight(c, &parts[2 * c]);
             let a = &traced.inputs[c];
             let d_input = match self.first_on_host(c, a) {
@@ -158,6 +219,18 @@ impl FlatNet {
         })
     }
 
+    /// The first convolution's input `x` (flat images) as hits, where
+    /// it runs on the CPU over sparse bytes or f32 values, unpadded.
+    fn sparse_input(&self, x: &Tensor) -> Option<SparseInput> {
+        let reach = self.reach.as_ref()?;
+        let scale = self.byte_scale().unwrap_or(1.0) as f32;
+        match x.kind() {
+            Kind::Uint8 => reach.gather(host_slice::<u8>(x)?, scale),
+            Kind::Float => reach.gather(host_slice::<f32>(x)?, scale),
+            _ => None,
+        }
+    }
+
     /// Convolution `i`'s weight as the forward uses it (the first scaled
     /// by 1/255 for bytes), its stride and padding.
     fn conv_weight(&self, i: usize, flat: &Tensor) -> (Tensor, i64, i64) {
@@ -184,17 +257,44 @@ impl FlatNet {
 fn host_weight_grad(dims: &ConvDims, img: &Tensor, d: &Tensor, g_weight: &Tensor, g_bias: &Tensor) {
     let d = d.contiguous();
     let (mut gw, mut gb) = (g_weight.shallow_clone(), g_bias.shallow_clone());
-    let host = crate::device::host_values;
-    let (Some(x), Some(dy)) = (host(img), host(&d)) else {
+    let (Some(x), Some(dy)) = (host_values(img), host_values(&d)) else {
         unreachable!("first_on_host checked the input; d is contiguous f32")
     };
-    let (Some(gw), Some(gb)) = (
-        crate::device::host_values_mut(&mut gw),
-        crate::device::host_values_mut(&mut gb),
-    ) else {
+    let (Some(gw), Some(gb)) = (host_values_mut(&mut gw), host_values_mut(&mut gb)) else {
         unreachable!("the gradient buffer is f32 on the CPU")
     };
     conv_kernel::weight_grad(dims, x, dy, gw, gb);
+}
+
+/// The ReLU of the first convolution over `sp` (its weight and bias, as
+/// stored: a byte scale is in the hits' values) as a fresh tensor.
+fn sparse_forward(sp: &SparseInput, weight: &[f32], bias: &[f32]) -> Tensor {
+    let (oh, ow) = sp.out_hw();
+    let out = [sp.batch() as i64, bias.len() as i64, oh as i64, ow as i64];
+    let mut y = Tensor::empty(out, (Kind::Float, Device::Cpu));
+    let out = host_values_mut(&mut y).expect("a fresh CPU f32 tensor");
+    sp.forward_relu(weight, bias, out);
+    y
+}
+
+/// The first convolution's weight and bias gradients over `sp`, from
+/// `d` (the gradient of its ReLU's output `out`), into views of the
+/// gradient buffer.
+fn sparse_weight_grad(
+    sp: &SparseInput,
+    d: &Tensor,
+    out: &Tensor,
+    g_weight: &Tensor,
+    g_bias: &Tensor,
+) {
+    let (mut gw, mut gb) = (g_weight.shallow_clone(), g_bias.shallow_clone());
+    let (Some(d), Some(out)) = (host_values(d), host_values(out)) else {
+        unreachable!("a fresh product and the forward's output: contiguous f32")
+    };
+    let (Some(gw), Some(gb)) = (host_values_mut(&mut gw), host_values_mut(&mut gb)) else {
+        unreachable!("the gradient buffer is f32 on the CPU")
+    };
+    sp.weight_grad(d, out, gw, gb);
 }
 
 /// [`conv_kernel::forward`] of `img` (`[batch, c, h, w]`, host f32,
@@ -205,9 +305,12 @@ fn first_conv(d: &ConvDims, img: &Tensor, weight: &Tensor, bias: &Tensor) -> Opt
     let (oh, ow) = ((d.h - d.k) / d.s + 1, (d.w - d.k) / d.s + 1);
     let shape = [img.size()[0], d.o as i64, oh as i64, ow as i64];
     let mut y = Tensor::empty(shape, (Kind::Float, Device::Cpu));
-    let host = crate::device::host_values;
-    let (x, w, b) = (host(img)?, host(&weight)?, host(&bias)?);
-    let out = crate::device::host_values_mut(&mut y)?;
+    let (x, w, b) = (
+        host_values(img)?,
+        host_values(&weight)?,
+        host_values(&bias)?,
+    );
+    let out = host_values_mut(&mut y)?;
     conv_kernel::forward(d, x, w, b, out).then_some(())?;
     Some(y)
 }
@@ -219,23 +322,30 @@ mod tests {
     use tch::Device;
 
     fn net(channels_last: bool, bytes: bool) -> FlatNet {
+        net_of(channels_last, bytes, 2)
+    }
+
+    /// Two convolutions, or the first alone.
+    fn net_of(channels_last: bool, bytes: bool, convs: usize) -> FlatNet {
+        let mut layers = vec![
+            ConvLayer {
+                out: 5,
+                kernel: 3,
+                stride: 2,
+            },
+            ConvLayer {
+                out: 4,
+                kernel: 2,
+                stride: 1,
+            },
+        ];
+        layers.truncate(convs);
         let torso = ConvTorso {
             input: [3, 9, 9],
             channels_last,
             bytes,
             kind: TorsoKind::Plain,
-            layers: vec![
-                ConvLayer {
-                    out: 5,
-                    kernel: 3,
-                    stride: 2,
-                },
-                ConvLayer {
-                    out: 4,
-                    kernel: 2,
-                    stride: 1,
-                },
-            ],
+            layers,
         };
         FlatNet::from_shape(NetShape::with_torso(Some(torso), 243, &[16, 8], 3))
     }
@@ -278,6 +388,34 @@ mod tests {
         check(
             &FlatNet::new(7, &[], 3),
             &Tensor::randn([4, 7], (Kind::Float, Device::Cpu)),
+        );
+    }
+
+    /// Inputs one value in ten nonzero take the first convolution's
+    /// sparse path (`sparse_conv.rs`): f32 and bytes, channels first and
+    /// last, behind a second convolution or straight into the MLP (where
+    /// the weight gradient takes the ReLU's backward itself).
+    #[test]
+    fn sparse_inputs_match_autograd() {
+        let opts = (Kind::Float, Device::Cpu);
+        let mask = Tensor::rand([6, 243], opts).lt(0.1);
+        let x = Tensor::rand([6, 243], opts) * &mask;
+        let bytes = (Tensor::randint(255, [6, 243], (Kind::Uint8, Device::Cpu)) + 1) * &mask;
+        for convs in [1, 2] {
+            for (net, x) in [
+                (net_of(false, false, convs), &x),
+                (net_of(true, true, convs), &bytes),
+                (net_of(true, false, convs), &x),
+            ] {
+                assert!(net.sparse_input(x).is_some(), "the sparse path");
+                check(&net, x);
+            }
+        }
+        // Dense inputs keep the dense loops.
+        assert!(
+            net(false, false)
+                .sparse_input(&Tensor::rand([6, 243], opts))
+                .is_none()
         );
     }
 

@@ -4,11 +4,15 @@
 //! operations: an optimizer step, gradient clipping, a target-network update,
 //! and weights going out as raw flat f32 (what the wire carries).
 
+mod blas;
 mod conv_kernel;
 mod device_forward;
 mod flat;
+mod host_mlp;
 mod lstm;
 mod manual;
+mod sparse_conv;
+mod transpose16;
 
 pub use device_forward::{DeviceForward, place};
 pub use flat::FlatNet;

@@ -4,6 +4,9 @@
 //! (`FlatNet::backward_into`).
 
 use super::Dqn;
+use crate::agents::to_vec;
+use crate::device::host_values;
+use rlfleet_shared::nets::argmax;
 use tch::{Kind, Reduction, Tensor};
 
 impl Dqn {
@@ -34,38 +37,156 @@ impl Dqn {
         }
     }
 
+    /// The loss and its gradient through autograd (on an accelerator, or
+    /// for networks `FlatNet::backward_into` does not cover), with each
+    /// row's |TD error| under prioritized replay (a host sync per step).
+    pub(super) fn autograd_gradient(
+        &self,
+        obs: &Tensor,
+        next: &Tensor,
+        data: &Tensor,
+    ) -> (Tensor, Vec<f32>, Tensor) {
+        let batch = &self.replay.batch;
+        let bi = batch.batch as i64;
+        let [_, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
+        let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
+        let rewards = data.narrow(0, o_rew, bi);
+        let discounts = data.narrow(0, o_disc, bi);
+        // The online network sees the next observations only to pick
+        // double Q's action, without a gradient: a pass over both halves
+        // would take its backward over twice the rows, half of them zeros.
+        let target = tch::no_grad(|| {
+            let q_next_target = self.q(&self.target, next);
+            let next_q = if self.cfg.double {
+                let best = self.q(&self.params, next).argmax(1, true);
+                q_next_target.gather(1, &best, false).squeeze_dim(1)
+            } else {
+                q_next_target.amax(1, false)
+            };
+            rewards + discounts * next_q
+        });
+        let is_weights = self
+            .replay
+            .prioritized()
+            .then(|| Tensor::from_slice(&self.replay.is_weights).to_device(self.device));
+        let q_sa = self
+            .q(&self.params, obs)
+            .gather(1, &actions, false)
+            .squeeze_dim(1);
+        let loss = self.huber(&q_sa, &target, is_weights);
+        let [grad] = crate::agents::gradients(&loss, [&self.params]);
+        let td_abs = match self.replay.prioritized() {
+            true => to_vec(&(q_sa.detach() - &target).abs()),
+            false => Vec::new(),
+        };
+        (loss, td_abs, grad)
+    }
+
     /// The loss's gradient by hand into `grad` (the module's comment says
-    /// how). Returns the loss and `Q(s, a)`.
+    /// how), for the sampled batch's observations `obs` and next
+    /// observations `next`: the networks' passes through `FlatNet`, the
+    /// targets, the loss and its derivative on the host (a few hundred
+    /// values, where each libtorch operation would cost more than its
+    /// work). Returns the loss and, under prioritized replay, each row's
+    /// |TD error|.
     pub(super) fn manual_gradient(
         &self,
         obs: &Tensor,
-        actions: &Tensor,
-        target: &Tensor,
-        is_weights: Option<Tensor>,
+        next: &Tensor,
         grad: &Tensor,
-    ) -> (Tensor, Tensor) {
+    ) -> (f64, Vec<f32>) {
+        fn host(t: &Tensor) -> &[f32] {
+            host_values(t).expect("a CPU network's fresh f32 outputs")
+        }
         tch::no_grad(|| {
+            let outputs = |params: &Tensor, x: &Tensor| self.net.forward_traced(params, x).out;
+            let next_target = outputs(&self.target, next);
+            let next_online = self.cfg.double.then(|| outputs(&self.params, next));
             let traced = self.net.forward_traced(&self.params, obs);
-            let q = self.q_of(traced.out.shallow_clone());
-            let q_sa = q.gather(1, actions, false).squeeze_dim(1);
-            let delta = self.cfg.huber_delta;
-            let rows = 1.0 / q_sa.size()[0] as f64;
-            let mut d_sa = (&q_sa - target).clamp(-delta, delta) * rows;
-            if let Some(w) = &is_weights {
-                d_sa *= w;
+            let out = host(&traced.out);
+            let mut d_out = vec![0f32; out.len()];
+            let next_online = next_online.as_ref().map(host);
+            let (loss, td_abs) = self.host_loss(out, host(&next_target), next_online, &mut d_out);
+            let d_out = Tensor::from_slice(&d_out).view(traced.out.size().as_slice());
+            self.net.backward_into(&self.params, &traced, &d_out, grad);
+            (loss, td_abs)
+        })
+    }
+
+    /// Q-values of one row of network outputs: the outputs, or for a
+    /// dueling head `V + A - mean(A)`.
+    fn q_row(&self, out: &[f32], q: &mut [f32]) {
+        if !self.cfg.dueling {
+            q.copy_from_slice(out);
+            return;
+        }
+        let adv = &out[1..];
+        let mean = adv.iter().sum::<f32>() / adv.len() as f32;
+        for (q, a) in q.iter_mut().zip(adv) {
+            *q = out[0] + a - mean;
+        }
+    }
+
+    /// The Huber loss over the sampled batch and its derivative with
+    /// respect to the online network's outputs `out` (into `d_out`), from
+    /// the next observations' outputs under the target network (and, for
+    /// double Q, the online one). Returns the loss (the batch's mean,
+    /// weighted under prioritized replay) and, under prioritized replay,
+    /// each row's |TD error|.
+    fn host_loss(
+        &self,
+        out: &[f32],
+        next_target: &[f32],
+        next_online: Option<&[f32]>,
+        d_out: &mut [f32],
+    ) -> (f64, Vec<f32>) {
+        let batch = &self.replay.batch;
+        let b = batch.batch;
+        let [_, _, o_act, o_rew, o_disc] = batch.offsets();
+        let width = out.len() / b;
+        let k = self.n_actions;
+        let delta = self.cfg.huber_delta as f32;
+        let weights = self.replay.prioritized().then_some(&self.replay.is_weights);
+        let (mut q, mut q_next, mut q_pick) = (vec![0f32; k], vec![0f32; k], vec![0f32; k]);
+        let mut td_abs = Vec::with_capacity(if weights.is_some() { b } else { 0 });
+        let mut loss = 0f64;
+        for i in 0..b {
+            let r = i * width..(i + 1) * width;
+            self.q_row(&next_target[r.clone()], &mut q_next);
+            let next_value = match next_online {
+                Some(online) => {
+                    self.q_row(&online[r.clone()], &mut q_pick);
+                    q_next[argmax(&q_pick)]
+                }
+                None => q_next.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            };
+            let target = batch.data[o_rew + i] + batch.data[o_disc + i] * next_value;
+            self.q_row(&out[r.clone()], &mut q);
+            let a = batch.data[o_act + i] as usize;
+            let td = q[a] - target;
+            let w = weights.map_or(1.0, |w| w[i]);
+            let huber = if td.abs() <= delta {
+                0.5 * td * td
+            } else {
+                delta * (td.abs() - 0.5 * delta)
+            };
+            loss += f64::from(w * huber);
+            if weights.is_some() {
+                td_abs.push(td.abs());
             }
-            let d_q = q.zeros_like().scatter(1, actions, &d_sa.unsqueeze(1));
-            let d_out = if self.cfg.dueling {
+            let d = td.clamp(-delta, delta) / b as f32 * w;
+            let d_row = &mut d_out[r];
+            if self.cfg.dueling {
                 // q = V + A - mean(A): V takes every action's share, each
                 // advantage its own less the mean.
-                let d_value = d_q.sum_dim_intlist(1, true, Kind::Float);
-                let d_adv = &d_q - d_q.mean_dim(1, true, Kind::Float);
-                Tensor::cat(&[d_value, d_adv], 1)
+                d_row[0] = d;
+                for (j, da) in d_row[1..].iter_mut().enumerate() {
+                    *da = if j == a { d } else { 0.0 } - d / k as f32;
+                }
             } else {
-                d_q
-            };
-            self.net.backward_into(&self.params, &traced, &d_out, grad);
-            (self.huber(&q_sa, target, is_weights), q_sa)
-        })
+                d_row[a] = d;
+            }
+        }
+        (loss / b as f64, td_abs)
     }
 }

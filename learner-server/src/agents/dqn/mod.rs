@@ -179,51 +179,18 @@ impl Dqn {
     fn gradient_step(&mut self) {
         let b = self.cfg.batch_size as usize;
         self.replay.sample(b, self.cfg.per_beta, &mut self.rng);
-        let batch = &self.replay.batch;
+        let (both, data) = crate::agents::batch_on_device(&self.replay.batch, self.device);
         let bi = b as i64;
-        let (both, data) = crate::agents::batch_on_device(batch, self.device);
-        let [_, _, o_act, o_rew, o_disc] = batch.offsets().map(|o| o as i64);
-        let actions = data.narrow(0, o_act, bi).to_kind(Kind::Int64).unsqueeze(1);
-        let rewards = data.narrow(0, o_rew, bi);
-        let discounts = data.narrow(0, o_disc, bi);
-
-        // The online network sees the next observations only to pick
-        // double Q's action, without a gradient: a pass over both halves
-        // would take its backward over twice the rows, half of them zeros.
         let (obs, next) = (both.narrow(0, 0, bi), both.narrow(0, bi, bi));
-        let target = tch::no_grad(|| {
-            let q_next_target = self.q(&self.target, &next);
-            let next_q = if self.cfg.double {
-                let best = self.q(&self.params, &next).argmax(1, true);
-                q_next_target.gather(1, &best, false).squeeze_dim(1)
-            } else {
-                q_next_target.amax(1, false)
-            };
-            rewards + discounts * next_q
-        });
-        let is_weights = self
-            .replay
-            .prioritized()
-            .then(|| Tensor::from_slice(&self.replay.is_weights).to_device(self.device));
-        let (loss, q_sa, mut grad) = match &self.grad_buf {
+        let (loss, td_abs, mut grad) = match &self.grad_buf {
             Some(buf) => {
-                let (loss, q_sa) = self.manual_gradient(&obs, &actions, &target, is_weights, buf);
-                (loss, q_sa, buf.shallow_clone())
+                let (loss, td_abs) = self.manual_gradient(&obs, &next, buf);
+                (Tensor::from(loss), td_abs, buf.shallow_clone())
             }
-            None => {
-                let q_sa = self
-                    .q(&self.params, &obs)
-                    .gather(1, &actions, false)
-                    .squeeze_dim(1);
-                let loss = self.huber(&q_sa, &target, is_weights);
-                let [grad] = crate::agents::gradients(&loss, [&self.params]);
-                (loss, q_sa, grad)
-            }
+            None => self.autograd_gradient(&obs, &next, &data),
         };
         if self.replay.prioritized() {
-            // The priorities go back to the replay (a host sync per step).
-            let td = to_vec(&(q_sa.detach() - &target).abs());
-            self.replay.update_priorities(&td, self.cfg.per_eps);
+            self.replay.update_priorities(&td_abs, self.cfg.per_eps);
         }
         if let Some(reduce) = &mut self.reduce {
             let mut flat = to_vec(&grad);

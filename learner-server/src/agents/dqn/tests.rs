@@ -163,12 +163,22 @@ fn dueling_q_values_and_actor_side_greedy_actions_agree() {
     actor.act(&obs, n, &mut picked);
     let greedy = dqn.greedy(&obs, n);
     let mut distinct = std::collections::BTreeSet::new();
+    let mut clear = 0;
     for row in 0..n {
-        let best = argmax(&q[row * 3..row * 3 + 3]);
+        let row_q = &q[row * 3..row * 3 + 3];
+        let best = argmax(row_q);
+        // A near tie may fall either way between libtorch's sums and the
+        // plain-Rust copy's (the weights come from libtorch's global
+        // generator, which tests running beside this one also draw from).
+        if (0..3).any(|a| a != best && row_q[best] - row_q[a] < 1e-5) {
+            continue;
+        }
+        clear += 1;
         assert_eq!(greedy[row], best, "row {row}");
         assert_eq!(picked[row] as usize, best, "row {row}");
         distinct.insert(best);
     }
+    assert!(clear >= n / 2, "{clear} rows of {n} without a near tie");
     assert!(
         distinct.len() > 1,
         "the inputs should not all pick one action"

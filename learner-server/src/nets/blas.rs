@@ -1,0 +1,191 @@
+//! Matrix products on host f32 slices, through the BLAS libtorch carries
+//! (MKL's `sgemm_`, looked up by name when first needed) with no libtorch
+//! operation around it: a small network's update on the CPU paid more
+//! for each operation's dispatch, checks and output allocation than for
+//! many of the products themselves. Where the symbol is missing (a
+//! libtorch built without MKL) libtorch's `mm` runs on views of the same
+//! slices.
+
+use std::ffi::{c_char, c_int, c_void};
+use std::sync::OnceLock;
+use tch::{Device, Kind, Tensor};
+
+/// BLAS's Fortran `sgemm`, column-major: `c = alpha · op(a) · op(b) + beta · c`.
+type Sgemm = unsafe extern "C" fn(
+    transa: *const c_char,
+    transb: *const c_char,
+    m: *const c_int,
+    n: *const c_int,
+    k: *const c_int,
+    alpha: *const f32,
+    a: *const f32,
+    lda: *const c_int,
+    b: *const f32,
+    ldb: *const c_int,
+    beta: *const f32,
+    c: *mut f32,
+    ldc: *const c_int,
+);
+
+// SAFETY: glibc's `dlsym`, with the signature its header declares.
+#[allow(unsafe_code)]
+unsafe extern "C" {
+    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
+}
+
+/// The process's `sgemm_`, if a loaded library defines it.
+fn sgemm() -> Option<Sgemm> {
+    static FOUND: OnceLock<Option<Sgemm>> = OnceLock::new();
+    *FOUND.get_or_init(|| {
+        // SAFETY: `dlsym` with the default handle (null: RTLD_DEFAULT)
+        // and a NUL-terminated name only reads; a non-null result is the
+        // address of the symbol `sgemm_`, which BLAS defines with the
+        // signature `Sgemm` states.
+        #[allow(unsafe_code)]
+        unsafe {
+            let at = dlsym(std::ptr::null_mut(), c"sgemm_".as_ptr());
+            (!at.is_null()).then(|| std::mem::transmute::<*mut c_void, Sgemm>(at))
+        }
+    })
+}
+
+/// Whether products run through BLAS directly (else through libtorch).
+#[cfg(test)]
+fn direct() -> bool {
+    sgemm().is_some()
+}
+
+/// `c = op(a) · op(b)`, all row-major: `op(a)` is `[m, k]` (`a` stored
+/// `[k, m]` when `a_t`), `op(b)` is `[k, n]` (`b` stored `[n, k]` when
+/// `b_t`); `c` (`[m, n]`) is overwritten.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm(
+    (m, n, k): (usize, usize, usize),
+    a: &[f32],
+    a_t: bool,
+    b: &[f32],
+    b_t: bool,
+    c: &mut [f32],
+) {
+    assert!(
+        a.len() == m * k && b.len() == k * n && c.len() == m * n,
+        "gemm: sizes"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let Some(sgemm) = sgemm() else {
+        return gemm_libtorch((m, n, k), a, a_t, b, b_t, c);
+    };
+    // Row-major `c` is column-major `cᵀ = op(b)ᵀ · op(a)ᵀ`; a row-major
+    // matrix read column-major is its transpose.
+    let (ta, lda) = if b_t { (b'T', k) } else { (b'N', n) };
+    let (tb, ldb) = if a_t { (b'T', m) } else { (b'N', k) };
+    let [m_, n_, k_, lda, ldb, ldc] = [n, m, k, lda, ldb, n].map(|v| v as c_int);
+    let (alpha, beta) = (1f32, 0f32);
+    // SAFETY: the sizes and leading dimensions describe exactly the
+    // slices' lengths (checked above), `c` is borrowed mutably and
+    // distinct from `a` and `b`; BLAS reads `a` and `b` and writes only
+    // `c`, returning before this does.
+    #[allow(unsafe_code)]
+    unsafe {
+        sgemm(
+            (&ta as *const u8).cast(),
+            (&tb as *const u8).cast(),
+            &m_,
+            &n_,
+            &k_,
+            &alpha,
+            b.as_ptr(),
+            &lda,
+            a.as_ptr(),
+            &ldb,
+            &beta,
+            c.as_mut_ptr(),
+            &ldc,
+        );
+    }
+}
+
+/// [`gemm`] through libtorch's `mm` on views of the slices.
+fn gemm_libtorch(
+    (m, n, k): (usize, usize, usize),
+    a: &[f32],
+    a_t: bool,
+    b: &[f32],
+    b_t: bool,
+    c: &mut [f32],
+) {
+    let view = |v: &[f32], rows: usize, cols: usize, t: bool| {
+        let (r, cl) = if t { (cols, rows) } else { (rows, cols) };
+        // SAFETY: `v` holds `r · cl` values (checked by the caller) and
+        // stays borrowed until the view is dropped, below.
+        #[allow(unsafe_code)]
+        let x = unsafe { blob(v.as_ptr(), r, cl) };
+        if t { x.tr() } else { x }
+    };
+    let (a, b) = (view(a, m, k, a_t), view(b, k, n, b_t));
+    // SAFETY: as above, for `c`, borrowed mutably: the product is written
+    // into it and the view dropped here.
+    #[allow(unsafe_code)]
+    let out = unsafe { blob(c.as_mut_ptr(), m, n) };
+    tch::no_grad(|| {
+        let _ = a.mm_out(&out, &b);
+    });
+}
+
+/// A `[rows, cols]` tensor over the `rows · cols` f32 values at `at`.
+///
+/// # Safety
+/// `at` must point to that many values, which must outlive the tensor
+/// (it does not own them), and nothing else may write them meanwhile.
+#[allow(unsafe_code)]
+unsafe fn blob(at: *const f32, rows: usize, cols: usize) -> Tensor {
+    let shape = [rows as i64, cols as i64];
+    // SAFETY: as the caller promises.
+    unsafe { Tensor::from_blob(at.cast(), &shape, &[], Kind::Float, Device::Cpu) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every transpose case against libtorch's product, through BLAS
+    /// and through the fallback.
+    #[test]
+    fn products_match_libtorch() {
+        assert!(direct(), "libtorch's BLAS has sgemm_");
+        let (m, n, k) = (5, 7, 3);
+        for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+            let a = Tensor::randn([m, k], (Kind::Float, Device::Cpu));
+            let b = Tensor::randn([k, n], (Kind::Float, Device::Cpu));
+            let want = Vec::<f32>::try_from(a.mm(&b).flatten(0, -1)).unwrap();
+            let stored = |t: &Tensor, tr: bool| {
+                let t = if tr {
+                    t.tr().contiguous()
+                } else {
+                    t.shallow_clone()
+                };
+                Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
+            };
+            let (sa, sb) = (stored(&a, a_t), stored(&b, b_t));
+            let dims = (m as usize, n as usize, k as usize);
+            let mut direct = vec![f32::NAN; want.len()];
+            gemm(dims, &sa, a_t, &sb, b_t, &mut direct);
+            let mut fallback = vec![f32::NAN; want.len()];
+            gemm_libtorch(dims, &sa, a_t, &sb, b_t, &mut fallback);
+            for got in [direct, fallback] {
+                for (g, w) in got.iter().zip(&want) {
+                    assert!(
+                        (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
+                        "{a_t} {b_t}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
