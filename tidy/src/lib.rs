@@ -41,6 +41,7 @@ pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
             "malloc.rs",
             "nets/blas.rs",
             "nets/conv_kernel.rs",
+            "nets/gemm_kernel.rs",
             "nets/sparse_conv.rs",
             "nets/transpose16.rs",
             "state/journal.rs",

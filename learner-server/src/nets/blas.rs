@@ -1,10 +1,11 @@
-//! Matrix products on host f32 slices, through the BLAS libtorch carries
-//! (MKL's `sgemm_`, looked up by name when first needed) with no libtorch
-//! operation around it: a small network's update on the CPU paid more
-//! for each operation's dispatch, checks and output allocation than for
-//! many of the products themselves. Where the symbol is missing (a
-//! libtorch built without MKL) libtorch's `mm` runs on views of the same
-//! slices.
+//! Matrix products on host f32 slices with no libtorch operation around
+//! them (a small network's update on the CPU paid more for each
+//! operation's dispatch, checks and output allocation than for many of
+//! the products themselves): `gemm_kernel`'s AVX-512 loops where the CPU
+//! has them and the shape suits, else the BLAS libtorch carries (MKL's
+//! `sgemm_`, looked up by name when first needed), else, where that
+//! symbol is missing (a libtorch built without MKL), libtorch's `mm` on
+//! views of the same slices.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;
@@ -78,6 +79,44 @@ pub(crate) fn gemm(
         c.fill(0.0);
         return;
     }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        use super::gemm_kernel::{broadcast_rows, dot_rows};
+        // Each form vectorises along a dimension; below one vector's
+        // width BLAS does better.
+        let run = match (a_t, b_t) {
+            (false, false) => n >= 16,
+            (true, false) => n >= 16,
+            (false, true) => k >= 16,
+            (true, true) => false,
+        };
+        if run {
+            // SAFETY: the CPU was just checked to have AVX-512F, the only
+            // requirement of a `target_feature` function.
+            #[allow(unsafe_code)]
+            unsafe {
+                match (a_t, b_t) {
+                    (false, false) => broadcast_rows((m, n, k), a, (k, 1), b, c),
+                    (true, false) => broadcast_rows((m, n, k), a, (1, m), b, c),
+                    _ => dot_rows((m, n, k), a, b, c),
+                }
+            };
+            return;
+        }
+    }
+    gemm_blas((m, n, k), a, a_t, b, b_t, c);
+}
+
+/// [`gemm`] through BLAS (or libtorch where BLAS is missing), sizes
+/// checked.
+fn gemm_blas(
+    (m, n, k): (usize, usize, usize),
+    a: &[f32],
+    a_t: bool,
+    b: &[f32],
+    b_t: bool,
+    c: &mut [f32],
+) {
     let Some(sgemm) = sgemm() else {
         return gemm_libtorch((m, n, k), a, a_t, b, b_t, c);
     };
@@ -154,36 +193,47 @@ unsafe fn blob(at: *const f32, rows: usize, cols: usize) -> Tensor {
 mod tests {
     use super::*;
 
-    /// Every transpose case against libtorch's product, through BLAS
-    /// and through the fallback.
+    /// Every transpose case against libtorch's product, through the
+    /// kernels, BLAS and the fallback, at sizes that fill no whole block
+    /// or vector and at the MinAtar layer's.
     #[test]
     fn products_match_libtorch() {
         assert!(direct(), "libtorch's BLAS has sgemm_");
-        let (m, n, k) = (5, 7, 3);
-        for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
-            let a = Tensor::randn([m, k], (Kind::Float, Device::Cpu));
-            let b = Tensor::randn([k, n], (Kind::Float, Device::Cpu));
-            let want = Vec::<f32>::try_from(a.mm(&b).flatten(0, -1)).unwrap();
-            let stored = |t: &Tensor, tr: bool| {
-                let t = if tr {
-                    t.tr().contiguous()
-                } else {
-                    t.shallow_clone()
+        let shapes = [
+            (5, 7, 3),
+            (13, 37, 50),
+            (9, 40, 17),
+            (1, 16, 16),
+            (32, 128, 1024),
+        ];
+        for (m, n, k) in shapes {
+            for (a_t, b_t) in [(false, false), (true, false), (false, true), (true, true)] {
+                let a = Tensor::randn([m, k], (Kind::Float, Device::Cpu));
+                let b = Tensor::randn([k, n], (Kind::Float, Device::Cpu));
+                let want = Vec::<f32>::try_from(a.mm(&b).flatten(0, -1)).unwrap();
+                let stored = |t: &Tensor, tr: bool| {
+                    let t = if tr {
+                        t.tr().contiguous()
+                    } else {
+                        t.shallow_clone()
+                    };
+                    Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
                 };
-                Vec::<f32>::try_from(t.flatten(0, -1)).unwrap()
-            };
-            let (sa, sb) = (stored(&a, a_t), stored(&b, b_t));
-            let dims = (m as usize, n as usize, k as usize);
-            let mut direct = vec![f32::NAN; want.len()];
-            gemm(dims, &sa, a_t, &sb, b_t, &mut direct);
-            let mut fallback = vec![f32::NAN; want.len()];
-            gemm_libtorch(dims, &sa, a_t, &sb, b_t, &mut fallback);
-            for got in [direct, fallback] {
-                for (g, w) in got.iter().zip(&want) {
-                    assert!(
-                        (g - w).abs() <= 1e-5 * (1.0 + w.abs()),
-                        "{a_t} {b_t}: {g} vs {w}"
-                    );
+                let (sa, sb) = (stored(&a, a_t), stored(&b, b_t));
+                let dims = (m as usize, n as usize, k as usize);
+                let mut got = [
+                    vec![f32::NAN; want.len()],
+                    vec![f32::NAN; want.len()],
+                    vec![f32::NAN; want.len()],
+                ];
+                gemm(dims, &sa, a_t, &sb, b_t, &mut got[0]);
+                gemm_blas(dims, &sa, a_t, &sb, b_t, &mut got[1]);
+                gemm_libtorch(dims, &sa, a_t, &sb, b_t, &mut got[2]);
+                for got in got {
+                    for (g, w) in got.iter().zip(&want) {
+                        let tol = 1e-5 * (k as f32).sqrt() * (1.0 + w.abs());
+                        assert!((g - w).abs() <= tol, "{m}x{n}x{k} {a_t} {b_t}: {g} vs {w}");
+                    }
                 }
             }
         }

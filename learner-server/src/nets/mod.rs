@@ -8,6 +8,7 @@ mod blas;
 mod conv_kernel;
 mod device_forward;
 mod flat;
+mod gemm_kernel;
 mod host_mlp;
 mod lstm;
 mod manual;
