@@ -141,22 +141,33 @@ fn dots<const R: usize, const C: usize>(
     b: &[f32],
     c: &mut [f32],
 ) {
+    let rows: [*const f32; R] = std::array::from_fn(|r| a[(i + r) * k..(i + r + 1) * k].as_ptr());
+    let cols: [*const f32; C] =
+        std::array::from_fn(|col| b[(j + col) * k..(j + col + 1) * k].as_ptr());
     let mut acc = [[_mm512_setzero_ps(); C]; R];
-    for p in (0..k).step_by(16) {
-        let mask = lanes(p, k);
-        // SAFETY: the mask covers only the values below `k` in each row,
-        // which the slices hold; masked-off lanes are not read.
+    let mut step = |p: usize, mask: __mmask16| {
+        // SAFETY (each load): every row and column holds `k` values from
+        // its pointer; the mask covers only those below `k` (masked-off
+        // lanes are not read).
         #[allow(unsafe_code)]
-        let load = |v: &[f32], row: usize| unsafe {
-            _mm512_maskz_loadu_ps(mask, v[row * k..(row + 1) * k].as_ptr().wrapping_add(p))
-        };
-        let xs: [__m512; R] = std::array::from_fn(|r| load(a, i + r));
-        for col in 0..C {
-            let w = load(b, j + col);
+        let xs: [__m512; R] = std::array::from_fn(|r| unsafe {
+            _mm512_maskz_loadu_ps(mask, rows[r].wrapping_add(p))
+        });
+        for (col, at) in cols.iter().enumerate() {
+            // SAFETY: as above.
+            #[allow(unsafe_code)]
+            let w = unsafe { _mm512_maskz_loadu_ps(mask, at.wrapping_add(p)) };
             for (acc, x) in acc.iter_mut().zip(&xs) {
                 acc[col] = _mm512_fmadd_ps(*x, w, acc[col]);
             }
         }
+    };
+    let full = k / 16 * 16;
+    for p in (0..full).step_by(16) {
+        step(p, !0);
+    }
+    if full < k {
+        step(full, lanes(full, k));
     }
     for (r, row) in acc.iter().enumerate() {
         for (col, sum) in row.iter().enumerate() {
