@@ -17,6 +17,8 @@ pub struct FlatNet {
     /// order: the torso's convolutions, then the MLP's hidden layers, the
     /// core's (four per layer), the output layer.
     pub(super) parts: Vec<i64>,
+    /// Where each part starts in the flat vector.
+    pub(super) offsets: Vec<usize>,
     /// Each part's fan-in, for its initialisation.
     fan_ins: Vec<i64>,
     /// Per convolution: its `[out, in, k, k]` weight shape, stride and
@@ -71,7 +73,16 @@ impl FlatNet {
         let head_in = shape.head_input() as i64;
         parts.extend([(head_in * sizes[n - 1], head_in), (sizes[n - 1], head_in)]);
         let reach = super::sparse_conv::Reach::for_torso(shape.torso(), convs.first());
+        let offsets = parts
+            .iter()
+            .scan(0usize, |at, &(len, _)| {
+                let start = *at;
+                *at += len as usize;
+                Some(start)
+            })
+            .collect();
         FlatNet {
+            offsets,
             reach,
             shape,
             sizes,

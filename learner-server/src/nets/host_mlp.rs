@@ -9,19 +9,6 @@ use crate::device::{host_values, host_values_mut};
 use tch::{Device, Kind, Tensor};
 
 impl FlatNet {
-    /// Where each part starts in the flat parameter vector.
-    pub(super) fn part_offsets(&self) -> Vec<usize> {
-        let mut at = 0;
-        self.parts
-            .iter()
-            .map(|&len| {
-                let start = at;
-                at += len as usize;
-                start
-            })
-            .collect()
-    }
-
     /// The MLP layer `i`'s (fan-in, outputs) and its weight's and bias's
     /// ranges in the flat vector.
     fn layer(&self, i: usize, offsets: &[usize]) -> ((usize, usize), [std::ops::Range<usize>; 2]) {
@@ -40,11 +27,11 @@ impl FlatNet {
         mut h: Tensor,
         inputs: &mut Vec<Tensor>,
     ) -> Tensor {
-        let offsets = self.part_offsets();
+        let offsets = &self.offsets;
         let batch = h.size()[0] as usize;
         let layers = self.sizes.len() - 1;
         for i in 0..layers {
-            let ((fan_in, out), [w, b]) = self.layer(i, &offsets);
+            let ((fan_in, out), [w, b]) = self.layer(i, offsets);
             let mut y = Tensor::empty([batch as i64, out as i64], (Kind::Float, Device::Cpu));
             let x = host_values(&h).expect("the MLP's input: contiguous host f32");
             let ys = host_values_mut(&mut y).expect("a fresh CPU f32 tensor");
@@ -77,12 +64,12 @@ impl FlatNet {
         d_out: &[f32],
         grad: &mut [f32],
     ) -> Option<Vec<f32>> {
-        let offsets = self.part_offsets();
+        let offsets = &self.offsets;
         let layers = self.sizes.len() - 1;
         let batch = d_out.len() / self.sizes[layers] as usize;
         let mut d = d_out.to_vec();
         for i in (0..layers).rev() {
-            let ((fan_in, out), [w, b]) = self.layer(i, &offsets);
+            let ((fan_in, out), [w, b]) = self.layer(i, offsets);
             let a = host_values(&inputs[i]).expect("the forward's own tensors");
             gemm(
                 (out, fan_in, batch),

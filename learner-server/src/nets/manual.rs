@@ -26,7 +26,7 @@ pub struct Traced {
     inputs: Vec<Tensor>,
     /// The torso's output before flattening (`None` without a torso).
     torso_out: Option<Vec<i64>>,
-    /// The first convolution's input as its nonzero values' hits, where
+    /// The first convolution's input as its nonzero values, where
     /// it was sparse (`inputs[0]` is then empty).
     sparse: Option<SparseInput>,
 }
@@ -81,7 +81,7 @@ impl FlatNet {
         let mut img = match sparse {
             Some(sp) => {
                 // Already through its ReLU; the input stays as its hits.
-                let offsets = self.part_offsets();
+                let offsets = &self.offsets;
                 let (w, b) = (offsets[0], offsets[1]);
                 let o = self.convs[0].0[0] as usize;
                 let weight = &flat[w..b];
@@ -141,7 +141,7 @@ impl FlatNet {
                 // The one convolution's ReLU is taken back with its
                 // weights.
                 let a = host_values(a).expect("the forward's own tensor");
-                let offsets = self.part_offsets();
+                let offsets = &self.offsets;
                 let (gw, gb) = g[offsets[0]..offsets[2]].split_at_mut(offsets[1]);
                 sp.weight_grad(&d, a, gw, gb);
                 return;
@@ -219,7 +219,7 @@ impl FlatNet {
         })
     }
 
-    /// The first convolution's input `x` (flat images) as hits, where
+    /// The first convolution's input `x` (flat images) as its nonzero values, where
     /// it runs on the CPU over sparse bytes or f32 values, unpadded.
     fn sparse_input(&self, x: &Tensor) -> Option<SparseInput> {
         let reach = self.reach.as_ref()?;
