@@ -1,7 +1,7 @@
 //! Bad input on the QUIC port: a frame that fails validation, an oversized
 //! frame, a wrong protocol version, a wrong token, observations of the
 //! wrong shape or with NaN. Each gets an `Error` back and a closed
-//! connection, a counter in `/metrics`, and a run in progress completes
+//! connection, a counter in `/metrics`, and a run in progress carries on
 //! unharmed with its real actor.
 
 use crate::daemon_accounting::short_run;
@@ -35,7 +35,10 @@ async fn exchange(d: &Daemon, frames: Vec<Vec<u8>>) -> Message {
     let mut last = None;
     for f in frames {
         fs.send_raw(&f).await.unwrap();
-        if let Ok(Some(m)) = fs.recv().await {
+        // Every frame here gets an answer at once (a Welcome or an Error):
+        // a silent learner fails the test instead of hanging it.
+        let answer = tokio::time::timeout(Duration::from_secs(20), fs.recv()).await;
+        if let Ok(Ok(Some(m))) = answer {
             last = Some(m);
             if matches!(last, Some(Message::Error(_))) {
                 break;
@@ -69,7 +72,10 @@ fn expect_error(m: Message, code: ErrorCode, text: &str) {
 fn malformed_input_is_refused_counted_and_harmless() {
     let _heavy = rlfleet_tests::heavy();
     let d = Daemon::start("token = \"actor-secret\"\nmax_frame_bytes = 65536", "");
-    let cfg = short_run("seed", 60, d.dir.path());
+    // More episodes than the test lets it play: the run must still be in
+    // progress when the bad input arrives (a fast learner finishes 60
+    // CartPole episodes in well under a second), so it is stopped by hand.
+    let cfg = short_run("seed", 1_000_000, d.dir.path());
     let id = d.start_run(&cfg);
     let good = d.actor("good", 2, &["--once", "--token", "actor-secret"]);
     d.wait_until(&id, Duration::from_secs(30), |v| {
@@ -148,10 +154,26 @@ fn malformed_input_is_refused_counted_and_harmless() {
             "{code}"
         );
     }
-    // The run and its real actor carry on to the end.
-    let status = d.wait_finished(&id, Duration::from_secs(120));
+    // The run and its real actor carry on: 30 more episodes, then a stop
+    // on request, with each finished episode in the books once.
+    let now = d.json(&format!("/v1/runs/{id}"));
+    assert_eq!(now["state"], "running", "{now}");
+    let before = now["episodes_finished"].as_u64().unwrap();
+    d.wait_until(&id, Duration::from_secs(60), |v| {
+        v["episodes_finished"].as_u64().unwrap() >= before + 30
+    });
+    let (code, body) = d.post(&format!("/v1/runs/{id}/stop"), "");
+    assert_eq!(code, 202, "{body}");
+    let status = d.wait_finished(&id, Duration::from_secs(60));
     assert_eq!(status["state"], "finished", "{status}");
-    assert_eq!(status["episodes_finished"], 60, "{status}");
+    assert_eq!(status["reason"], "stopped on request", "{status}");
+    let episodes = status["episodes_finished"].as_u64().unwrap();
+    assert!(episodes >= before + 30, "{status}");
+    let (mut ids, lengths) = rlfleet_tests::episode_ids_and_steps(&cfg.output_dir);
+    ids.dedup();
+    assert_eq!(ids.len() as u64, episodes, "each episode once: {status}");
+    // Steps of the episodes still in flight at the stop are not in the file.
+    assert!(lengths <= status["env_steps"].as_u64().unwrap(), "{status}");
     let (ok, err) = finish_actor(good);
     assert!(ok, "{err}");
 }
