@@ -180,7 +180,19 @@ impl QPolicy {
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
         let k = width - skip;
-        let q: &[f32] = if !self.net.loaded() {
+        // Every row explores (`random`'s actors, or an epsilon schedule at
+        // its start): the actions do not depend on the network, so it is
+        // not run. A recurrent core still is: its state must advance.
+        let explores = |e: f32| e >= 1.0;
+        let all_explore = !self.sample
+            && states.is_empty()
+            && if epsilons.is_empty() {
+                explores(self.epsilon)
+            } else {
+                epsilons.iter().copied().all(explores)
+            };
+        let loaded = self.net.loaded();
+        let q: &[f32] = if !loaded || all_explore {
             &[]
         } else if states.is_empty() {
             self.net.forward_rows(obs, n)
@@ -188,7 +200,10 @@ impl QPolicy {
             self.net.forward_state(obs, n, states)
         };
         for i in 0..n {
-            let a = if q.is_empty() {
+            // Rows that explore draw as they would with the network run
+            // (the draw below is below 1 always), so a seeded actor's
+            // actions are the same either way.
+            let a = if !loaded {
                 self.rng.random_range(0..k)
             } else if self.sample {
                 sample_softmax(&q[i * width..(i + 1) * width], self.rng.random::<f32>())
@@ -295,5 +310,69 @@ mod tests {
         assert_eq!(ones, 7_500);
         assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.999_999), 2);
         assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.0), 0);
+    }
+
+    /// A real `NetCopy` that counts its forward passes.
+    #[derive(Debug)]
+    struct Counted(NetCopy, std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+    impl Forward for Counted {
+        fn net(&self) -> &NetShape {
+            self.0.net()
+        }
+        fn load(&mut self, params: &[f32]) -> Result<(), String> {
+            self.0.load(params)
+        }
+        fn loaded(&self) -> bool {
+            self.0.loaded()
+        }
+        fn forward(&mut self, x: &[f32], batch: usize) -> &[f32] {
+            self.1.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            self.0.forward(x, batch)
+        }
+    }
+
+    /// When every row explores, the network is not run, and the actions
+    /// are the draws it would have made with the network run (one uniform
+    /// draw against epsilon, then the action); as soon as one row may act
+    /// greedily, it runs.
+    #[test]
+    fn rows_that_all_explore_skip_the_network_and_draw_the_same_actions() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let shape = NetShape::new(3, &[8], 4);
+        let calls = std::sync::Arc::new(AtomicUsize::new(0));
+        let mut p = QPolicy::from_shape(shape.clone(), 7)
+            .with_forward(Box::new(Counted(
+                NetCopy::new(shape.clone()),
+                calls.clone(),
+            )))
+            .unwrap();
+        let params: Vec<f32> = (0..shape.numel()).map(|i| (i % 7) as f32 * 0.1).collect();
+        p.load(1, &params).unwrap();
+        let obs = vec![0.5f32; 3 * 5];
+        let mut actions = Vec::new();
+        p.epsilon = 1.0;
+        p.act(&obs, 5, &mut actions);
+        assert_eq!(calls.load(Ordering::Relaxed), 0, "the network ran");
+        let mut rng = Pcg64::seed_from_u64(7);
+        let expected: Vec<f32> = (0..5)
+            .map(|_| {
+                assert!(rng.random::<f32>() < 1.0);
+                rng.random_range(0..4) as f32
+            })
+            .collect();
+        assert_eq!(actions, expected);
+        // One greedy row among exploring ones: the network runs.
+        p.act_states_eps(
+            Rows::Values(&obs),
+            5,
+            &mut [],
+            &[1.0, 1.0, 0.0, 1.0, 1.0],
+            &mut actions,
+        );
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        p.epsilon = 0.5;
+        p.act(&obs, 5, &mut actions);
+        assert_eq!(calls.load(Ordering::Relaxed), 2);
     }
 }
