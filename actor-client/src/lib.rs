@@ -5,7 +5,9 @@
 //! - [`remote`]: the learner protocol over any link (QUIC with reconnect,
 //!   in-process channels): the experience workflows' loop with its
 //!   in-flight window, and the `seed` loop.
-//! - [`ort_net`]: the ONNX Runtime backend of the actor's policy.
+//! - [`ort_net`]: the ONNX Runtime backend of the actor's policy
+//!   (`ort_env`: the runtime, loaded once; `ort_prepacked`: for a CNN,
+//!   sessions with the weights embedded).
 //! - [`envs`]: the environments one actor runs behind one connection.
 //! - `mpi_link` (feature `mpi`): the actor as an MPI rank; `env_group`
 //!   (feature `mpi`): envs that span several ranks.
@@ -16,7 +18,9 @@ pub mod env_group;
 pub mod envs;
 #[cfg(feature = "mpi")]
 pub mod mpi_link;
+mod ort_env;
 pub mod ort_net;
+mod ort_prepacked;
 pub mod remote;
 
 use rand::{Rng, SeedableRng};

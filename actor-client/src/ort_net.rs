@@ -1,39 +1,29 @@
 //! [`OrtForward`]: the policy network run by ONNX Runtime (`ort`, loaded at
 //! run time from `ORT_DYLIB_PATH`) from the model the learner ships in
 //! `Welcome.onnx`, with the flat weights fed as the graph's `params` input:
-//! a weight update never rebuilds the session. An actor using it does not
+//! a weight update never rebuilds the session (a convolutional network
+//! also gets one with the weights embedded, built beside it: see
+//! `ort_prepacked`). An actor using it does not
 //! load libtorch (nor does any actor: the other backend is plain Rust).
 
+use crate::ort_env::environment;
+use crate::ort_prepacked::Prepacked;
 use anyhow::Context;
 use ort::session::Session;
 use ort::value::TensorRef;
 use rlfleet_shared::nets::{Forward, NetShape, Rows};
-use std::sync::OnceLock;
-
-/// The process's ONNX Runtime environment (loaded once).
-fn environment() -> anyhow::Result<&'static ort::environment::Environment> {
-    static ENV: OnceLock<Result<ort::environment::Environment, String>> = OnceLock::new();
-    ENV.get_or_init(|| {
-        let path = std::env::var_os("ORT_DYLIB_PATH").ok_or_else(|| {
-            "ORT_DYLIB_PATH is not set: point it at libonnxruntime.so 1.31 or newer \
-             (`. scripts/setup.sh` exports it)"
-                .to_string()
-        })?;
-        let builder = ort::init_from(&path)
-            .map_err(|e| format!("cannot load ONNX Runtime from {path:?}: {e}"))?;
-        builder
-            .build()
-            .map_err(|e| format!("cannot start ONNX Runtime from {path:?}: {e}"))
-    })
-    .as_ref()
-    .map_err(|e| anyhow::anyhow!("{e}"))
-}
 
 /// A session over a policy model whose weights are the `params` input.
 pub struct OrtForward {
     net: NetShape,
     session: Session,
     params: Vec<f32>,
+    /// Counts weight loads: which weights a prepacked session embeds.
+    generation: u64,
+    /// For a convolutional network, sessions with the weights embedded.
+    prepacked: Option<Prepacked>,
+    /// Passes run, and how many of them with the weights embedded.
+    passes: (u64, u64),
     out: Vec<f32>,
 }
 
@@ -70,11 +60,45 @@ impl OrtForward {
             }
         );
         Ok(OrtForward {
+            prepacked: Prepacked::for_net(&net),
             net,
             session,
             params: Vec::new(),
+            generation: 0,
+            passes: (0, 0),
             out: Vec::new(),
         })
+    }
+}
+
+impl OrtForward {
+    /// The same backend with the weights only ever as an input (the
+    /// baseline benchmarks compare the embedded sessions with).
+    pub fn without_prepacking(mut self) -> OrtForward {
+        self.prepacked = None;
+        self
+    }
+
+    /// Whether the next pass runs the session with the current weights
+    /// embedded; when it is not built yet, starts building it.
+    pub fn runs_prepacked(&mut self) -> bool {
+        let (generation, params) = (self.generation, &self.params);
+        self.prepacked
+            .as_mut()
+            .is_some_and(|p| p.session(generation, params).is_some())
+    }
+}
+
+impl Drop for OrtForward {
+    fn drop(&mut self) {
+        if self.prepacked.is_some() && self.passes.0 > 0 {
+            tracing::info!(
+                passes = self.passes.0,
+                embedded = self.passes.1,
+                weight_loads = self.generation,
+                "ONNX Runtime: passes with the weights embedded"
+            );
+        }
     }
 }
 
@@ -87,6 +111,7 @@ impl Forward for OrtForward {
         self.net.check_params(params.len())?;
         self.params.clear();
         self.params.extend_from_slice(params);
+        self.generation += 1;
         Ok(())
     }
 
@@ -119,6 +144,20 @@ impl OrtForward {
         let len = self.net.state_len();
         assert_eq!(state.len(), batch * len, "recurrent state size");
         let obs = TensorRef::from_array_view(([batch, obs_dim], x)).expect("obs tensor");
+        let prepacked = self.prepacked.as_mut();
+        self.passes.0 += 1;
+        if let Some(session) = prepacked.and_then(|p| p.session(self.generation, &self.params)) {
+            self.passes.1 += 1;
+            let outputs = session
+                .run(ort::inputs!["obs" => obs])
+                .expect("ONNX Runtime run");
+            let (_, data) = outputs["out"]
+                .try_extract_tensor::<f32>()
+                .expect("f32 output");
+            self.out.clear();
+            self.out.extend_from_slice(data);
+            return &self.out;
+        }
         let params = TensorRef::from_array_view(([self.params.len()], &self.params[..]))
             .expect("params tensor");
         let outputs = if len == 0 {
@@ -187,6 +226,66 @@ mod tests {
             format!("{err:#}").starts_with("ONNX Runtime refused the policy model"),
             "{err:#}"
         );
+    }
+}
+
+#[cfg(test)]
+mod prepacked_tests {
+    use super::*;
+    use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy, TorsoKind};
+    use rlfleet_shared::onnx::{Head, PolicyGraph};
+    use std::time::{Duration, Instant};
+
+    /// A convolutional network acts through the session with its weights
+    /// embedded once that is built, computing what the plain-Rust network
+    /// does; right after new weights it acts with them through the
+    /// `params` session, and then through their own embedded session.
+    #[test]
+    fn a_cnn_acts_with_the_weights_last_loaded_before_and_after_its_prepacked_session() {
+        let layer = |out, kernel, stride| ConvLayer {
+            out,
+            kernel,
+            stride,
+        };
+        let torso = ConvTorso {
+            input: [2, 12, 12],
+            channels_last: false,
+            bytes: true,
+            kind: TorsoKind::Plain,
+            layers: vec![layer(8, 4, 2), layer(8, 3, 1)],
+        };
+        let net = NetShape::with_torso(Some(torso), 2 * 12 * 12, &[16], 3);
+        let graph = PolicyGraph {
+            net: net.clone(),
+            head: Head::Q,
+        };
+        let mut ort = OrtForward::new(&graph.model(None), net.clone()).unwrap();
+        let mut rust = NetCopy::new(net.clone());
+        let x: Vec<f32> = (0..4 * 288).map(|i| ((i * 37) % 256) as f32).collect();
+        let agree = |ort: &mut OrtForward, rust: &mut NetCopy| {
+            let a = Forward::forward(ort, &x, 4).to_vec();
+            let b = Forward::forward(rust, &x, 4).to_vec();
+            assert_eq!(a.len(), 12);
+            for (p, q) in a.iter().zip(&b) {
+                assert!((p - q).abs() < 1e-4, "{p} vs {q}");
+            }
+        };
+        for k in 0..3 {
+            let w: Vec<f32> = (0..net.numel())
+                .map(|i| ((i * 31 + k * 7) % 17) as f32 * 0.01 - 0.08)
+                .collect();
+            Forward::load(&mut ort, &w).unwrap();
+            Forward::load(&mut rust, &w).unwrap();
+            // The new weights' embedded session is not built yet.
+            assert!(!ort.runs_prepacked(), "weights {k}: a stale session");
+            agree(&mut ort, &mut rust);
+            let t0 = Instant::now();
+            while !ort.runs_prepacked() {
+                assert!(t0.elapsed() < Duration::from_secs(30), "never built");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            agree(&mut ort, &mut rust);
+        }
     }
 }
 
