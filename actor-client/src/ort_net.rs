@@ -144,32 +144,28 @@ impl OrtForward {
         let len = self.net.state_len();
         assert_eq!(state.len(), batch * len, "recurrent state size");
         let obs = TensorRef::from_array_view(([batch, obs_dim], x)).expect("obs tensor");
-        let prepacked = self.prepacked.as_mut();
-        self.passes.0 += 1;
-        if let Some(session) = prepacked.and_then(|p| p.session(self.generation, &self.params)) {
-            self.passes.1 += 1;
-            let outputs = session
-                .run(ort::inputs!["obs" => obs])
-                .expect("ONNX Runtime run");
-            let (_, data) = outputs["out"]
-                .try_extract_tensor::<f32>()
-                .expect("f32 output");
-            self.out.clear();
-            self.out.extend_from_slice(data);
-            return &self.out;
-        }
         let params = TensorRef::from_array_view(([self.params.len()], &self.params[..]))
             .expect("params tensor");
-        let outputs = if len == 0 {
-            self.session
-                .run(ort::inputs!["obs" => obs, "params" => params])
-                .expect("ONNX Runtime run")
-        } else {
-            let s = TensorRef::from_array_view(([batch, len], &*state)).expect("state tensor");
-            self.session
-                .run(ort::inputs!["obs" => obs, "params" => params, "state" => s])
-                .expect("ONNX Runtime run")
-        };
+        // A session with the weights embedded exists only for a network
+        // without a core: it takes the observations alone.
+        let embedded = self
+            .prepacked
+            .as_mut()
+            .and_then(|p| p.session(self.generation, &self.params));
+        self.passes.0 += 1;
+        self.passes.1 += u64::from(embedded.is_some());
+        let outputs = match embedded {
+            Some(session) => session.run(ort::inputs!["obs" => obs]),
+            None if len == 0 => self
+                .session
+                .run(ort::inputs!["obs" => obs, "params" => params]),
+            None => {
+                let s = TensorRef::from_array_view(([batch, len], &*state)).expect("state tensor");
+                self.session
+                    .run(ort::inputs!["obs" => obs, "params" => params, "state" => s])
+            }
+        }
+        .expect("ONNX Runtime run");
         if len > 0 {
             let (_, next) = outputs["state_out"]
                 .try_extract_tensor::<f32>()
