@@ -126,7 +126,12 @@ pub async fn run(
         }
         children.push(cmd.spawn().context("starting an actor-client process")?);
     }
-    let result = wait_run(&d.hub, &id, &cancel, &output_dir).await;
+    // The run is stopped as on a signal when every actor process has
+    // failed: with none left, it would wait for actors forever.
+    let stop_run = cancel.child_token();
+    let watch = LocalProcesses::watch(children, stop_run.clone());
+    let result = wait_run(&d.hub, &id, &stop_run, &output_dir).await;
+    let actors_failed = stop_run.is_cancelled() && !cancel.is_cancelled();
     shutdown.cancel();
     d.wait().await;
     stop_tasks.cancel();
@@ -137,19 +142,77 @@ pub async fn run(
             Err(e) => tracing::warn!("an in-process actor panicked: {e}"),
         }
     }
-    for mut c in children {
-        match tokio::time::timeout(Duration::from_secs(10), c.wait()).await {
-            Ok(Ok(status)) if !status.success() => {
-                tracing::warn!("an actor-client exited with {status}")
-            }
-            Ok(_) => {}
-            Err(_) => {
-                tracing::warn!("an actor-client did not exit; killing it");
-                let _ = c.kill().await;
-            }
-        }
+    let first_failure = watch.finish().await;
+    if actors_failed {
+        anyhow::bail!(
+            "every local actor-client failed before the run ended (the first: {}; its own error is above); \
+             the run was stopped as on a signal, keeping what it had accepted",
+            first_failure.as_deref().unwrap_or("no status")
+        );
     }
     result
+}
+
+/// The local actor processes, each awaited by a task of its own: a failed
+/// exit is logged when it happens, and when every process has failed (none
+/// was ever told to leave: leaving is a success), `stop` fires.
+struct LocalProcesses {
+    waits: Vec<tokio::task::JoinHandle<()>>,
+    monitor: Option<tokio::task::JoinHandle<Option<String>>>,
+}
+
+impl LocalProcesses {
+    fn watch(children: Vec<tokio::process::Child>, stop: CancellationToken) -> LocalProcesses {
+        let count = children.len();
+        let (tx, mut exits) = tokio::sync::mpsc::unbounded_channel();
+        let waits = children
+            .into_iter()
+            .map(|mut child| {
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    let _ = tx.send(child.wait().await);
+                })
+            })
+            .collect();
+        let monitor = (count > 0).then(|| {
+            tokio::spawn(async move {
+                let (mut failed, mut first) = (0, None);
+                while let Some(exit) = exits.recv().await {
+                    let why = match exit {
+                        Ok(status) if status.success() => continue,
+                        Ok(status) => status.to_string(),
+                        Err(e) => format!("cannot wait for it: {e}"),
+                    };
+                    tracing::warn!("an actor-client exited with {why}");
+                    first.get_or_insert(why);
+                    failed += 1;
+                    if failed == count {
+                        stop.cancel();
+                    }
+                }
+                first
+            })
+        });
+        LocalProcesses { waits, monitor }
+    }
+
+    /// Gives the processes 10 s to exit, kills the rest; returns the first
+    /// failed exit, if any.
+    async fn finish(self) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        for mut wait in self.waits {
+            if tokio::time::timeout_at(deadline, &mut wait).await.is_err() {
+                tracing::warn!("an actor-client did not exit; killing it");
+                // Dropping its `Child` kills it (`kill_on_drop`).
+                wait.abort();
+                let _ = wait.await;
+            }
+        }
+        match self.monitor {
+            Some(monitor) => monitor.await.ok().flatten(),
+            None => None,
+        }
+    }
 }
 
 /// Starts `cfg` on `hub`, or resumes the newest unfinished run of its name

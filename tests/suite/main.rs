@@ -18,6 +18,7 @@ mod env_parity;
 mod frame_stacks;
 mod gpu_check;
 mod inproc;
+mod local_actor_failures;
 mod memory_task;
 mod minatar;
 #[cfg(feature = "mpi")]
