@@ -88,6 +88,24 @@ impl OrtForward {
             .is_some_and(|p| p.session(generation, params).is_some())
     }
 
+    /// Waits until the next pass runs the session with the current weights
+    /// embedded, at most `limit`; returns how long that took (for tests and
+    /// benchmarks).
+    pub fn wait_prepacked(
+        &mut self,
+        limit: std::time::Duration,
+    ) -> anyhow::Result<std::time::Duration> {
+        let t0 = std::time::Instant::now();
+        while !self.runs_prepacked() {
+            anyhow::ensure!(
+                t0.elapsed() < limit,
+                "the session with the weights embedded was not built within {limit:?}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        Ok(t0.elapsed())
+    }
+
     /// How many sessions with the weights embedded were started building.
     pub fn prepack_builds(&self) -> u64 {
         self.prepacked.as_ref().map_or(0, Prepacked::builds)
@@ -236,7 +254,7 @@ mod prepacked_tests {
     use super::*;
     use rlfleet_shared::nets::{ConvLayer, ConvTorso, NetCopy, TorsoKind};
     use rlfleet_shared::onnx::{Head, PolicyGraph};
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     /// A convolutional network acts through the session with its weights
     /// embedded once that is built, computing what the plain-Rust network
@@ -272,20 +290,20 @@ mod prepacked_tests {
                 assert!((p - q).abs() < 1e-4, "{p} vs {q}");
             }
         };
-        for k in 0..3 {
-            let w: Vec<f32> = (0..net.numel())
+        // Distinct weights for each `k`, small enough to keep outputs sane.
+        let weights = |k: usize| -> Vec<f32> {
+            (0..net.numel())
                 .map(|i| ((i * 31 + k * 7) % 17) as f32 * 0.01 - 0.08)
-                .collect();
+                .collect()
+        };
+        for k in 0..3 {
+            let w = weights(k);
             Forward::load(&mut ort, &w).unwrap();
             Forward::load(&mut rust, &w).unwrap();
             // The new weights' embedded session is not built yet.
             assert!(!ort.runs_prepacked(), "weights {k}: a stale session");
             agree(&mut ort, &mut rust);
-            let t0 = Instant::now();
-            while !ort.runs_prepacked() {
-                assert!(t0.elapsed() < Duration::from_secs(30), "never built");
-                std::thread::sleep(Duration::from_millis(5));
-            }
+            ort.wait_prepacked(Duration::from_secs(30)).unwrap();
             agree(&mut ort, &mut rust);
         }
         // Weights loaded before every pass, far faster than a build: after
@@ -295,10 +313,7 @@ mod prepacked_tests {
         let loads = 2000;
         let before = ort.prepack_builds();
         for k in 0..loads {
-            let w: Vec<f32> = (0..net.numel())
-                .map(|i| ((i * 13 + k * 5) % 19) as f32 * 0.01 - 0.09)
-                .collect();
-            Forward::load(&mut ort, &w).unwrap();
+            Forward::load(&mut ort, &weights(3 + k)).unwrap();
             Forward::forward(&mut ort, &x, 4);
         }
         let started = ort.prepack_builds() - before;
@@ -306,11 +321,7 @@ mod prepacked_tests {
             started <= loads as u64 / 200,
             "{started} builds for {loads} loads"
         );
-        let t0 = Instant::now();
-        while !ort.runs_prepacked() {
-            assert!(t0.elapsed() < Duration::from_secs(30), "never built");
-            std::thread::sleep(Duration::from_millis(5));
-        }
+        ort.wait_prepacked(Duration::from_secs(30)).unwrap();
     }
 }
 

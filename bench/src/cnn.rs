@@ -172,15 +172,9 @@ fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<Ne
         }) * f64::from(batch);
         let mut ort = OrtForward::new(&graph.model(None), shape.clone())?;
         ort.load(&weights).map_err(anyhow::Error::msg)?;
-        let built = Instant::now();
-        while !ort.runs_prepacked() {
-            anyhow::ensure!(
-                built.elapsed().as_secs() < 60,
-                "the prepacked session was not built"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(2));
-        }
-        let prepack_secs = built.elapsed().as_secs_f64();
+        let prepack_secs = ort
+            .wait_prepacked(std::time::Duration::from_secs(60))?
+            .as_secs_f64();
         let ort_rate = per_sec(secs, || {
             ort.forward(&x, batch as usize);
         }) * f64::from(batch);

@@ -158,7 +158,7 @@ pub async fn run(
 /// was ever told to leave: leaving is a success), `stop` fires.
 struct LocalProcesses {
     waits: Vec<tokio::task::JoinHandle<()>>,
-    monitor: Option<tokio::task::JoinHandle<Option<String>>>,
+    monitor: tokio::task::JoinHandle<Option<String>>,
 }
 
 impl LocalProcesses {
@@ -174,24 +174,23 @@ impl LocalProcesses {
                 })
             })
             .collect();
-        let monitor = (count > 0).then(|| {
-            tokio::spawn(async move {
-                let (mut failed, mut first) = (0, None);
-                while let Some(exit) = exits.recv().await {
-                    let why = match exit {
-                        Ok(status) if status.success() => continue,
-                        Ok(status) => status.to_string(),
-                        Err(e) => format!("cannot wait for it: {e}"),
-                    };
-                    tracing::warn!("an actor-client exited with {why}");
-                    first.get_or_insert(why);
-                    failed += 1;
-                    if failed == count {
-                        stop.cancel();
-                    }
+        // Ends when every process's task has reported (with none, at once).
+        let monitor = tokio::spawn(async move {
+            let (mut failed, mut first) = (0, None);
+            while let Some(exit) = exits.recv().await {
+                let why = match exit {
+                    Ok(status) if status.success() => continue,
+                    Ok(status) => status.to_string(),
+                    Err(e) => format!("cannot wait for it: {e}"),
+                };
+                tracing::warn!("an actor-client exited with {why}");
+                first.get_or_insert(why);
+                failed += 1;
+                if failed == count {
+                    stop.cancel();
                 }
-                first
-            })
+            }
+            first
         });
         LocalProcesses { waits, monitor }
     }
@@ -208,10 +207,7 @@ impl LocalProcesses {
                 let _ = wait.await;
             }
         }
-        match self.monitor {
-            Some(monitor) => monitor.await.ok().flatten(),
-            None => None,
-        }
+        self.monitor.await.ok().flatten()
     }
 }
 
