@@ -14,10 +14,10 @@
 
 use crate::soak::Server;
 use learner_server::agents::{Agent, Dqn};
-use learner_server::checkpoint::Checkpoint;
 use learner_server::replay::Transition;
 use learner_server::state::StateDir;
 use learner_server::workflows::{RunBook, RunOptions};
+use rlfleet_checkpoint::Checkpoint;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{self, Action};
 use serde::Serialize;
@@ -207,7 +207,7 @@ fn restart_case(replay: bool, transitions: usize) -> anyhow::Result<RestartRow> 
     let ck = Checkpoint {
         env: cfg.env.clone(),
         agent: cfg.agent.to_string(),
-        counters: learner_server::checkpoint::RunCounters {
+        counters: rlfleet_checkpoint::RunCounters {
             env_steps: transitions as u64,
             episodes: 0,
             wall_secs: 0.0,

@@ -5,7 +5,7 @@
 
 #![no_main]
 
-use learner_server::checkpoint::{Checkpoint, CheckpointError};
+use rlfleet_checkpoint::{Checkpoint, CheckpointError};
 use libfuzzer_sys::fuzz_target;
 use std::path::Path;
 

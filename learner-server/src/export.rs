@@ -1,8 +1,8 @@
 //! `learner-server export RUN_DIR --onnx FILE`: a run's trained policy as a
 //! standalone ONNX model (weights embedded) that any ONNX runtime loads.
 
-use crate::checkpoint::Checkpoint;
 use anyhow::Context;
+use rlfleet_checkpoint::Checkpoint;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::onnx::PolicyGraph;
 use std::path::Path;

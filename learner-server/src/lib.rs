@@ -11,7 +11,8 @@
 //!   suite's probe).
 //! - [`replay`]: experience storage (uniform ring, n-step windows,
 //!   prioritized sum tree, the rate limiter).
-//! - [`checkpoint`]: atomic save/load of agent state and counters.
+//! - checkpoints: the file format is the `rlfleet-checkpoint` crate (no
+//!   libtorch); [`state`] keeps a run's checkpoints in the state directory.
 //! - [`workflows`]: how acting, training and evaluation are arranged:
 //!   `single` in one process, every distributed workflow as a
 //!   [`workflows::remote::RemoteRun`] over a shared core.
@@ -32,7 +33,6 @@
 
 pub mod agents;
 pub mod api;
-pub mod checkpoint;
 pub mod daemon;
 pub mod device;
 pub mod embedded;

@@ -280,10 +280,8 @@ fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
     assert!(stdout.starts_with("wrote "), "{stdout}");
     let spec = cfg.env_source().spec().unwrap();
     let graph = PolicyGraph::for_run(&cfg, &spec);
-    let ck = learner_server::checkpoint::Checkpoint::load(
-        &cfg.output_dir.join("checkpoint.safetensors"),
-    )
-    .unwrap();
+    let ck = rlfleet_checkpoint::Checkpoint::load(&cfg.output_dir.join("checkpoint.safetensors"))
+        .unwrap();
     let w = ck.best.expect("evaluated").weights.data;
     // Every start column, the ball at every height, the paddle everywhere.
     let mut obs = Vec::new();
@@ -412,8 +410,8 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
 
 #[test]
 fn a_cnn_dqn_run_resumes_with_every_tensor_restored() {
-    use learner_server::checkpoint::Checkpoint;
     use learner_server::workflows::{RunOptions, SingleRun, StopReason};
+    use rlfleet_checkpoint::Checkpoint;
     use tokio_util::sync::CancellationToken;
     let dir = tempfile::tempdir().unwrap();
     let catch = |steps: u64| {

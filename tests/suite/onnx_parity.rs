@@ -192,10 +192,9 @@ fn exported_file_loads_in_python_onnxruntime_with_the_same_numbers() {
 
         let spec = env::spec(&cfg.env).unwrap();
         let graph = PolicyGraph::for_run(&cfg, &spec);
-        let ck = learner_server::checkpoint::Checkpoint::load(
-            &cfg.output_dir.join("checkpoint.safetensors"),
-        )
-        .unwrap();
+        let ck =
+            rlfleet_checkpoint::Checkpoint::load(&cfg.output_dir.join("checkpoint.safetensors"))
+                .unwrap();
         let w = ck.best.expect("evaluated").weights.data;
         let od = spec.obs_dim();
         let obs: Vec<f32> = (0..ROWS * od)

@@ -32,10 +32,8 @@ fn exported_recurrent_policy_steps_in_python_onnxruntime_as_the_learner_does() {
     // The learner's greedy policy plays episodes; each step's observation
     // and action are kept.
     let spec = env::spec(&cfg.env).unwrap();
-    let ck = learner_server::checkpoint::Checkpoint::load(
-        &cfg.output_dir.join("checkpoint.safetensors"),
-    )
-    .unwrap();
+    let ck = rlfleet_checkpoint::Checkpoint::load(&cfg.output_dir.join("checkpoint.safetensors"))
+        .unwrap();
     let w = ck.best.expect("evaluated").weights;
     let mut policy = ActorPolicy::new(&spec, cfg.agent, cfg.policy_net(&spec), false, 1).greedy();
     policy.load(w.version, &w.data).unwrap();

@@ -44,47 +44,14 @@ use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
 use tch::Device;
 
-/// A weights publication: a version that only grows, and the parameters as
-/// raw flat f32 (what goes on the wire).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Weights {
-    pub version: u64,
-    pub data: Vec<f32>,
-}
-
-/// A named f32 tensor of an agent's state, for checkpoints.
-#[derive(Debug, Clone, PartialEq)]
-pub struct NamedTensor {
-    pub name: String,
-    pub shape: Vec<usize>,
-    pub data: Vec<f32>,
-}
-
-/// Everything needed to resume an agent: tensors (networks, optimizer
-/// moments) and counters.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentState {
-    pub tensors: Vec<NamedTensor>,
-    pub train_steps: u64,
-    pub version: u64,
-    pub optimizer_steps: u64,
-}
-
-impl AgentState {
-    pub fn tensor(&self, name: &str) -> Result<&NamedTensor, AgentError> {
-        self.tensors
-            .iter()
-            .find(|t| t.name == name)
-            .ok_or_else(|| AgentError::MissingTensor(name.into()))
-    }
-}
+pub use rlfleet_checkpoint::{AgentState, NamedTensor, Weights};
 
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
     #[error("weights have {got} values, this network has {expected}")]
     WeightsLength { expected: usize, got: usize },
-    #[error("agent state has no tensor `{0}`")]
-    MissingTensor(String),
+    #[error(transparent)]
+    MissingTensor(#[from] rlfleet_checkpoint::MissingTensor),
     #[error("weights contain a non-finite value at index {0}")]
     NonFinite(usize),
     #[error(transparent)]

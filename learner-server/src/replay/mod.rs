@@ -3,7 +3,6 @@
 //! sample batches into reusable buffers; a rate limiter paces the two.
 
 mod chains;
-mod image;
 mod n_step;
 mod obs_store;
 mod prioritized;
@@ -12,10 +11,10 @@ mod sequences;
 mod uniform;
 
 pub use chains::FrameChains;
-pub use image::{Blob, BlobType, ImageError, ReplayImage};
 pub use n_step::NStep;
 pub use obs_store::{ObsStore, ObsValue};
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
+pub use rlfleet_checkpoint::{Blob, BlobType, ImageError, ReplayImage};
 pub use sequences::{Sequence, SequenceReplay};
 pub use uniform::{SampledBatch, Transition, UniformReplay};

@@ -3,7 +3,7 @@
 //! memory, handed on as bytes when a batch is sampled. Rows are written as
 //! they come ([`ObsValue`]): a byte row goes into a byte store as it is.
 
-use super::image::{Blob, BlobType, ImageError, ReplayImage};
+use rlfleet_checkpoint::{Blob, BlobType, ImageError, ReplayImage};
 use rlfleet_shared::nets::Rows;
 
 /// What an observation row is made of: values, or a uint8 env's bytes.

@@ -4,8 +4,8 @@
 //! learner's TD errors after each gradient step. New transitions get the
 //! highest priority seen so far, so each is sampled at least once soon.
 
-use super::image::{Blob, ImageError, ReplayImage};
 use rand::Rng;
+use rlfleet_checkpoint::{Blob, ImageError, ReplayImage};
 
 /// A binary tree whose leaves are slot priorities and whose inner nodes
 /// hold the sums of their children: set and prefix-sum search in O(log n).

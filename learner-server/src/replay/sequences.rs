@@ -5,8 +5,8 @@
 //! padded to the longest a sequence can be; with its image for
 //! checkpoints.
 
-use super::image::{Blob, ImageError, ReplayImage};
 use super::obs_store::ObsStore;
+use rlfleet_checkpoint::{Blob, ImageError, ReplayImage};
 use rlfleet_shared::nets::Rows;
 
 /// One stored sequence of `actions.len()` steps.

@@ -1,9 +1,9 @@
 //! [`UniformReplay`]: a preallocated ring of transitions with uniform
 //! sampling.
 
-use super::image::{Blob, ImageError, ReplayImage};
 use super::{ObsStore, ObsValue};
 use rand::Rng;
+use rlfleet_checkpoint::{Blob, ImageError, ReplayImage};
 
 /// One transition as pushed by a workflow. Discrete actions are stored as
 /// their index in `action[0]` (exact in f32 below 2^24). Observations are

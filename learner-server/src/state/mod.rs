@@ -16,8 +16,8 @@ pub use journal::Journal;
 pub use start::Start;
 pub use writer::{CheckpointWriter, Destination};
 
-use crate::checkpoint::write_atomically;
 use anyhow::Context;
+use rlfleet_checkpoint::write_atomically;
 use rlfleet_shared::config::RunConfig;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! hands it over, so ingest and inference stall for the copy, not for the
 //! encoding, the write and the fsyncs.
 
-use crate::checkpoint::Checkpoint;
+use rlfleet_checkpoint::Checkpoint;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, SyncSender, TrySendError};
 use std::thread::JoinHandle;

@@ -2,7 +2,7 @@
 //! limit? (The evaluation target and cancellation are checked by the loop
 //! that sees them.)
 
-use crate::checkpoint::RunCounters;
+use rlfleet_checkpoint::RunCounters;
 use rlfleet_shared::config::StopConfig;
 use std::fmt;
 

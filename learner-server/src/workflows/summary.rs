@@ -2,7 +2,7 @@
 //! `summary.toml`.
 
 use super::StopReason;
-use crate::checkpoint::RunCounters;
+use rlfleet_checkpoint::RunCounters;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt;

@@ -4,9 +4,9 @@
 
 use super::RunBook;
 use crate::agents::Agent;
-use crate::checkpoint::Checkpoint;
 use crate::state::writer::write;
 use crate::state::{BookState, Books, CheckpointWriter, Destination, file_len};
+use rlfleet_checkpoint::Checkpoint;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

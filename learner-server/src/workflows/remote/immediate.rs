@@ -37,7 +37,7 @@ pub(super) fn fixed_policy(cfg: &RunConfig, agent: &mut dyn Agent) -> anyhow::Re
     let Some(path) = &cfg.distributed.fixed_policy else {
         return Ok(1.0);
     };
-    let ck = crate::checkpoint::Checkpoint::load(path)?;
+    let ck = rlfleet_checkpoint::Checkpoint::load(path)?;
     ck.check_matches(path, &cfg.env, &cfg.agent.to_string())?;
     let weights = match ck.best {
         Some(best) => best.weights,

@@ -1,12 +1,12 @@
-//! Checkpoints: an agent's state (networks, optimizer moments, counters),
+//! [`Checkpoint`]: an agent's state (networks, optimizer moments, counters),
 //! the run's counters and the best evaluated weights, the distributed
 //! run's books (JSON, `workflows::remote::Books`) and, optionally, the
 //! replay's contents, in one safetensors file written atomically
 //! (temporary file, fsync, rename, fsync of the directory), so a crash
 //! leaves the previous checkpoint or the new one, never a torn file.
 
-use crate::agents::{AgentState, NamedTensor, Weights};
-use crate::replay::{Blob, BlobType, ReplayImage};
+use crate::replay_image::{Blob, BlobType, ReplayImage};
+use crate::state::{AgentState, NamedTensor, Weights};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
