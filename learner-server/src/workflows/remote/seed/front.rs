@@ -135,7 +135,16 @@ impl Front {
     pub async fn serve(mut self) {
         let far = || Instant::now() + Duration::from_secs(3600);
         loop {
-            let deadline = self.batcher.deadline(&self.cfg);
+            self.link.tally.turn();
+            // Held behind training, the front waits for the run's
+            // `batch_done` (or a request, or the run's end): the oldest
+            // request's deadline has passed, and a sleep until it would
+            // wake this loop at once, again and again, a core spinning
+            // beside the training it waits for.
+            let deadline = match self.held_since {
+                Some(_) => None,
+                None => self.batcher.deadline(&self.cfg),
+            };
             let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far).into());
             tokio::select! {
                 biased;

@@ -56,6 +56,8 @@ pub struct FrontTally {
     answered: AtomicU64,
     latency_us: AtomicU64,
     stall_us: AtomicU64,
+    /// Times the front's loop woke (a request, a wake, a batch's deadline).
+    turns: AtomicU64,
 }
 
 impl FrontTally {
@@ -67,6 +69,18 @@ impl FrontTally {
         self.answered.fetch_add(answered as u64, Ordering::Relaxed);
         self.latency_us
             .fetch_add(waits.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// The front's loop woke once more.
+    pub fn turn(&self) {
+        self.turns.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// How many times the front's loop woke (checked by the tests: a
+    /// front held behind training sleeps).
+    #[cfg(test)]
+    pub fn turns(&self) -> u64 {
+        self.turns.load(Ordering::Relaxed)
     }
 
     /// A ready batch was held this long behind training.

@@ -8,6 +8,8 @@ mod batcher;
 mod core_states;
 mod door;
 pub mod front;
+#[cfg(test)]
+mod front_tests;
 mod ladder;
 pub mod link;
 mod request;
