@@ -122,9 +122,13 @@ fn seed_a2c_run_with_a_recurrent_core_zeroes_a_rejoined_actors_states() {
     cfg.output_dir = d.dir.path().join("memory-lstm");
     cfg.stop.target_eval_return = None;
     cfg.stop.max_env_steps = None;
-    // Enough episodes (about 24,000 env steps) that the restarted actor
-    // joins before the others finish them.
-    let episodes = 2_000;
+    // Enough episodes (about 6,000 env steps; the run is bound by PPO's
+    // updates, about 30 s on 2 cores) that the learner notices the killed
+    // actor (5 s of silence) and has its episode played again, and the
+    // restarted actor plays episodes of its own, before the others finish
+    // them. (2,000 episodes took about 125 s, past the 120 s the test
+    // waits for the run to finish.)
+    let episodes = 500;
     cfg.stop.max_episodes = Some(episodes);
     let status = kill_one_actor_of(&d, "seed-a2c with a core", &cfg);
     let zeroed = |cause: &str| {
