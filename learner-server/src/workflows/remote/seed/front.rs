@@ -136,7 +136,8 @@ impl Front {
         let far = || Instant::now() + Duration::from_secs(3600);
         loop {
             self.link.tally.turn();
-            // Held behind training, the front waits for the run's
+            // Holding a ready batch behind training (`maybe_serve` keeps
+            // `held_since` to exactly that), the front waits for the run's
             // `batch_done` (or a request, or the run's end): the oldest
             // request's deadline has passed, and a sleep until it would
             // wake this loop at once, again and again, a core spinning
@@ -285,6 +286,9 @@ impl Front {
             .batcher
             .ready(&self.cfg, Instant::now(), self.parked.len(), actors)
         {
+            // Nothing ready (a held batch's actors left): no hold either,
+            // so the loop arms the next request's deadline again.
+            self.end_hold();
             return;
         }
         // Batches answered but not yet ingested and trained on by the run:
@@ -298,11 +302,7 @@ impl Front {
                 return;
             }
         }
-        if let Some(since) = self.held_since.take() {
-            let held = since.elapsed();
-            self.link.tally.stalled(held);
-            self.metrics.seed_front_stall.inc_by(held.as_secs_f64());
-        }
+        self.end_hold();
         let snapshot = self.link.policy.lock().expect("policy lock").clone();
         if (snapshot.version != self.policy.version() || !self.policy.has_weights())
             && let Err(e) = self.policy.load(snapshot.version, &snapshot.params)
@@ -366,6 +366,15 @@ impl Front {
         // the run ends, hold every batch it ingested.
         self.link.tally.served(n, answered, waits);
         self.forward(items);
+    }
+
+    /// A ready batch is no longer held: the time it was goes to the tally.
+    fn end_hold(&mut self) {
+        if let Some(since) = self.held_since.take() {
+            let held = since.elapsed();
+            self.link.tally.stalled(held);
+            self.metrics.seed_front_stall.inc_by(held.as_secs_f64());
+        }
     }
 
     /// The run ended: `Stop` for everything waiting and everything queued.

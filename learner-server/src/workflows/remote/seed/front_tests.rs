@@ -1,12 +1,15 @@
 //! The `seed` front held behind training: it sleeps until the run takes
-//! a batch, then answers what it held.
+//! a batch, then answers what it held; a hold whose requests leave ends.
 
+use super::super::input::Input;
 use super::front::{Front, Request};
 use super::link::{PolicySnapshot, SeedLink};
 use crate::metrics::Metrics;
+use crate::vocab::ConnId;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{Message, Observations};
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot};
@@ -22,12 +25,16 @@ fn observations(seq: u64) -> Observations {
     }
 }
 
-async fn ask(requests: &mpsc::Sender<Request>, seq: u64) -> oneshot::Receiver<Message> {
+async fn ask(
+    requests: &mpsc::Sender<Request>,
+    conn: ConnId,
+    seq: u64,
+) -> oneshot::Receiver<Message> {
     let (reply, answer) = oneshot::channel();
     let obs = observations(seq);
     let received = Instant::now();
     let r = Request {
-        conn: 7,
+        conn,
         obs,
         received,
         reply,
@@ -40,8 +47,17 @@ async fn ask(requests: &mpsc::Sender<Request>, seq: u64) -> oneshot::Receiver<Me
 /// held until the run takes the first batch, and while it is held the
 /// front's loop sleeps (it used to wake on the passed deadline of the held
 /// request, over and over, taking a core from the training).
-#[tokio::test(flavor = "current_thread")]
-async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
+/// A DQN CartPole front at most one batch ahead of training, serving the
+/// actors `conns` (one env each): its request queue, the run's end of the
+/// channel it forwards batches to, the link, and its task.
+struct Serving {
+    requests: mpsc::Sender<Request>,
+    taken: std::sync::mpsc::Receiver<Input>,
+    link: Arc<SeedLink>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+fn serve(conns: &[ConnId]) -> Serving {
     let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
     let text = "name = \"held\"\nenv = \"CartPole-v1\"\nagent = \"dqn\"\nworkflow = \"seed\"\noutput_dir = \"unused\"\n\
                 [stop]\nmax_episodes = 10\n[distributed]\nmax_batches_ahead = 1\n";
@@ -54,7 +70,9 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
         params: zeros,
         epsilon: 0.0,
     }));
-    link.admit(7, 1);
+    for &conn in conns {
+        link.admit(conn, 1);
+    }
     let (requests, rx) = mpsc::channel(4);
     let (run, taken) = std::sync::mpsc::sync_channel(16);
     let metrics = Arc::new(Metrics::new());
@@ -68,11 +86,38 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
         dims,
         policy,
     );
-    let serving = tokio::spawn(front.serve());
-    let within = |a| tokio::time::timeout(Duration::from_secs(5), a);
+    Serving {
+        requests,
+        taken,
+        link,
+        task: tokio::spawn(front.serve()),
+    }
+}
+
+impl Serving {
+    async fn stop(self) {
+        self.link.stop.cancel();
+        within(self.task).await.expect("the front ends cleanly");
+    }
+}
+
+async fn within<F: Future>(f: F) -> F::Output {
+    tokio::time::timeout(Duration::from_secs(5), f)
+        .await
+        .expect("within 5 s")
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
+    let Serving {
+        requests,
+        taken,
+        link,
+        task,
+    } = serve(&[7]);
 
     // The lone actor waits: its first request is answered at once.
-    let first = within(ask(&requests, 0).await).await.unwrap().unwrap();
+    let first = within(ask(&requests, 7, 0).await).await.unwrap();
     assert!(
         matches!(first, Message::Actions(ref a) if a.seq == 0),
         "{first:?}"
@@ -80,7 +125,7 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
     taken.try_recv().expect("the batch went to the run");
 
     // The second is held: the run has not taken the first batch.
-    let mut second = ask(&requests, 1).await;
+    let mut second = ask(&requests, 7, 1).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(second.try_recv().is_err(), "answered ahead of training");
     let turns = link.tally.turns();
@@ -90,14 +135,45 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
 
     // The run takes the batch: the held request is answered.
     link.batch_done();
-    let second = within(second).await.unwrap().unwrap();
+    let second = within(second).await.unwrap();
     assert!(
         matches!(second, Message::Actions(ref a) if a.seq == 1),
         "{second:?}"
     );
-    link.stop.cancel();
-    tokio::time::timeout(Duration::from_secs(5), serving)
-        .await
-        .unwrap()
-        .unwrap();
+    Serving {
+        requests,
+        taken,
+        link,
+        task,
+    }
+    .stop()
+    .await;
+}
+
+/// Two actors: a request held behind training whose actor leaves ends the
+/// hold, so the next request is served on its deadline once the run has
+/// taken the batch (the front used to stay marked as holding, armed no
+/// deadline, and left that request waiting for an event that never came).
+#[tokio::test(flavor = "current_thread")]
+async fn a_hold_whose_requests_leave_ends_and_deadlines_serve_again() {
+    let f = serve(&[7, 8]);
+    // Alone of two, actor 7's request goes on its deadline.
+    let first = within(ask(&f.requests, 7, 0).await).await.unwrap();
+    assert!(
+        matches!(first, Message::Actions(ref a) if a.seq == 0),
+        "{first:?}"
+    );
+    f.taken.try_recv().expect("the batch went to the run");
+    // Its next is held behind training, then its actor leaves.
+    let held = ask(&f.requests, 7, 1).await;
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    drop(held);
+    f.link.batch_done();
+    // Actor 8 asks: served on its deadline.
+    let other = within(ask(&f.requests, 8, 0).await).await.unwrap();
+    assert!(
+        matches!(other, Message::Actions(ref a) if a.seq == 0),
+        "{other:?}"
+    );
+    f.stop().await;
 }
