@@ -5,7 +5,7 @@
 
 use actor_client::remote::Player;
 use clap::{Args, Parser, Subcommand};
-use rlfleet_shared::quic::{Liveness, Trust};
+use rlfleet_quic::{Liveness, Trust};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;

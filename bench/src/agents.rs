@@ -6,8 +6,8 @@
 
 use crate::measure::{rate, write_json};
 use learner_server::agents::{Agent, build_agent};
-use learner_server::replay::Transition;
 use rand::{Rng, SeedableRng};
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::{self, Action, Space};
 use serde::Serialize;

@@ -24,8 +24,8 @@ use crate::workflows::{run_local_envs, shipped as shipped_path};
 use actor_client::ort_net::OrtForward;
 use learner_server::agents::{Agent, Dqn};
 use learner_server::nets::DeviceForward;
-use learner_server::replay::Transition;
 use rand::{Rng, SeedableRng};
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::{
     AgentKind, CoreKind, DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind,
 };

@@ -132,7 +132,7 @@ struct MinatarRow {
 /// centred RMSprop) on 10,000 synthetic transitions of sparse bool planes:
 /// gradient steps through `FlatNet::backward_into` and through autograd.
 fn minatar(secs: f64) -> anyhow::Result<MinatarRow> {
-    use learner_server::replay::Transition;
+    use rlfleet_replay::Transition;
     use rlfleet_shared::config::RunConfig;
     use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
     let config = "config/minatar-breakout-dqn.toml";

@@ -14,10 +14,10 @@
 
 use crate::soak::Server;
 use learner_server::agents::{Agent, Dqn};
-use learner_server::replay::Transition;
 use learner_server::state::StateDir;
 use learner_server::workflows::{RunBook, RunOptions};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{self, Action};
 use serde::Serialize;

@@ -7,8 +7,8 @@
 
 use crate::loopback::{quiet_run, start_daemon};
 use crate::seed::hello;
+use rlfleet_quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::config::RunConfig;
-use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{self, Experience, Message, Steps};
 use serde::Serialize;
 use std::net::SocketAddr;

@@ -10,7 +10,7 @@
 use crate::measure::{rate, write_json};
 use crate::torch_python;
 use learner_server::agents::{Agent, R2d2};
-use learner_server::replay::Transition;
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::nets::Core;

@@ -6,10 +6,10 @@
 //! (how much a datagram transport could gain over streams).
 
 use crate::loopback::{quiet_run, start_daemon};
-use rlfleet_shared::config::RunConfig;
-use rlfleet_shared::quic::{
+use rlfleet_quic::{
     FramedStream, Liveness, ServerIdentity, Trust, client_endpoint, server_endpoint,
 };
+use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::{self, Actions, Hello, Message, Observations, flags};
 use serde::Serialize;
 use std::net::SocketAddr;

@@ -11,8 +11,8 @@
 
 use crate::loopback::quiet_run;
 use crate::seed::{hello, obs_msg};
+use rlfleet_quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::config::RunConfig;
-use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::Message;
 use serde::Serialize;
 use std::net::SocketAddr;

@@ -9,7 +9,7 @@ use crate::metrics::Metrics;
 use crate::server_config::ServerConfig;
 use crate::transport::quic::{self, QuicOptions};
 use anyhow::Context;
-use rlfleet_shared::quic::{ServerIdentity, server_endpoint};
+use rlfleet_quic::{ServerIdentity, server_endpoint};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! The rlfleet learner: agents (tch), replay, checkpoints, workflows, the
+//! The rlfleet learner: agents (tch), checkpoints, workflows, the
 //! daemon (`learner-server serve`) with its QUIC actor transport and HTTP
 //! control API, and the embedded run (`learner-server run`).
 //!
@@ -9,8 +9,8 @@
 //!   double, dueling, n-step, prioritized — A2C, PPO, DDPG, TD3, SAC, the
 //!   data-parallel lead of the `ml-*` workflows, and the conformance
 //!   suite's probe).
-//! - [`replay`]: experience storage (uniform ring, n-step windows,
-//!   prioritized sum tree, the rate limiter).
+//! - replay: experience storage is the `rlfleet-replay` crate (no
+//!   libtorch, no clock).
 //! - checkpoints: the file format is the `rlfleet-checkpoint` crate (no
 //!   libtorch); [`state`] keeps a run's checkpoints in the state directory.
 //! - [`workflows`]: how acting, training and evaluation are arranged:
@@ -18,7 +18,7 @@
 //!   [`workflows::remote::RemoteRun`] over a shared core.
 //! - [`output`]: what a run leaves on disk (resolved config, CSVs, plot).
 //! - [`transport`]: what carries actors' messages (QUIC, in-process
-//!   channels, MPI ranks) to the active run's [`transport::Intake`].
+//!   channels, MPI ranks) to the active run's [`vocab::Intake`].
 //! - [`hub`]: the registry of runs and actors the daemon and API share.
 //! - [`api`]: the axum control API and its OpenAPI document.
 //! - [`metrics`]: Prometheus metrics.
@@ -46,7 +46,6 @@ pub mod nets;
 pub mod notify;
 pub mod output;
 pub mod registry;
-pub mod replay;
 pub mod server_config;
 pub mod state;
 pub mod transport;

@@ -206,8 +206,8 @@ impl ServerConfig {
         Ok(())
     }
 
-    pub fn liveness(&self) -> rlfleet_shared::quic::Liveness {
-        rlfleet_shared::quic::Liveness {
+    pub fn liveness(&self) -> rlfleet_quic::Liveness {
+        rlfleet_quic::Liveness {
             keep_alive: std::time::Duration::from_millis(self.actors.keep_alive_ms),
             idle_timeout: std::time::Duration::from_millis(self.actors.idle_timeout_ms),
         }

@@ -10,9 +10,9 @@ use actor_client::remote::{ActorOptions, ClientOptions, Inference, Player, RunEn
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
+use rlfleet_quic::{Liveness, Trust};
 use rlfleet_shared::env::Env;
 use rlfleet_shared::env::python::PyEnv;
-use rlfleet_shared::quic::{Liveness, Trust};
 use std::sync::Arc;
 use std::time::Duration;
 

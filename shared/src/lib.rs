@@ -9,7 +9,6 @@
 //!   control environments and the deterministic counting env.
 //! - [`wire`]: the actor/learner protocol (rkyv messages in validated,
 //!   length-prefixed frames).
-//! - [`quic`]: TLS identities and trust, QUIC endpoints, framed streams.
 //! - [`nets`]: the plain-Rust MLP forward pass that acts from weights.
 //! - [`policy`]: the actors' policies over that network (epsilon-greedy Q,
 //!   sampled logits, the continuous heads) and `ActorPolicy`, built from a
@@ -27,5 +26,4 @@ pub mod mpi;
 pub mod nets;
 pub mod onnx;
 pub mod policy;
-pub mod quic;
 pub mod wire;

@@ -5,7 +5,7 @@
 //! unharmed with its real actor.
 
 use crate::daemon_accounting::short_run;
-use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
+use rlfleet_quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message, Observations, flags};
 use rlfleet_tests::daemon::{Daemon, finish_actor};
 use std::time::Duration;

@@ -223,84 +223,6 @@ fn a_bool_image_env_with_legacy_seeding_trains_evaluates_and_stops_on_its_target
 }
 
 #[test]
-fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    // Catch is deterministic but for the ball's column: a greedy policy that
-    // catches from all five columns scores 1.0 on every episode, one that
-    // misses one scores at most 0.6 over 100.
-    let cfg = catch_over_quic(
-        "catch-async",
-        "Catch",
-        "[checkpoint]\nperiod_steps = 5000\n",
-        dir.path(),
-    );
-    let (d, status, logs) = run_with_actors(&cfg, 4, 1, Duration::from_secs(360));
-    assert_eq!(status["state"], "finished", "{status}");
-    assert!(
-        status["reason"]
-            .as_str()
-            .is_some_and(|r| r.starts_with("target reached")),
-        "Catch is learned by the CNN: {status}"
-    );
-    eprintln!(
-        "catch: {} at {} env steps",
-        status["reason"], status["env_steps"]
-    );
-    // The actors ran the CNN in ONNX Runtime (chosen for a convolutional
-    // network), and each played.
-    for log in &logs {
-        assert!(
-            log.contains("backend=\"onnx-runtime\"") || log.contains("backend=onnx-runtime"),
-            "{log}"
-        );
-        let counts = actor_counts(log).expect("an actor done line");
-        assert!(counts.env_steps > 0 && counts.sessions == 1, "{counts:?}");
-    }
-    let (ids, _) = rlfleet_tests::episode_ids_and_steps(&cfg.output_dir);
-    assert!(ids.windows(2).all(|w| w[0] < w[1]), "an id twice");
-    assert_eq!(
-        ids.len() as u64,
-        status["episodes_finished"].as_u64().unwrap(),
-        "each finished episode once: {status}"
-    );
-    // The replay holds bytes: per slot two 50-byte boards, then action,
-    // reward and discount as f32.
-    assert_eq!(
-        status["replay_bytes"],
-        u64::from(cfg.dqn.buffer_size) * (2 * 50 + 12),
-        "{status}"
-    );
-    drop(d);
-
-    // The trained policy, exported, plays in Python's onnxruntime as tch
-    // computes it.
-    let onnx = dir.path().join("catch.onnx");
-    let stdout = export(&cfg.output_dir, &onnx);
-    assert!(stdout.starts_with("wrote "), "{stdout}");
-    let spec = cfg.env_source().spec().unwrap();
-    let graph = PolicyGraph::for_run(&cfg, &spec);
-    let ck = rlfleet_checkpoint::Checkpoint::load(&cfg.output_dir.join("checkpoint.safetensors"))
-        .unwrap();
-    let w = ck.best.expect("evaluated").weights.data;
-    // Every start column, the ball at every height, the paddle everywhere.
-    let mut obs = Vec::new();
-    for ball in 0..50 {
-        for paddle in 0..5 {
-            let mut board = [0f32; 50];
-            board[ball] = 255.0;
-            board[45 + paddle] = 255.0;
-            obs.extend_from_slice(&board);
-        }
-    }
-    let (_, want) = run_tch(&cfg, &spec, &graph, &w, &obs);
-    let got = python_onnxruntime(&onnx, graph.head.output(), &obs, 50);
-    let diff = max_diff(&got, &want);
-    eprintln!("catch export: python onnxruntime vs tch, max |diff| {diff:.2e}");
-    assert!(diff <= TOLERANCE, "{diff}");
-}
-
-#[test]
 fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
@@ -514,4 +436,88 @@ fn a_torso_that_does_not_fit_the_env_or_agent_is_refused_by_name() {
         "[model]\ntorso = \"resnet\"\n",
     );
     assert!(e.contains("model.torso") || e.contains("resnet"), "{e}");
+}
+
+/// Learning-to-target tests of this area (selected by `learn::`).
+mod learn {
+    use super::*;
+
+    #[test]
+    fn a_cnn_dqn_learns_catch_through_async_over_quic_and_exports_to_python() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        // Catch is deterministic but for the ball's column: a greedy policy that
+        // catches from all five columns scores 1.0 on every episode, one that
+        // misses one scores at most 0.6 over 100.
+        let cfg = catch_over_quic(
+            "catch-async",
+            "Catch",
+            "[checkpoint]\nperiod_steps = 5000\n",
+            dir.path(),
+        );
+        let (d, status, logs) = run_with_actors(&cfg, 4, 1, Duration::from_secs(360));
+        assert_eq!(status["state"], "finished", "{status}");
+        assert!(
+            status["reason"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("target reached")),
+            "Catch is learned by the CNN: {status}"
+        );
+        eprintln!(
+            "catch: {} at {} env steps",
+            status["reason"], status["env_steps"]
+        );
+        // The actors ran the CNN in ONNX Runtime (chosen for a convolutional
+        // network), and each played.
+        for log in &logs {
+            assert!(
+                log.contains("backend=\"onnx-runtime\"") || log.contains("backend=onnx-runtime"),
+                "{log}"
+            );
+            let counts = actor_counts(log).expect("an actor done line");
+            assert!(counts.env_steps > 0 && counts.sessions == 1, "{counts:?}");
+        }
+        let (ids, _) = rlfleet_tests::episode_ids_and_steps(&cfg.output_dir);
+        assert!(ids.windows(2).all(|w| w[0] < w[1]), "an id twice");
+        assert_eq!(
+            ids.len() as u64,
+            status["episodes_finished"].as_u64().unwrap(),
+            "each finished episode once: {status}"
+        );
+        // The replay holds bytes: per slot two 50-byte boards, then action,
+        // reward and discount as f32.
+        assert_eq!(
+            status["replay_bytes"],
+            u64::from(cfg.dqn.buffer_size) * (2 * 50 + 12),
+            "{status}"
+        );
+        drop(d);
+
+        // The trained policy, exported, plays in Python's onnxruntime as tch
+        // computes it.
+        let onnx = dir.path().join("catch.onnx");
+        let stdout = export(&cfg.output_dir, &onnx);
+        assert!(stdout.starts_with("wrote "), "{stdout}");
+        let spec = cfg.env_source().spec().unwrap();
+        let graph = PolicyGraph::for_run(&cfg, &spec);
+        let ck =
+            rlfleet_checkpoint::Checkpoint::load(&cfg.output_dir.join("checkpoint.safetensors"))
+                .unwrap();
+        let w = ck.best.expect("evaluated").weights.data;
+        // Every start column, the ball at every height, the paddle everywhere.
+        let mut obs = Vec::new();
+        for ball in 0..50 {
+            for paddle in 0..5 {
+                let mut board = [0f32; 50];
+                board[ball] = 255.0;
+                board[45 + paddle] = 255.0;
+                obs.extend_from_slice(&board);
+            }
+        }
+        let (_, want) = run_tch(&cfg, &spec, &graph, &w, &obs);
+        let got = python_onnxruntime(&onnx, graph.head.output(), &obs, 50);
+        let diff = max_diff(&got, &want);
+        eprintln!("catch export: python onnxruntime vs tch, max |diff| {diff:.2e}");
+        assert!(diff <= TOLERANCE, "{diff}");
+    }
 }

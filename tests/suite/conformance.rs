@@ -44,6 +44,8 @@ const SEED: u64 = 3;
 
 /// One workflow variant of the suite.
 struct Case {
+    /// The case's test name (`conformance::TRANSPORT::NAME`).
+    name: &'static str,
     workflow: &'static str,
     /// Drop reasons its semantics allow.
     allowed: &'static [&'static str],
@@ -55,18 +57,21 @@ struct Case {
 fn cases() -> Vec<Case> {
     vec![
         Case {
+            name: "async_blocking",
             workflow: "async",
             allowed: &[],
             tweak: |_| {},
             pool: None,
         },
         Case {
+            name: "sync",
             workflow: "sync",
             allowed: &[],
             tweak: |_| {},
             pool: None,
         },
         Case {
+            name: "nb_async",
             workflow: "nb-async",
             allowed: &["stale"],
             // A tight staleness bound, so that some batches are dropped.
@@ -74,66 +79,77 @@ fn cases() -> Vec<Case> {
             pool: None,
         },
         Case {
+            name: "async_window",
             workflow: "async-window",
             allowed: &[],
             tweak: |c| c.distributed.window_ms = 5,
             pool: None,
         },
         Case {
+            name: "rma_queue_drop_oldest",
             workflow: "rma",
             allowed: &["overflow"],
             tweak: |_| {},
             pool: Some((DataStructure::Queue, Overflow::DropOldest)),
         },
         Case {
+            name: "rma_queue_reject",
             workflow: "rma",
             allowed: &[],
             tweak: |_| {},
             pool: Some((DataStructure::Queue, Overflow::Reject)),
         },
         Case {
+            name: "rma_stack_drop_oldest",
             workflow: "rma",
             allowed: &["overflow"],
             tweak: |_| {},
             pool: Some((DataStructure::Stack, Overflow::DropOldest)),
         },
         Case {
+            name: "rma_stack_reject",
             workflow: "rma",
             allowed: &[],
             tweak: |_| {},
             pool: Some((DataStructure::Stack, Overflow::Reject)),
         },
         Case {
+            name: "rma_buff_checked",
             workflow: "rma",
             allowed: &["overwritten"],
             tweak: |_| {},
             pool: Some((DataStructure::BuffChecked, Overflow::DropOldest)),
         },
         Case {
+            name: "rma_buff_unchecked",
             workflow: "rma",
             allowed: &["overwritten"],
             tweak: |_| {},
             pool: Some((DataStructure::BuffUnchecked, Overflow::DropOldest)),
         },
         Case {
+            name: "rma_queue_pop_all",
             workflow: "rma-queue-pop-all",
             allowed: &[],
             tweak: |c| c.distributed.data_structure_length = 3,
             pool: None,
         },
         Case {
+            name: "random",
             workflow: "random",
             allowed: &[],
             tweak: |_| {},
             pool: None,
         },
         Case {
+            name: "seed",
             workflow: "seed",
             allowed: &[],
             tweak: |_| {},
             pool: None,
         },
         Case {
+            name: "orchestrated",
             workflow: "orchestrated",
             allowed: &[],
             tweak: |c| {
@@ -144,6 +160,7 @@ fn cases() -> Vec<Case> {
             pool: None,
         },
         Case {
+            name: "seed_a2c",
             workflow: "seed-a2c",
             allowed: &[],
             tweak: |_| {},
@@ -152,6 +169,7 @@ fn cases() -> Vec<Case> {
         // The front answering up to 64 batches ahead of training: acting
         // goes on while the run trains, and the books stay exact.
         Case {
+            name: "seed_a2c_ahead",
             workflow: "seed-a2c",
             allowed: &[],
             tweak: |c| c.distributed.max_batches_ahead = 64,
@@ -160,24 +178,28 @@ fn cases() -> Vec<Case> {
         // Over MPI only: 2 learner ranks (each learner's probe records the
         // transitions of its share of the episodes).
         Case {
+            name: "ml_async",
             workflow: "ml-async",
             allowed: &[],
             tweak: |_| {},
             pool: None,
         },
         Case {
+            name: "ml_rma_random",
             workflow: "ml-rma",
             allowed: &[],
             tweak: |c| c.distributed.window_selector = WindowSelector::Random,
             pool: Some((DataStructure::Queue, Overflow::Reject)),
         },
         Case {
+            name: "ml_rma_bin",
             workflow: "ml-rma",
             allowed: &["overflow"],
             tweak: |c| c.distributed.window_selector = WindowSelector::Bin,
             pool: Some((DataStructure::Stack, Overflow::DropOldest)),
         },
         Case {
+            name: "ml_rma_queue",
             workflow: "ml-rma-queue",
             allowed: &[],
             tweak: |c| c.distributed.data_structure_length = 3,
@@ -187,6 +209,7 @@ fn cases() -> Vec<Case> {
         // other actors were still playing never finish, and what is left
         // in their queues is dropped.
         Case {
+            name: "ml_rma_queue_short",
             workflow: "ml-rma-queue-short",
             allowed: &["run_ended"],
             tweak: |c| c.distributed.data_structure_length = 3,
@@ -553,39 +576,43 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     }
 }
 
-/// Every case over `transport`; over MPI with `ranks_per_env` ranks per
-/// env (each actor an env group of that many ranks).
-fn run_all(transport: TransportKind, ranks_per_env: u32) {
+/// The case named `name` over `transport`; over MPI with `ranks_per_env`
+/// ranks per env (each actor an env group of that many ranks).
+fn run_case(name: &str, transport: TransportKind, ranks_per_env: u32) {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
     let k = ranks_per_env.to_string();
     let args = ["--envs", "2", "--ranks-per-env", &k];
     let ranks = ranks_per_env as usize;
-    for (n, case) in cases().iter().enumerate() {
-        if learners(case) > 1 && transport != TransportKind::Mpi {
-            continue;
-        }
-        let mut cfg = config(case, transport, dir.path(), n);
-        cfg.ranks_per_env = ranks_per_env;
-        let (out, actors) = if learners(case) > 1 {
-            let groups = [(4 * ranks, &args[..])];
-            let out = run_mpi_groups(&cfg, dir.path(), learners(case), &groups);
-            (out, 4)
-        } else if transport == TransportKind::Mpi {
-            (run_mpi(&cfg, dir.path(), 3 * ranks, &args), 3)
-        } else {
-            (
-                run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]),
-                4,
-            )
-        };
-        assert!(
-            out.success,
-            "{} over {transport}: {}\n{}",
-            case.workflow, out.stdout, out.stderr
-        );
-        check(case, &cfg, &actor_reports(&out.stderr), actors);
-    }
+    let (n, case) = cases()
+        .into_iter()
+        .enumerate()
+        .find(|(_, c)| c.name == name)
+        .unwrap_or_else(|| panic!("no conformance case {name}"));
+    assert!(
+        learners(&case) == 1 || transport == TransportKind::Mpi,
+        "{name}: several learners need MPI"
+    );
+    let mut cfg = config(&case, transport, dir.path(), n);
+    cfg.ranks_per_env = ranks_per_env;
+    let (out, actors) = if learners(&case) > 1 {
+        let groups = [(4 * ranks, &args[..])];
+        let out = run_mpi_groups(&cfg, dir.path(), learners(&case), &groups);
+        (out, 4)
+    } else if transport == TransportKind::Mpi {
+        (run_mpi(&cfg, dir.path(), 3 * ranks, &args), 3)
+    } else {
+        (
+            run_embedded(&cfg, dir.path(), &["--envs-per-actor", "2"]),
+            4,
+        )
+    };
+    assert!(
+        out.success,
+        "{} over {transport}: {}\n{}",
+        case.workflow, out.stdout, out.stderr
+    );
+    check(&case, &cfg, &actor_reports(&out.stderr), actors);
 }
 
 /// Every actor's exit line in `stderr`.
@@ -629,25 +656,85 @@ fn seed_actors_in_two_lanes_conform_over_quic() {
     );
 }
 
-#[test]
-fn every_workflow_conforms_over_inproc() {
-    run_all(TransportKind::Inproc, 1);
+/// One test per case and transport (`conformance::quic::rma_stack_reject`),
+/// so that a failure names its case and the other cases still run.
+macro_rules! cases_over {
+    ($(#[$attr:meta])* $transport:ident, $kind:expr, $ranks:expr, [$($case:ident),* $(,)?]) => {
+        $(#[$attr])*
+        mod $transport {
+            use super::*;
+            /// The cases this module tests.
+            pub const CASES: &[&str] = &[$(stringify!($case)),*];
+            $(
+                #[test]
+                fn $case() {
+                    run_case(stringify!($case), $kind, $ranks);
+                }
+            )*
+        }
+    };
 }
 
-#[test]
-fn every_workflow_conforms_over_quic() {
-    run_all(TransportKind::Quic, 1);
+/// Every single-learner case (the `ml-*` workflows need learner ranks).
+macro_rules! single_learner_cases_over {
+    ($(#[$attr:meta])* $transport:ident, $kind:expr, $ranks:expr $(, $extra:ident)*) => {
+        cases_over!($(#[$attr])* $transport, $kind, $ranks, [
+            async_blocking, sync, nb_async, async_window,
+            rma_queue_drop_oldest, rma_queue_reject, rma_stack_drop_oldest, rma_stack_reject,
+            rma_buff_checked, rma_buff_unchecked, rma_queue_pop_all,
+            random, seed, orchestrated, seed_a2c, seed_a2c_ahead
+            $(, $extra)*
+        ]);
+    };
 }
 
-#[cfg(feature = "mpi")]
-#[test]
-fn every_workflow_conforms_over_mpi() {
-    run_all(TransportKind::Mpi, 1);
+/// Every case, the `ml-*` workflows' too (MPI only).
+macro_rules! every_case_over {
+    ($(#[$attr:meta])* $transport:ident, $kind:expr, $ranks:expr) => {
+        single_learner_cases_over!($(#[$attr])* $transport, $kind, $ranks,
+            ml_async, ml_rma_random, ml_rma_bin, ml_rma_queue, ml_rma_queue_short);
+    };
 }
 
-/// Each actor an env group of 2 ranks (issue 31): the same books.
-#[cfg(feature = "mpi")]
+single_learner_cases_over!(inproc, TransportKind::Inproc, 1);
+single_learner_cases_over!(quic, TransportKind::Quic, 1);
+every_case_over!(
+    #[cfg(feature = "mpi")]
+    mpi,
+    TransportKind::Mpi,
+    1
+);
+// Each actor an env group of 2 ranks (issue 31): the same books.
+every_case_over!(
+    #[cfg(feature = "mpi")]
+    mpi_env_groups_of_two_ranks,
+    TransportKind::Mpi,
+    2
+);
+
+/// Every case runs over every transport it can (a case added to `cases`
+/// but to no test list would be silently skipped).
 #[test]
-fn every_workflow_conforms_over_mpi_with_env_groups_of_two_ranks() {
-    run_all(TransportKind::Mpi, 2);
+fn every_case_has_its_tests() {
+    for case in cases() {
+        let mut lists = vec![("inproc", inproc::CASES), ("quic", quic::CASES)];
+        if learners(&case) > 1 {
+            lists.clear();
+        }
+        #[cfg(feature = "mpi")]
+        lists.extend([
+            ("mpi", mpi::CASES),
+            (
+                "mpi_env_groups_of_two_ranks",
+                mpi_env_groups_of_two_ranks::CASES,
+            ),
+        ]);
+        for (transport, list) in lists {
+            assert!(
+                list.contains(&case.name),
+                "{} has no test over {transport}",
+                case.name
+            );
+        }
+    }
 }

@@ -263,27 +263,32 @@ fn ranks_that_disagree_are_refused_by_name() {
     );
 }
 
-#[test]
-fn heat_rod_learns_with_two_ranks_per_env_under_async() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/heatrod-dqn-async.toml");
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("heat");
-    let args = ["--ranks-per-env", "2"];
-    let out = run_mpi_groups(&cfg, dir.path(), 1, &[(4, &args[..])]);
-    let (stdout, stderr) = (&out.stdout, &out.stderr);
-    assert!(out.success, "{stdout}\n{stderr}");
-    assert!(
-        stdout.starts_with("target reached (evaluation mean")
-            && stdout.contains("confirmed over 100 episodes"),
-        "{stdout}"
-    );
-    // Both followers stepped.
-    let followers: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.starts_with("env rank "))
-        .collect();
-    assert_eq!(followers.len(), 2, "{stderr}");
-    eprintln!("HeatRod-v0, K = 2: {}", stdout.trim());
+/// Learning-to-target tests of this area (selected by `learn::`).
+mod learn {
+    use super::*;
+
+    #[test]
+    fn heat_rod_learns_with_two_ranks_per_env_under_async() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = workspace_root().join("config/heatrod-dqn-async.toml");
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.output_dir = dir.path().join("heat");
+        let args = ["--ranks-per-env", "2"];
+        let out = run_mpi_groups(&cfg, dir.path(), 1, &[(4, &args[..])]);
+        let (stdout, stderr) = (&out.stdout, &out.stderr);
+        assert!(out.success, "{stdout}\n{stderr}");
+        assert!(
+            stdout.starts_with("target reached (evaluation mean")
+                && stdout.contains("confirmed over 100 episodes"),
+            "{stdout}"
+        );
+        // Both followers stepped.
+        let followers: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("env rank "))
+            .collect();
+        assert_eq!(followers.len(), 2, "{stderr}");
+        eprintln!("HeatRod-v0, K = 2: {}", stdout.trim());
+    }
 }

@@ -118,7 +118,7 @@ fn sampled_replay_equals_the_rows(
     n: usize,
     capacity: usize,
 ) -> usize {
-    use learner_server::replay::{FrameChains, SampledBatch, Transition};
+    use rlfleet_replay::{FrameChains, SampledBatch, Transition};
     let gamma = 0.97f32;
     let od = floats(&rows[0].obs).len();
     let mut chains = FrameChains::new(capacity, od / k, k, 1, n as u32, f64::from(gamma));

@@ -2,7 +2,6 @@
 //! area. Helpers are in the `rlfleet_tests` library (`tests/support/`).
 
 mod actor_faults;
-mod agents_learn;
 mod atari;
 mod bad_config;
 mod bad_input;
@@ -18,9 +17,8 @@ mod env_parity;
 mod frame_stacks;
 mod gpu_check;
 mod inproc;
+mod learn;
 mod local_actor_failures;
-mod memory_task;
-mod minatar;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;
@@ -31,11 +29,9 @@ mod python_client;
 mod python_envs;
 mod resume;
 mod silent_actors;
-mod single_dqn;
 #[cfg(feature = "mpi")]
 mod slurm_job;
 mod systemd_notify;
 mod systemd_units;
 mod tensorboard;
 mod vtrace_reference;
-mod workflows_learn;

@@ -14,49 +14,6 @@ use rlfleet_tests::{episode_ids_and_steps, heavy, run_mpi, run_mpi_groups, works
 use std::time::Duration;
 
 #[test]
-fn dqn_reaches_475_with_async_over_mpi() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("async-mpi");
-    cfg.transport = TransportKind::Mpi;
-    let out = run_mpi(&cfg, dir.path(), 4, &[]);
-    let (stdout, stderr) = (&out.stdout, &out.stderr);
-    assert!(out.success, "{stdout}\n{stderr}");
-    assert!(
-        stdout.starts_with("target reached (evaluation mean"),
-        "{stdout}"
-    );
-    let reports: Vec<_> = stderr
-        .lines()
-        .filter_map(rlfleet_tests::daemon::actor_counts)
-        .collect();
-    assert_eq!(reports.len(), 4, "{stderr}");
-    assert!(
-        rlfleet_tests::daemon::each_took_a_share(&reports),
-        "{reports:?}"
-    );
-    let resolved = std::fs::read_to_string(cfg.output_dir.join("config.resolved.toml")).unwrap();
-    assert!(resolved.contains("transport = \"mpi\""), "{resolved}");
-    // The weights went to the 4 actor ranks as one shared frame per
-    // version: fewer encodings than sends, at most one per version.
-    let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom")).unwrap();
-    let metric = |name| rlfleet_tests::metric_value(&prom, name);
-    let sent = metric("rlfleet_weights_sent_total{transport=\"mpi\"}");
-    let encoded = metric("rlfleet_weights_frames_encoded_total");
-    let versions = metric("rlfleet_train_steps_total") + 1.0;
-    assert!(
-        encoded >= 1.0 && encoded < sent && encoded <= versions,
-        "{encoded} weights frames encoded for {sent} sent, {versions} versions"
-    );
-    eprintln!(
-        "async over mpi: {} ({sent} weights sent, {encoded} encoded)",
-        stdout.trim()
-    );
-}
-
-#[test]
 fn a_gymnasium_env_runs_over_mpi_ranks_with_exact_episode_counts() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
@@ -298,30 +255,6 @@ fn reaches_475_on_two_learner_ranks(file: &str, check: impl Fn(&RunConfig)) -> S
     std::fs::read_to_string(cfg.output_dir.join("metrics.prom")).unwrap()
 }
 
-/// `ml-async`: 2 learner ranks train one DQN data-parallel (gradients
-/// averaged with `MPI_Allreduce`) from 4 actor ranks, reach the target, and
-/// end with bit-identical weights.
-#[test]
-fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
-    reaches_475_on_two_learner_ranks("cartpole-dqn-ml-async.toml", |_| {});
-}
-
-/// `ml-rma` with `bin` selection: actor ranks deposit into queues in the
-/// lead learner's RMA window, each of the 2 learner ranks takes from its own
-/// range of actors, the learners step together, reach the target and end
-/// with bit-identical weights.
-#[test]
-fn dqn_reaches_475_with_ml_rma_on_two_learner_ranks() {
-    let prom = reaches_475_on_two_learner_ranks("cartpole-dqn-ml-rma.toml", |cfg| {
-        assert_eq!(cfg.distributed.window_selector, WindowSelector::Bin);
-    });
-    assert!(
-        prom.lines()
-            .any(|l| l.starts_with("rlfleet_rma_deposits_total ") && !l.ends_with(" 0")),
-        "no deposits: {prom}"
-    );
-}
-
 /// The RMA wrapper under contention: 3 ranks at once on rank 0's window —
 /// fetch-and-add, accumulate and compare-and-swap counts come out exact
 /// (no lost update), and each rank's put reads back as written.
@@ -347,4 +280,77 @@ fn rma_operations_are_exact_under_contention() {
         ),
         "{stdout}"
     );
+}
+
+/// Learning-to-target tests of this area (selected by `learn::`).
+mod learn {
+    use super::*;
+
+    #[test]
+    fn dqn_reaches_475_with_async_over_mpi() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.output_dir = dir.path().join("async-mpi");
+        cfg.transport = TransportKind::Mpi;
+        let out = run_mpi(&cfg, dir.path(), 4, &[]);
+        let (stdout, stderr) = (&out.stdout, &out.stderr);
+        assert!(out.success, "{stdout}\n{stderr}");
+        assert!(
+            stdout.starts_with("target reached (evaluation mean"),
+            "{stdout}"
+        );
+        let reports: Vec<_> = stderr
+            .lines()
+            .filter_map(rlfleet_tests::daemon::actor_counts)
+            .collect();
+        assert_eq!(reports.len(), 4, "{stderr}");
+        assert!(
+            rlfleet_tests::daemon::each_took_a_share(&reports),
+            "{reports:?}"
+        );
+        let resolved =
+            std::fs::read_to_string(cfg.output_dir.join("config.resolved.toml")).unwrap();
+        assert!(resolved.contains("transport = \"mpi\""), "{resolved}");
+        // The weights went to the 4 actor ranks as one shared frame per
+        // version: fewer encodings than sends, at most one per version.
+        let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom")).unwrap();
+        let metric = |name| rlfleet_tests::metric_value(&prom, name);
+        let sent = metric("rlfleet_weights_sent_total{transport=\"mpi\"}");
+        let encoded = metric("rlfleet_weights_frames_encoded_total");
+        let versions = metric("rlfleet_train_steps_total") + 1.0;
+        assert!(
+            encoded >= 1.0 && encoded < sent && encoded <= versions,
+            "{encoded} weights frames encoded for {sent} sent, {versions} versions"
+        );
+        eprintln!(
+            "async over mpi: {} ({sent} weights sent, {encoded} encoded)",
+            stdout.trim()
+        );
+    }
+
+    /// `ml-async`: 2 learner ranks train one DQN data-parallel (gradients
+    /// averaged with `MPI_Allreduce`) from 4 actor ranks, reach the target, and
+    /// end with bit-identical weights.
+    #[test]
+    fn dqn_reaches_475_with_ml_async_on_two_learner_ranks() {
+        reaches_475_on_two_learner_ranks("cartpole-dqn-ml-async.toml", |_| {});
+    }
+
+    /// `ml-rma` with `bin` selection: actor ranks deposit into queues in the
+    /// lead learner's RMA window, each of the 2 learner ranks takes from its own
+    /// range of actors, the learners step together, reach the target and end
+    /// with bit-identical weights.
+    #[test]
+    fn dqn_reaches_475_with_ml_rma_on_two_learner_ranks() {
+        let prom = reaches_475_on_two_learner_ranks("cartpole-dqn-ml-rma.toml", |cfg| {
+            assert_eq!(cfg.distributed.window_selector, WindowSelector::Bin);
+        });
+        assert!(
+            prom.lines()
+                .any(|l| l.starts_with("rlfleet_rma_deposits_total ") && !l.ends_with(" 0")),
+            "no deposits: {prom}"
+        );
+    }
 }

@@ -41,68 +41,73 @@ struct Seen {
     torch: bool,
 }
 
-#[test]
-fn async_with_ort_actors_reaches_475_without_libtorch_in_the_actors() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("out");
-    let cfg_path = dir.path().join("run.toml");
-    std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
-    let mut learner = Command::new(binary("learner-server"))
-        .args(["run", "--no-progress", "--local-actors", "4"])
-        .arg(&cfg_path)
-        .env("RUST_LOG", "warn")
-        .env("RLFLEET_ACTOR_INFERENCE", "ort")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let actor_exe = binary("actor-client");
-    let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
-    while learner.try_wait().unwrap().is_none() {
-        for pid in children(learner.id()) {
-            let is_actor =
-                std::fs::read_link(format!("/proc/{pid}/exe")).is_ok_and(|exe| exe == actor_exe);
-            let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
-                continue;
-            };
-            if !is_actor {
-                continue;
+/// Learning-to-target tests of this area (selected by `learn::`).
+mod learn {
+    use super::*;
+
+    #[test]
+    fn async_with_ort_actors_reaches_475_without_libtorch_in_the_actors() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.output_dir = dir.path().join("out");
+        let cfg_path = dir.path().join("run.toml");
+        std::fs::write(&cfg_path, cfg.to_resolved_toml()).unwrap();
+        let mut learner = Command::new(binary("learner-server"))
+            .args(["run", "--no-progress", "--local-actors", "4"])
+            .arg(&cfg_path)
+            .env("RUST_LOG", "warn")
+            .env("RLFLEET_ACTOR_INFERENCE", "ort")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let actor_exe = binary("actor-client");
+        let mut seen: BTreeMap<u32, Seen> = BTreeMap::new();
+        while learner.try_wait().unwrap().is_none() {
+            for pid in children(learner.id()) {
+                let is_actor = std::fs::read_link(format!("/proc/{pid}/exe"))
+                    .is_ok_and(|exe| exe == actor_exe);
+                let Ok(maps) = std::fs::read_to_string(format!("/proc/{pid}/maps")) else {
+                    continue;
+                };
+                if !is_actor {
+                    continue;
+                }
+                let s = seen.entry(pid).or_default();
+                s.samples += 1;
+                s.onnxruntime |= maps.contains("libonnxruntime.so");
+                s.torch |= maps.contains("libtorch");
             }
-            let s = seen.entry(pid).or_default();
-            s.samples += 1;
-            s.onnxruntime |= maps.contains("libonnxruntime.so");
-            s.torch |= maps.contains("libtorch");
+            std::thread::sleep(Duration::from_millis(100));
         }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let out = rlfleet_tests::wait_output(
-        learner,
-        rlfleet_tests::run_limit(&cfg),
-        "the learner with ort actors",
-    );
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    assert!(
-        stdout.starts_with("target reached (evaluation mean"),
-        "{stdout}\n{stderr}"
-    );
-    eprintln!("ort actors: {}", stdout.trim());
-    eprintln!("actor processes and their maps: {seen:?}");
-    assert_eq!(seen.len(), 4, "actor processes seen: {seen:?}");
-    for (pid, s) in &seen {
-        assert!(
-            s.onnxruntime,
-            "actor {pid} never had libonnxruntime mapped: {s:?}"
+        let out = rlfleet_tests::wait_output(
+            learner,
+            rlfleet_tests::run_limit(&cfg),
+            "the learner with ort actors",
         );
-        assert!(!s.torch, "actor {pid} had libtorch mapped: {s:?}");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        assert!(out.status.success(), "{stdout}\n{stderr}");
+        assert!(
+            stdout.starts_with("target reached (evaluation mean"),
+            "{stdout}\n{stderr}"
+        );
+        eprintln!("ort actors: {}", stdout.trim());
+        eprintln!("actor processes and their maps: {seen:?}");
+        assert_eq!(seen.len(), 4, "actor processes seen: {seen:?}");
+        for (pid, s) in &seen {
+            assert!(
+                s.onnxruntime,
+                "actor {pid} never had libonnxruntime mapped: {s:?}"
+            );
+            assert!(!s.torch, "actor {pid} had libtorch mapped: {s:?}");
+        }
+        let evals = read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+        let best = evals.iter().map(|e| e.mean_return).fold(f64::MIN, f64::max);
+        assert!(best >= 475.0, "best evaluation {best}");
     }
-    let evals = read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
-    let best = evals.iter().map(|e| e.mean_return).fold(f64::MIN, f64::max);
-    assert!(best >= 475.0, "best evaluation {best}");
 }

@@ -409,36 +409,6 @@ fn single_plays_an_episode_again_when_its_env_raises() {
 }
 
 #[test]
-fn gymnasium_cartpole_learns_as_the_builtin_does_with_the_same_config() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
-    let mut steps = Vec::new();
-    for env in ["CartPole-v1", "gymnasium:CartPole-v1"] {
-        let mut cfg = RunConfig::load(&shipped).unwrap();
-        cfg.env = env.into();
-        cfg.output_dir = dir.path().join(env.replace(':', "-"));
-        let out = run_embedded(&cfg, dir.path(), &[]);
-        assert!(out.success, "{env}: {}\n{}", out.stdout, out.stderr);
-        assert!(
-            out.stdout.starts_with("target reached (evaluation mean"),
-            "{env}: {}",
-            out.stdout
-        );
-        let summary = rlfleet_tests::read_summary(&cfg.output_dir);
-        steps.push(summary["env_steps"].as_integer().unwrap() as f64);
-        eprintln!("{env}: {}", out.stdout.trim());
-    }
-    // The same target within a factor of 20 in env steps: runs of 4 actor
-    // processes are not step-for-step reproducible, and one seed of the
-    // same config has stopped anywhere from 2,617 (a built-in run of
-    // 2026-11-26, against 33,579 through Gymnasium in the same test) to
-    // 50,000 steps.
-    let ratio = steps[1] / steps[0];
-    assert!((0.05..=20.0).contains(&ratio), "{steps:?}");
-}
-
-#[test]
 fn uint8_image_observations_stay_uint8_on_the_wire_and_in_replay() {
     let _heavy = heavy();
     let dir = tempfile::tempdir().unwrap();
@@ -490,28 +460,6 @@ fn uint8_image_observations_stay_uint8_on_the_wire_and_in_replay() {
             (buffer * (2 * 32 + 12)) as f64
         );
     }
-}
-
-#[test]
-fn mujoco_reacher_td3_single_reaches_its_stated_return() {
-    let _heavy = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let shipped = workspace_root().join("config/reacher-td3-single.toml");
-    let mut cfg = RunConfig::load(&shipped).unwrap();
-    cfg.output_dir = dir.path().join("reacher-single");
-    assert_eq!(cfg.stop.target_eval_return, Some(-7.5));
-    assert_eq!(cfg.eval.episodes, 100, "the target holds over 100 episodes");
-    let out = rlfleet_tests::run_single(&cfg, dir.path());
-    assert!(out.success, "{}\n{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.starts_with("target reached (evaluation mean"),
-        "{}",
-        out.stdout
-    );
-    let summary = rlfleet_tests::read_summary(&cfg.output_dir);
-    assert!(summary["best_eval_return"].as_float().unwrap() >= -7.5);
-    assert!(summary["env_steps"].as_integer().unwrap() <= 30_000);
-    eprintln!("reacher single: {}", out.stdout.trim());
 }
 
 #[test]
@@ -577,4 +525,61 @@ learning_starts = 100
         Some(0.0),
         "{summary}"
     );
+}
+
+/// Learning-to-target tests of this area (selected by `learn::`).
+mod learn {
+    use super::*;
+
+    #[test]
+    fn gymnasium_cartpole_learns_as_the_builtin_does_with_the_same_config() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = workspace_root().join("config/cartpole-dqn-async.toml");
+        let mut steps = Vec::new();
+        for env in ["CartPole-v1", "gymnasium:CartPole-v1"] {
+            let mut cfg = RunConfig::load(&shipped).unwrap();
+            cfg.env = env.into();
+            cfg.output_dir = dir.path().join(env.replace(':', "-"));
+            let out = run_embedded(&cfg, dir.path(), &[]);
+            assert!(out.success, "{env}: {}\n{}", out.stdout, out.stderr);
+            assert!(
+                out.stdout.starts_with("target reached (evaluation mean"),
+                "{env}: {}",
+                out.stdout
+            );
+            let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+            steps.push(summary["env_steps"].as_integer().unwrap() as f64);
+            eprintln!("{env}: {}", out.stdout.trim());
+        }
+        // The same target within a factor of 20 in env steps: runs of 4 actor
+        // processes are not step-for-step reproducible, and one seed of the
+        // same config has stopped anywhere from 2,617 (a built-in run of
+        // 2026-11-26, against 33,579 through Gymnasium in the same test) to
+        // 50,000 steps.
+        let ratio = steps[1] / steps[0];
+        assert!((0.05..=20.0).contains(&ratio), "{steps:?}");
+    }
+
+    #[test]
+    fn mujoco_reacher_td3_single_reaches_its_stated_return() {
+        let _heavy = heavy();
+        let dir = tempfile::tempdir().unwrap();
+        let shipped = workspace_root().join("config/reacher-td3-single.toml");
+        let mut cfg = RunConfig::load(&shipped).unwrap();
+        cfg.output_dir = dir.path().join("reacher-single");
+        assert_eq!(cfg.stop.target_eval_return, Some(-7.5));
+        assert_eq!(cfg.eval.episodes, 100, "the target holds over 100 episodes");
+        let out = rlfleet_tests::run_single(&cfg, dir.path());
+        assert!(out.success, "{}\n{}", out.stdout, out.stderr);
+        assert!(
+            out.stdout.starts_with("target reached (evaluation mean"),
+            "{}",
+            out.stdout
+        );
+        let summary = rlfleet_tests::read_summary(&cfg.output_dir);
+        assert!(summary["best_eval_return"].as_float().unwrap() >= -7.5);
+        assert!(summary["env_steps"].as_integer().unwrap() <= 30_000);
+        eprintln!("reacher single: {}", out.stdout.trim());
+    }
 }

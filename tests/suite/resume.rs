@@ -178,7 +178,7 @@ fn every_agent_resumes_with_its_whole_state() {
 fn resume_with_the_replay(
     cfg: &RunConfig,
     ck_path: std::path::PathBuf,
-    img: &learner_server::replay::ReplayImage,
+    img: &rlfleet_replay::ReplayImage,
     what: &str,
 ) -> u64 {
     let run = SingleRun::new(cfg, &RunOptions::new(Some(ck_path), false)).unwrap();

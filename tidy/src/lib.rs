@@ -23,10 +23,70 @@ pub mod manifest;
 use std::path::Path;
 
 /// Crates whose modules are layered and whose files keep the line budget.
-pub const LAYERED: [&str; 4] = ["learner-server", "actor-client", "shared", "checkpoint"];
+pub const LAYERED: [&str; 7] = [
+    "learner-server",
+    "actor-client",
+    "shared",
+    "checkpoint",
+    "crates/kernels",
+    "crates/quic",
+    "crates/replay",
+];
 
 /// Every other crate of the workspace: files open with a `//!` line.
 pub const DOCUMENTED: [&str; 4] = ["tests", "bench", "python", "tidy"];
+
+/// What a crate must not depend on, and why (ARCHITECTURE.md's crate
+/// graph): the Cargo manifest is the enforced list of what a crate may
+/// use, so an import across these lines does not compile.
+pub const FORBIDDEN: [(&str, &[&str], &str); 6] = [
+    (
+        "crates/kernels",
+        &[
+            "rlfleet-shared",
+            "rlfleet-checkpoint",
+            "rlfleet-quic",
+            "rlfleet-replay",
+            "actor-client",
+            "learner-server",
+            "tch",
+            "torch-sys",
+        ],
+        "the kernels are the bottom crate",
+    ),
+    (
+        "crates/quic",
+        &["tch", "torch-sys", "learner-server", "actor-client"],
+        "QUIC carries frames; it knows no agent and no actor",
+    ),
+    (
+        "checkpoint",
+        &["tch", "torch-sys", "learner-server"],
+        "a checkpoint is plain data: the fuzz build compiles it without libtorch",
+    ),
+    (
+        "actor-client",
+        &["tch", "torch-sys", "learner-server"],
+        "an actor process never loads libtorch",
+    ),
+    (
+        "shared",
+        &[
+            "quinn",
+            "rustls",
+            "rcgen",
+            "ring",
+            "socket2",
+            "rlfleet-quic",
+        ],
+        "environments, the config and the wire protocol need no QUIC (that is rlfleet-quic)",
+    ),
+    (
+        "crates/replay",
+        &["tch", "torch-sys", "learner-server", "tokio"],
+        "replay is plain data: no tensors, no runtime",
+    ),
+];
 
 /// The files of a crate that may hold `unsafe` (ARCHITECTURE.md names
 /// them and why): FFI and memory maps, the AVX2 and AVX-512 kernels (a
@@ -145,13 +205,10 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
     }
     let shared = std::fs::read_to_string(root.join("shared/Cargo.toml"))?;
     problems.extend(manifest::check_native_optional(&shared, "shared"));
-    let actor = std::fs::read_to_string(root.join("actor-client/Cargo.toml"))?;
-    problems.extend(manifest::check_absent(
-        &actor,
-        "actor-client",
-        &["tch", "torch-sys", "learner-server"],
-        "an actor process never loads libtorch",
-    ));
+    for (krate, forbidden, why) in FORBIDDEN {
+        let manifest = std::fs::read_to_string(root.join(krate).join("Cargo.toml"))?;
+        problems.extend(manifest::check_absent(&manifest, krate, forbidden, why));
+    }
     for krate in DOCUMENTED {
         if !root.join(krate).is_dir() {
             continue;

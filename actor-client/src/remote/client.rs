@@ -9,8 +9,8 @@
 use super::Refused;
 use super::connect::{fresh_rng, open, server_name};
 use rand::Rng;
+use rlfleet_quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::quic::{FramedStream, Liveness, Trust, client_endpoint};
 use rlfleet_shared::wire::{self, Hello, Message, Observations, Welcome, flags};
 use std::time::{Duration, Instant};
 

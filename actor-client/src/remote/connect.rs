@@ -4,7 +4,7 @@
 
 use super::{ActorOptions, ActorReport, Carry, Link, SessionEnd, session};
 use rand::Rng;
-use rlfleet_shared::quic::{FrameReader, FramedStream, client_endpoint};
+use rlfleet_quic::{FrameReader, FramedStream, client_endpoint};
 use rlfleet_shared::wire::{self, Message};
 use std::time::Duration;
 use tokio::sync::mpsc;
@@ -203,7 +203,7 @@ pub(super) fn fresh_rng() -> rand_pcg::Pcg64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use rlfleet_shared::quic::{Liveness, ServerIdentity, Trust, server_endpoint};
+    use rlfleet_quic::{Liveness, ServerIdentity, Trust, server_endpoint};
     use rlfleet_shared::wire::{Actions, Observations};
 
     fn observations(seq: u64, values: usize) -> Message {

@@ -60,7 +60,7 @@ pub async fn run_lanes(
 mod tests {
     use super::*;
     use crate::remote::{Inference, Player};
-    use rlfleet_shared::quic::{Liveness, Trust};
+    use rlfleet_quic::{Liveness, Trust};
     use std::time::Duration;
 
     fn opts(envs: u32) -> ActorOptions {

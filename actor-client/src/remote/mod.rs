@@ -24,8 +24,8 @@ pub use lanes::{lane_options, run_lanes};
 pub use link::{InprocLink, Link};
 
 use rand::Rng;
+use rlfleet_quic::{Liveness, Trust};
 use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::quic::{Liveness, Trust};
 use rlfleet_shared::wire::{self, Hello, Message, Submission};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;

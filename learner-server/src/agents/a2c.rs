@@ -16,7 +16,7 @@ use super::sequences::{Padded, all_pieces, windowed_both};
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
-use crate::replay::Transition;
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::A2cConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, Core};

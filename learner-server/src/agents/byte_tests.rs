@@ -5,7 +5,7 @@
 //! learns from the same values as `f32`.
 
 use super::{A2c, Agent, Dqn, Ppo, Sac};
-use crate::replay::{Blob, BlobType, Transition};
+use rlfleet_replay::{Blob, BlobType, Transition};
 use rlfleet_shared::config::{A2cConfig, DqnConfig, PpoConfig, SacConfig};
 use rlfleet_shared::env::{EnvSpec, ObsDtype, Space};
 use tch::Device;

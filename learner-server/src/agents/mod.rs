@@ -39,7 +39,7 @@ pub use sac::Sac;
 pub use td3::Td3;
 
 use crate::device::{download_into, upload};
-use crate::replay::{ObsStore, SampledBatch, Transition};
+use rlfleet_replay::{ObsStore, SampledBatch, Transition};
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
 use tch::Device;
@@ -55,7 +55,7 @@ pub enum AgentError {
     #[error("weights contain a non-finite value at index {0}")]
     NonFinite(usize),
     #[error(transparent)]
-    Replay(#[from] crate::replay::ImageError),
+    Replay(#[from] rlfleet_replay::ImageError),
     #[error("this agent keeps no replay to restore")]
     NoReplay,
 }
@@ -147,11 +147,11 @@ pub trait Agent: Send {
     /// (`None` for agents without a replay). N-step windows of open
     /// episodes are not in it: every episode open at a checkpoint is
     /// played again from its start after a restore.
-    fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
+    fn replay_image(&self) -> Option<rlfleet_replay::ReplayImage> {
         None
     }
     /// Puts back a replay [`Agent::replay_image`] saved.
-    fn restore_replay(&mut self, _img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+    fn restore_replay(&mut self, _img: &rlfleet_replay::ReplayImage) -> Result<(), AgentError> {
         Err(AgentError::NoReplay)
     }
     /// Gradient steps [`Agent::train`] would take at `env_steps` once its

@@ -5,9 +5,9 @@
 //! sampled batches as tensors ([`Batch`]).
 
 use super::to_vec;
-use crate::replay::{ObsValue, SampledBatch, Transition, UniformReplay};
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
+use rlfleet_replay::{ObsValue, SampledBatch, Transition, UniformReplay};
 use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::policy::{ContinuousHead, ContinuousPolicy};
 use tch::{Device, Kind, Tensor};
@@ -223,11 +223,11 @@ macro_rules! off_policy_agent {
                 .act(&self.actor, self.train_steps, obs, env_steps, action);
         }
 
-        fn observe(&mut self, t: &crate::replay::Transition<'_>) {
+        fn observe(&mut self, t: &rlfleet_replay::Transition<'_>) {
             self.core.observe(t);
         }
 
-        fn observe_bytes(&mut self, t: &crate::replay::Transition<'_, u8>) {
+        fn observe_bytes(&mut self, t: &rlfleet_replay::Transition<'_, u8>) {
             self.core.observe(t);
         }
 
@@ -263,13 +263,13 @@ macro_rules! off_policy_agent {
             self.core.replay_bytes()
         }
 
-        fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
-            let mut img = crate::replay::ReplayImage::default();
+        fn replay_image(&self) -> Option<rlfleet_replay::ReplayImage> {
+            let mut img = rlfleet_replay::ReplayImage::default();
             self.core.replay().image(&mut img);
             Some(img)
         }
 
-        fn restore_replay(&mut self, img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+        fn restore_replay(&mut self, img: &rlfleet_replay::ReplayImage) -> Result<(), AgentError> {
             Ok(self.core.replay_mut().restore(img)?)
         }
 

@@ -66,8 +66,8 @@ impl Rmsprop {
         let (w, eps, lr) = ((1.0 - self.alpha) as f32, self.eps as f32, self.lr as f32);
         let avg = self.centered.then_some(avg);
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU was just checked to have AVX-512F, the only
+        if rlfleet_kernels::cpu::avx512f() {
+            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
             // requirement of a `target_feature` function.
             #[allow(unsafe_code)]
             unsafe {
@@ -250,7 +250,7 @@ mod tests {
     #[test]
     #[cfg(target_arch = "x86_64")]
     fn the_avx512_pass_gives_the_same_bits() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
+        if !rlfleet_kernels::cpu::Features::detected().avx512f {
             return;
         }
         let n = 1003;

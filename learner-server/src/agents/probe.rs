@@ -7,9 +7,9 @@
 
 use super::{Agent, AgentError, AgentState, NamedTensor, Weights, check_weights};
 use crate::output::{CsvFile, format};
-use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;

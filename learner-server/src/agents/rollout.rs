@@ -3,7 +3,7 @@
 //! version that acted each. A uint8 env's observations are kept as bytes
 //! and cross to the device as bytes.
 
-use crate::replay::{ObsStore, ObsValue, Transition};
+use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use std::collections::HashMap;
 
 #[derive(Debug)]

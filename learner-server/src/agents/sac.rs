@@ -185,7 +185,7 @@ impl Agent for Sac {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::Transition;
+    use rlfleet_replay::Transition;
 
     /// Every step trains the critics, the actor and the temperature; the
     /// log probability of the squashed sample matches a by-hand density;

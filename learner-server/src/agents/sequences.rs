@@ -6,7 +6,7 @@
 use super::rollout::Rollout;
 use super::rows_on_device;
 use crate::nets::FlatNet;
-use crate::replay::ObsStore;
+use rlfleet_replay::ObsStore;
 use tch::{Kind, Tensor};
 
 /// Segments as `[steps, batch]` sequences: sequence `b` holds segment

@@ -156,7 +156,7 @@ impl Agent for Td3 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::replay::Transition;
+    use rlfleet_replay::Transition;
 
     /// Critic steps every call, actor steps every `policy_delay`-th; a
     /// state round trip restores everything; actions stay in the box.

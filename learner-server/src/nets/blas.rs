@@ -80,7 +80,7 @@ pub(crate) fn gemm(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
+    if rlfleet_kernels::cpu::avx512f() {
         use super::gemm_kernel::{broadcast_rows, dot_rows};
         // Each form vectorises along a dimension; below one vector's
         // width BLAS does better.
@@ -91,7 +91,7 @@ pub(crate) fn gemm(
             (true, true) => false,
         };
         if run {
-            // SAFETY: the CPU was just checked to have AVX-512F, the only
+            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
             // requirement of a `target_feature` function.
             #[allow(unsafe_code)]
             unsafe {

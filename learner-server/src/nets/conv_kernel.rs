@@ -42,8 +42,8 @@ pub(super) fn forward(
     y: &mut [f32],
 ) -> bool {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") {
-        // SAFETY: the CPU was just checked to have AVX-512F, the only
+    if rlfleet_kernels::cpu::avx512f() {
+        // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
         // requirement of a `target_feature` function.
         #[allow(unsafe_code)]
         unsafe {
@@ -65,9 +65,8 @@ pub(super) fn weight_grad(
     g_bias: &mut [f32],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("fma")
-    {
-        // SAFETY: the CPU was just checked to have AVX-512F and FMA, the
+    if rlfleet_kernels::cpu::avx512f_fma() {
+        // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F and FMA, the
         // only requirement of a `target_feature` function.
         #[allow(unsafe_code)]
         unsafe {

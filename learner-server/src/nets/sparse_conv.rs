@@ -168,8 +168,8 @@ impl SparseInput {
     /// (`[o, c, k, k]`) plus `bias`).
     pub(super) fn forward_relu(&self, weight: &[f32], bias: &[f32], y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
-            // SAFETY: the CPU was just checked to have AVX-512F, the only
+        if rlfleet_kernels::cpu::avx512f() {
+            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
             // requirement of a `target_feature` function.
             #[allow(unsafe_code)]
             unsafe {
@@ -240,7 +240,7 @@ impl SparseInput {
         g_bias: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx512f") {
+        if rlfleet_kernels::cpu::avx512f() {
             // SAFETY: as in `forward_relu`.
             #[allow(unsafe_code)]
             unsafe {

@@ -146,7 +146,7 @@ mod tests {
     /// positions and a tail, with a partial group of channels.
     #[test]
     fn moves_agree_with_element_by_element_ones() {
-        if !std::arch::is_x86_feature_detected!("avx512f") {
+        if !rlfleet_kernels::cpu::Features::detected().avx512f {
             return;
         }
         let (positions, lanes) = (37, 11);

@@ -8,7 +8,7 @@
 use super::session::{End, Session, Wire};
 use crate::metrics::Metrics;
 use crate::registry::Registry;
-use rlfleet_shared::quic::FramedStream;
+use rlfleet_quic::FramedStream;
 use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -79,9 +79,8 @@ impl Dense {
             y.len() / self.fan_out().max(1)
         );
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-        {
-            // SAFETY: the CPU was just checked to have AVX2 and FMA, the
+        if rlfleet_kernels::cpu::avx2_fma() {
+            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX2 and FMA, the
             // only requirement of a `target_feature` function. (The
             // workspace denies unsafe code; calls like this one are
             // allowed one by one.)

@@ -3,9 +3,9 @@
 //! error, never a misread).
 
 use crate::agents::{AgentState, NamedTensor};
-use crate::replay::Transition;
 use rkyv::rancor;
 use rkyv::{Archive, Deserialize, Serialize};
+use rlfleet_replay::Transition;
 
 /// One command from the lead learner to a helper.
 #[derive(Debug, Clone, PartialEq, Archive, Serialize, Deserialize)]

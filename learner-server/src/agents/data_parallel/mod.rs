@@ -18,8 +18,8 @@ pub use allreduce::AllreduceMean;
 pub use helper::serve_helper;
 
 use super::{Agent, AgentError, AgentState, Weights};
-use crate::replay::Transition;
 use command::{Command, Item, StateMsg, Step};
+use rlfleet_replay::Transition;
 use rlfleet_shared::mpi::Group;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Destination, Source};
 use std::path::Path;

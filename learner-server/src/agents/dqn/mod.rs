@@ -12,10 +12,10 @@ mod tests;
 use super::q_state::{load_q_state, q_state};
 use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
 use crate::nets::FlatNet;
-use crate::replay::Transition;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use replay::DqnReplay;
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::{DqnConfig, TargetUpdate};
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, NetCopy, NetShape, argmax};
@@ -357,11 +357,11 @@ impl Agent for Dqn {
         Ok(())
     }
 
-    fn replay_image(&self) -> Option<crate::replay::ReplayImage> {
+    fn replay_image(&self) -> Option<rlfleet_replay::ReplayImage> {
         Some(self.replay.image())
     }
 
-    fn restore_replay(&mut self, img: &crate::replay::ReplayImage) -> Result<(), AgentError> {
+    fn restore_replay(&mut self, img: &rlfleet_replay::ReplayImage) -> Result<(), AgentError> {
         self.replay.restore(img)
     }
 }

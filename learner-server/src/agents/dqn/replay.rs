@@ -5,11 +5,11 @@
 //! gradient step reads.
 
 use crate::agents::AgentError;
-use crate::replay::{
-    FrameChains, NStep, ObsValue, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay,
-};
 use rand::Rng;
 use rand_pcg::Pcg64;
+use rlfleet_replay::{
+    FrameChains, NStep, ObsValue, Prioritized, ReplayImage, SampledBatch, Transition, UniformReplay,
+};
 use rlfleet_shared::config::DqnConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;

@@ -19,7 +19,7 @@ use super::versions::KeptVersions;
 use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
-use crate::replay::{ObsStore, ObsValue, Transition};
+use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, Core};

@@ -31,9 +31,9 @@ use super::{
     Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
 };
 use crate::nets::FlatNet;
-use crate::replay::{ObsStore, ObsValue, Transition};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::PpoConfig;
 use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::nets::{ConvTorso, Core, NetShape};

@@ -6,7 +6,7 @@
 //! that bootstrap's discount (0 past a termination); with the value
 //! rescaling h and its inverse.
 
-use crate::replay::{ObsStore, Sequence};
+use rlfleet_replay::{ObsStore, Sequence};
 use rlfleet_shared::nets::Rows;
 use tch::Tensor;
 

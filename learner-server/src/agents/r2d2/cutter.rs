@@ -11,7 +11,7 @@
 //! open episode's state through the caller's copy of the network as the
 //! steps come in, as the actor that played them did.
 
-use crate::replay::{ObsStore, Sequence};
+use rlfleet_replay::{ObsStore, Sequence};
 use rlfleet_shared::nets::Rows;
 use std::collections::{HashMap, VecDeque};
 

@@ -17,7 +17,7 @@ mod update;
 use super::q_state::{load_q_state, q_state};
 use super::{Agent, AgentError, AgentState, Optimizer, Weights, check_weights, copy_into, to_vec};
 use crate::nets::{DeviceForward, FlatNet};
-use crate::replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
+use rlfleet_replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
 
 use cutter::{Cutter, Step};
 use rand::SeedableRng;
@@ -195,7 +195,7 @@ impl R2d2 {
     fn store(
         replay: &mut SequenceReplay,
         per: &mut Prioritized,
-    ) -> impl FnOnce(&crate::replay::Sequence<'_>) {
+    ) -> impl FnOnce(&rlfleet_replay::Sequence<'_>) {
         move |s| {
             let slot = replay.push(s);
             per.pushed(slot);

@@ -6,7 +6,7 @@
 use super::R2d2;
 use super::batch::{Layout, rescale, unrescale};
 use crate::agents::{Adam, rows_on_device, to_vec};
-use crate::replay::ObsStore;
+use rlfleet_replay::ObsStore;
 use tch::{Kind, Tensor};
 
 impl R2d2 {

@@ -7,9 +7,9 @@ use super::checks::{Refusal, check_submission};
 use super::core::{Core, Parked};
 use super::frames::Frames;
 use super::ledger::Standing;
-use crate::replay::Transition;
 use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::wire::{Experience, StepRef, Submission};
 

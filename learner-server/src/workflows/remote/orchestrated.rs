@@ -6,8 +6,8 @@
 
 use super::core::{Core, stop_message};
 use super::workflow::Workflow;
-use crate::replay::RateLimiter;
 use crate::vocab::{ConnId, Reply};
+use rlfleet_replay::RateLimiter;
 use rlfleet_shared::wire::Submission;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;

@@ -3,7 +3,7 @@
 //! state n steps on) before they go into a replay. Observations go through
 //! as they came: values, or a uint8 env's bytes (`NStep<u8>`).
 
-use super::Transition;
+use crate::uniform::Transition;
 use std::collections::{HashMap, VecDeque};
 
 /// A step waiting for the rewards that follow it.

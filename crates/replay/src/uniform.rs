@@ -1,7 +1,7 @@
 //! [`UniformReplay`]: a preallocated ring of transitions with uniform
 //! sampling.
 
-use super::{ObsStore, ObsValue};
+use crate::obs_store::{ObsStore, ObsValue};
 use rand::Rng;
 use rlfleet_checkpoint::{Blob, ImageError, ReplayImage};
 

@@ -2,7 +2,7 @@
 //! given steps gathered into a batch with their stacks as bytes.
 
 use super::FrameChains;
-use crate::replay::SampledBatch;
+use crate::uniform::SampledBatch;
 use rand::Rng;
 
 impl FrameChains {

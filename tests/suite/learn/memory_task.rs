@@ -63,7 +63,7 @@ fn recurrent_ppo_names_the_cue_under_single_sync_and_seed_a2c() {
     let dir = tempfile::tempdir().unwrap();
     solve_single("memory-ppo-lstm-single", dir.path());
     for config in ["memory-ppo-lstm-sync", "memory-ppo-lstm-seed-a2c"] {
-        crate::workflows_learn::learn_config(config, dir.path());
+        super::workflows::learn_config(config, dir.path());
     }
 }
 
@@ -81,7 +81,7 @@ fn r2d2_names_the_cue_under_single_async_and_seed() {
     let dir = tempfile::tempdir().unwrap();
     solve_single("memory-r2d2-single", dir.path());
     for config in ["memory-r2d2-async", "memory-r2d2-seed"] {
-        crate::workflows_learn::learn_config(config, dir.path());
+        super::workflows::learn_config(config, dir.path());
     }
 }
 

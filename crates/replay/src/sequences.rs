@@ -5,7 +5,7 @@
 //! padded to the longest a sequence can be; with its image for
 //! checkpoints.
 
-use super::obs_store::ObsStore;
+use crate::obs_store::ObsStore;
 use rlfleet_checkpoint::{Blob, ImageError, ReplayImage};
 use rlfleet_shared::nets::Rows;
 
@@ -198,7 +198,9 @@ impl SequenceReplay {
         if let Some(bad) = steps.iter().position(|&s| s == 0) {
             return Err(ImageError(format!("sequence {bad} has no steps")));
         }
-        let terminated = img.blob("terminated", super::BlobType::U8, n)?.to_vec();
+        let terminated = img
+            .blob("terminated", rlfleet_checkpoint::BlobType::U8, n)?
+            .to_vec();
         self.obs = obs;
         self.actions[..n * m].copy_from_slice(&actions);
         self.rewards[..n * m].copy_from_slice(&rewards);

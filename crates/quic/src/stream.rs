@@ -1,8 +1,8 @@
 //! [`FramedStream`]: one bidirectional QUIC stream carrying frames, with
 //! byte counts for the transport metrics.
 
-use crate::wire::{self, FrameError, Message};
 use rkyv::util::AlignedVec;
+use rlfleet_shared::wire::{self, FrameError, Message};
 
 /// Both halves of a bidirectional stream and the buffers its frames reuse.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 //! run plays them again from their start, so every chain ends where it is.
 
 use super::{FrameChains, NONE};
-use crate::replay::{Blob, BlobType, ImageError, ReplayImage};
+use rlfleet_checkpoint::{Blob, BlobType, ImageError, ReplayImage};
 use std::collections::HashMap;
 
 /// Slot numbers as f64 (exact below 2^53), `NONE` as -1.

@@ -6,8 +6,10 @@
 //! a slot.
 
 use super::*;
-use crate::replay::{NStep, ReplayImage, SampledBatch};
+use crate::n_step::NStep;
+use crate::uniform::SampledBatch;
 use rand::{Rng, SeedableRng};
+use rlfleet_checkpoint::ReplayImage;
 use std::collections::HashMap;
 
 const F: usize = 2;

@@ -110,7 +110,7 @@ impl ServerIdentity {
             .with_no_client_auth()
             .with_single_cert(self.certs.clone(), self.key.clone_key())
             .map_err(|e| TlsError::Config(e.to_string()))?;
-        cfg.alpn_protocols = vec![super::ALPN.to_vec()];
+        cfg.alpn_protocols = vec![crate::ALPN.to_vec()];
         Ok(cfg)
     }
 }
@@ -169,7 +169,7 @@ impl Trust {
                     .with_no_client_auth()
             }
         };
-        cfg.alpn_protocols = vec![super::ALPN.to_vec()];
+        cfg.alpn_protocols = vec![crate::ALPN.to_vec()];
         Ok(cfg)
     }
 }

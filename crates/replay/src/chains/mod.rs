@@ -17,7 +17,7 @@
 mod image;
 mod sample;
 
-use super::Transition;
+use crate::uniform::Transition;
 use std::collections::HashMap;
 
 const NONE: u32 = u32::MAX;
