@@ -5,8 +5,8 @@
 //! what one agent step costs in plain network updates.
 
 use crate::measure::{rate, write_json};
-use learner_server::agents::{Agent, build_agent};
 use rand::{Rng, SeedableRng};
+use rlfleet_learning::agents::{Agent, build_agent};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::{self, Action, Space};

@@ -22,9 +22,9 @@ use crate::measure::write_json;
 use crate::torch_python;
 use crate::workflows::{run_local_envs, shipped as shipped_path};
 use actor_client::ort_net::OrtForward;
-use learner_server::agents::{Agent, Dqn};
-use learner_server::nets::DeviceForward;
 use rand::{Rng, SeedableRng};
+use rlfleet_learning::agents::{Agent, Dqn};
+use rlfleet_learning::nets::DeviceForward;
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::{
     AgentKind, CoreKind, DqnConfig, ModelConfig, RunConfig, Torso, WorkflowKind,
@@ -105,7 +105,7 @@ fn frames(n: usize, rng: &mut rand_pcg::Pcg64) -> Vec<u8> {
 
 fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<NetRow>> {
     tch::set_num_threads(threads as i32);
-    let device = learner_server::device::current();
+    let device = rlfleet_learning::device::current();
     let python = torch_python::cnn_rates(secs, threads, batches);
     if let Err(why) = &python {
         println!("PyTorch-Python: not measured: {why}");

@@ -7,7 +7,7 @@
 
 use crate::measure::{rate, write_json};
 use crate::{durability, torch_python};
-use learner_server::agents::{Agent, Dqn};
+use rlfleet_learning::agents::{Agent, Dqn};
 use rlfleet_shared::config::DqnConfig;
 use rlfleet_shared::env;
 use serde::Serialize;

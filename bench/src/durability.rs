@@ -13,11 +13,11 @@
 //!   actor is back; against the same with the replay not in the checkpoint.
 
 use crate::soak::Server;
-use learner_server::agents::{Agent, Dqn};
-use learner_server::state::StateDir;
-use learner_server::workflows::{RunBook, RunOptions};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_learning::agents::{Agent, Dqn};
 use rlfleet_replay::Transition;
+use rlfleet_run::state::StateDir;
+use rlfleet_run::workflows::{RunBook, RunOptions};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{self, Action};
 use serde::Serialize;

@@ -9,7 +9,7 @@
 
 use crate::measure::{rate, write_json};
 use actor_client::ort_net::OrtForward;
-use learner_server::nets::FlatNet;
+use rlfleet_learning::nets::FlatNet;
 use rlfleet_shared::nets::{ConvLayer, ConvTorso, Forward, NetCopy, NetShape, TorsoKind};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
 use serde::Serialize;

@@ -8,8 +8,8 @@
 //! run per agent, deterministic policy), the baseline this benchmark
 //! compares against.
 
-use learner_server::output::{EpisodeRecord, read_episodes, read_evals};
-use learner_server::workflows::{self, RunOptions};
+use rlfleet_output::{EpisodeRecord, read_episodes, read_evals};
+use rlfleet_run::workflows::{self, RunOptions};
 use rlfleet_shared::config::RunConfig;
 use serde::Serialize;
 use std::path::Path;

@@ -9,7 +9,7 @@
 
 use crate::measure::{rate, write_json};
 use crate::torch_python;
-use learner_server::agents::{Agent, R2d2};
+use rlfleet_learning::agents::{Agent, R2d2};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::{EnvSpec, Space};
@@ -82,7 +82,7 @@ fn filled(shape: [u32; 7], device: Device) -> R2d2 {
 
 pub fn bench(secs: f64, out: &std::path::Path) -> anyhow::Result<()> {
     tch::set_num_threads(1);
-    let device = learner_server::device::current();
+    let device = rlfleet_learning::device::current();
     let cases = [
         ("memory", [3, 32, 32, 2, 32, 10, 5]),
         ("masked-cartpole", [2, 64, 64, 2, 32, 20, 10]),

@@ -219,7 +219,7 @@ fn rlfleet(
     cfg.output_dir = dir.join(format!("{game}-{seed}"));
     // `single`: no actor processes.
     crate::workflows::run_local(&cfg, 0, dir)?;
-    let eps = learner_server::output::read_episodes(&cfg.output_dir.join("episodes.csv"))?;
+    let eps = rlfleet_output::read_episodes(&cfg.output_dir.join("episodes.csv"))?;
     Ok(eps
         .iter()
         .map(|e| Episode {

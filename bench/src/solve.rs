@@ -15,7 +15,7 @@
 //! the rolling-20 figure for orientation (not measured here).
 
 use crate::learn::{Rolling, rolling, spread};
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
 use serde::Serialize;
 use std::path::Path;

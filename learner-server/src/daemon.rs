@@ -5,11 +5,11 @@
 
 use crate::api::{self, ApiState};
 use crate::hub::Hub;
-use crate::metrics::Metrics;
 use crate::server_config::ServerConfig;
 use crate::transport::quic::{self, QuicOptions};
 use anyhow::Context;
 use rlfleet_quic::{ServerIdentity, server_endpoint};
+use rlfleet_run::metrics::Metrics;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -42,7 +42,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
     };
     let endpoint = server_endpoint(a.listen, &identity, cfg.liveness())?;
     let actors_addr = endpoint.local_addr().context("QUIC local address")?;
-    let state = crate::state::StateDir::open(&cfg.state_dir)?;
+    let state = rlfleet_run::state::StateDir::open(&cfg.state_dir)?;
     let hub = Hub::new(
         Arc::new(Metrics::new()),
         shutdown.clone(),
@@ -94,7 +94,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
             }
         });
     }
-    crate::notify::ready();
+    rlfleet_run::notify::ready();
     tracing::info!(
         actors = %actors_addr,
         api = %api_addr,
@@ -133,7 +133,7 @@ impl Daemon {
     /// Waits for the shutdown token, then drains everything.
     pub async fn wait(self) {
         self.hub.shutdown().cancelled().await;
-        crate::notify::stopping();
+        rlfleet_run::notify::stopping();
         tracing::info!("shutting down: stopping runs (they checkpoint first)");
         self.hub.wait_all().await;
         let _ = self.quic_task.await;

@@ -6,9 +6,9 @@
 
 use crate::daemon;
 use crate::server_config::ServerConfig;
-use crate::state::Start;
-use crate::workflows::{RunOptions, RunSummary};
 use anyhow::Context;
+use rlfleet_run::state::Start;
+use rlfleet_run::workflows::{RunOptions, RunSummary};
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -223,7 +223,7 @@ pub(crate) fn start_or_resume(
     Ok(match start.settle(state_dir, &cfg.name)? {
         Start::New | Start::Continue => hub.start_run(cfg, opts)?,
         Start::ResumeLatest => {
-            let id = crate::state::StateDir::open(state_dir)?
+            let id = rlfleet_run::state::StateDir::open(state_dir)?
                 .resumable(&cfg.name)?
                 .id;
             hub.resume_run(&id, opts.learners)?

@@ -3,12 +3,12 @@
 //! active run to the [`Registry`] transports route actors by, and keeps
 //! each run's [`RunShared`] snapshots for the control API.
 
-use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::state::{RecordState, RunRecord, StateDir};
-use crate::vocab::{ActiveRun, EpisodeView, RunShared, RunState, RunStatus};
-use crate::workflows::remote::RemoteRun;
-use crate::workflows::{self, RunOptions, RunSummary};
+use rlfleet_run::metrics::Metrics;
+use rlfleet_run::state::{RecordState, RunRecord, StateDir};
+use rlfleet_run::vocab::{ActiveRun, EpisodeView, RunShared, RunState, RunStatus};
+use rlfleet_run::workflows::remote::RemoteRun;
+use rlfleet_run::workflows::{self, RunOptions, RunSummary};
 use rlfleet_shared::config::RunConfig;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -50,7 +50,7 @@ pub struct Hub {
     runs: Mutex<Vec<RunEntry>>,
     next_run: AtomicU64,
     /// systemd's watchdog: distributed runs ping it from their loop.
-    pub watchdog: Arc<crate::notify::Watchdog>,
+    pub watchdog: Arc<rlfleet_run::notify::Watchdog>,
     /// Where runs are recorded (and found again after a restart).
     pub state: Option<StateDir>,
 }
@@ -66,7 +66,7 @@ impl Hub {
             registry: Arc::new(Registry::new(metrics, shutdown, max_actors)),
             runs: Mutex::default(),
             next_run: AtomicU64::new(1),
-            watchdog: Arc::new(crate::notify::Watchdog::from_env()),
+            watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
             state,
         })
     }

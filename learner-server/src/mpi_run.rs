@@ -10,7 +10,7 @@
 use crate::daemon;
 use crate::server_config::ServerConfig;
 use crate::transport::mpi::{MpiOptions, serve};
-use crate::workflows::{Learners, RunOptions, RunSummary};
+use rlfleet_run::workflows::{Learners, RunOptions, RunSummary};
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Root};
 use rlfleet_shared::mpi::{self, Geometry, Group, Layout, Role, mailbox};
@@ -31,7 +31,7 @@ pub struct MpiRun {
     /// A new run, or the newest unfinished one of the config's name in the
     /// state directory (`--resume` without a checkpoint: a job started
     /// again after its learner rank died).
-    pub start: crate::state::Start,
+    pub start: rlfleet_run::state::Start,
     /// The state directory (`--state-dir`; else the server config's).
     pub state_dir: Option<PathBuf>,
 }
@@ -112,8 +112,9 @@ fn helper(
     cfg.output_dir = cfg.output_dir.join(format!("learner-{}", world.rank()));
     std::fs::create_dir_all(&cfg.output_dir)?;
     let spec = cfg.env_source().spec()?;
-    let agent = crate::agents::build_agent(&cfg, &spec, crate::device::select(1));
-    crate::agents::data_parallel::serve_helper(agent, commands, reduce);
+    let agent =
+        rlfleet_learning::agents::build_agent(&cfg, &spec, rlfleet_learning::device::select(1));
+    rlfleet_learning::agents::data_parallel::serve_helper(agent, commands, reduce);
     drop(window);
     Ok(())
 }
@@ -158,9 +159,10 @@ pub fn run(args: MpiRun, cancel: CancellationToken) -> anyhow::Result<Option<Run
         let count = commands.0.size() as usize;
         let batch = u64::from(cfg.dqn.batch_size);
         let lead = Box::new(move |agent| {
-            let lead =
-                crate::agents::data_parallel::DataParallel::new(agent, commands, reduce, batch);
-            Box::new(lead) as Box<dyn crate::agents::Agent>
+            let lead = rlfleet_learning::agents::data_parallel::DataParallel::new(
+                agent, commands, reduce, batch,
+            );
+            Box::new(lead) as Box<dyn rlfleet_learning::agents::Agent>
         });
         args.options.learners = Some(Learners::new(count, layout.actors().len(), lead));
     } else {

@@ -2,8 +2,8 @@
 //! routed to — what transports need of the daemon. The hub, which builds
 //! and ends runs, publishes the active run here; transports never see it.
 
-use crate::metrics::Metrics;
-use crate::vocab::{ActiveRun, ActorView, ConnId};
+use rlfleet_run::metrics::Metrics;
+use rlfleet_run::vocab::{ActiveRun, ActorView, ConnId};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

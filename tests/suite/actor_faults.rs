@@ -7,7 +7,7 @@
 //! env's state at each episode's first observation.
 
 use crate::daemon_accounting::short_run;
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
 use rlfleet_tests::{heavy, workspace_root};

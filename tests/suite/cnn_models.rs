@@ -12,8 +12,8 @@ use crate::onnx_parity::{
     ROWS, TOLERANCE, export, max_diff, python_onnxruntime, run_ort, run_tch, session,
 };
 use crate::python_envs::test_envs;
-use learner_server::agents::build_agent;
 use rand::{Rng, SeedableRng};
+use rlfleet_learning::agents::build_agent;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use rlfleet_shared::onnx::PolicyGraph;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
@@ -199,7 +199,7 @@ fn a_bool_image_env_with_legacy_seeding_trains_evaluates_and_stops_on_its_target
             .is_some_and(|r| r.starts_with("target reached")),
         "BoolCatch is learned and its evaluations stop the run: {status}"
     );
-    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    let evals = rlfleet_output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
     assert!(
         evals.iter().any(|e| !e.confirming),
         "screening evaluations ran"
@@ -255,8 +255,7 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
         assert!(env_steps >= steps, "{workflow}: {status}");
         let episodes = status["episodes_finished"].as_u64().unwrap();
         assert!(episodes >= 4, "{workflow}: {status}");
-        let eps =
-            learner_server::output::read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
+        let eps = rlfleet_output::read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
         assert_eq!(eps.len() as u64, episodes);
         let ids: std::collections::BTreeSet<u64> = eps.iter().map(|e| e.episode).collect();
         assert_eq!(
@@ -332,8 +331,8 @@ fn atari_breakout_runs_under_seed_and_async_with_bytes_on_the_wire() {
 
 #[test]
 fn a_cnn_dqn_run_resumes_with_every_tensor_restored() {
-    use learner_server::workflows::{RunOptions, SingleRun, StopReason};
     use rlfleet_checkpoint::Checkpoint;
+    use rlfleet_run::workflows::{RunOptions, SingleRun, StopReason};
     use tokio_util::sync::CancellationToken;
     let dir = tempfile::tempdir().unwrap();
     let catch = |steps: u64| {

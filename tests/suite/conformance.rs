@@ -28,8 +28,8 @@
 //!   weights and would fail the run.)
 
 // (Panics when a series is missing: a renamed metric fails, never reads 0.)
-use learner_server::agents::ProbeLine;
-use learner_server::workflows::remote::BatchLine;
+use rlfleet_learning::agents::ProbeLine;
+use rlfleet_run::workflows::remote::BatchLine;
 use rlfleet_shared::config::{
     AgentKind, DataStructure, Overflow, RunConfig, TransportKind, WindowSelector,
 };
@@ -254,15 +254,14 @@ fn config(case: &Case, transport: TransportKind, dir: &Path, n: usize) -> RunCon
 
 /// The expected length of an episode of `Counting-v0` for its id.
 fn length_of(episode: u64) -> u64 {
-    let seed = learner_server::workflows::episode_seed(SEED, episode);
+    let seed = rlfleet_run::workflows::episode_seed(SEED, episode);
     rlfleet_shared::env::Counting::episode_length(seed)
         .min(u64::from(rlfleet_shared::env::COUNTING_MAX_STEPS))
 }
 
 /// The rows of one of the run's CSV files, read as the learner wrote them.
 fn read_rows<T: serde::de::DeserializeOwned>(path: &Path) -> Vec<T> {
-    learner_server::output::read_csv(path)
-        .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
+    rlfleet_output::read_csv(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()))
 }
 
 fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
@@ -289,7 +288,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     }
 
     // Episodes: ids 0..N once each, lengths and returns as the env says.
-    let eps = learner_server::output::read_episodes(&dir.join("episodes.csv")).unwrap();
+    let eps = rlfleet_output::read_episodes(&dir.join("episodes.csv")).unwrap();
     let finished = eps.len() as u64;
     assert_eq!(summary["episodes"].as_integer(), Some(finished as i64));
     let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
@@ -415,12 +414,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
     }
     let mut seen = HashSet::new();
     let tags: BTreeMap<u64, u64> = (0..EPISODES)
-        .map(|e| {
-            (
-                learner_server::workflows::episode_seed(SEED, e) % (1 << 24),
-                e,
-            )
-        })
+        .map(|e| (rlfleet_run::workflows::episode_seed(SEED, e) % (1 << 24), e))
         .collect();
     for (learner, p) in &probe {
         let nums = |s: &str| -> Vec<f64> { s.split(';').map(|v| v.parse().unwrap()).collect() };
@@ -437,7 +431,7 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         assert_eq!(next[2], action, "{what}: {p:?}");
         assert_eq!(reward, (t + 1) as f64, "{what}: {p:?}");
         let natural = rlfleet_shared::env::Counting::episode_length(
-            learner_server::workflows::episode_seed(SEED, episode),
+            rlfleet_run::workflows::episode_seed(SEED, episode),
         );
         assert_eq!(terminated, t + 1 == natural, "{what}: {p:?}");
         assert!(t < length_of(episode), "{what}: {p:?}");

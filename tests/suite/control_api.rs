@@ -169,7 +169,7 @@ fn a_fresh_daemon_exports_every_metric_the_dashboards_query() {
             continue;
         }
         let dashboard = std::fs::read_to_string(&path).unwrap();
-        for name in learner_server::metrics::dashboard_metrics(&dashboard) {
+        for name in rlfleet_run::metrics::dashboard_metrics(&dashboard) {
             assert!(
                 text.lines().any(|l| l.starts_with(name.as_str())),
                 "{} queries `{name}`, which a fresh daemon does not export",

@@ -3,8 +3,8 @@
 //! `batches.csv` and reads back exactly, next to its episodes in
 //! `episodes.csv`.
 
-use learner_server::output::{read_csv, read_episodes};
-use learner_server::workflows::remote::BatchLine;
+use rlfleet_output::{read_csv, read_episodes};
+use rlfleet_run::workflows::remote::BatchLine;
 use rlfleet_shared::config::TransportKind;
 use rlfleet_tests::counting_probe;
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};

@@ -5,8 +5,8 @@
 //! seq)` trained twice, env steps and batches consistent with the files,
 //! the batches received after the last checkpoint counted lost.
 
-use learner_server::output::read_episodes;
-use learner_server::workflows::remote::BatchLine;
+use rlfleet_output::read_episodes;
+use rlfleet_run::workflows::remote::BatchLine;
 use rlfleet_shared::config::{DataStructure, Overflow, RunConfig, TransportKind};
 use rlfleet_tests::daemon::{Daemon, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};
@@ -51,7 +51,7 @@ fn interrupt_actors(actors: Vec<Child>) {
 
 /// The rows of a run's `batches.csv`.
 fn batch_log(out: &std::path::Path) -> Vec<BatchLine> {
-    learner_server::output::read_csv(&out.join("batches.csv")).expect("read batches.csv")
+    rlfleet_output::read_csv(&out.join("batches.csv")).expect("read batches.csv")
 }
 
 /// `batches.csv` holds no `(actor, session, seq)` trained twice, and as

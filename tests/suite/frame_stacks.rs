@@ -8,8 +8,8 @@
 //! its stack moved on by one frame. Steps whose earlier frames a pool
 //! pushed out are counted, not trained on.
 
-use learner_server::agents::ProbeLine;
-use learner_server::output::read_csv;
+use rlfleet_learning::agents::ProbeLine;
+use rlfleet_output::read_csv;
 use rlfleet_shared::config::{DataStructure, Overflow, TransportKind};
 use rlfleet_tests::{counting_probe, heavy, run_embedded};
 
@@ -232,7 +232,7 @@ fn atari_stacks_built_on_the_learner_equal_frame_stack_observation() {
         let seeds: std::collections::BTreeMap<String, u64> = rows
             .iter()
             .map(|r| {
-                let seed = learner_server::workflows::episode_seed(cfg.seed, r.episode);
+                let seed = rlfleet_run::workflows::episode_seed(cfg.seed, r.episode);
                 (r.episode.to_string(), seed)
             })
             .collect();
@@ -270,7 +270,7 @@ fn atari_stacks_built_on_the_learner_equal_frame_stack_observation() {
         assert!(report["episodes"].as_u64().unwrap() >= 6, "{report}");
         eprintln!("{workflow}: {report}");
         let finished: std::collections::BTreeSet<u64> =
-            learner_server::output::read_episodes(&out.join("episodes.csv"))
+            rlfleet_output::read_episodes(&out.join("episodes.csv"))
                 .unwrap()
                 .iter()
                 .map(|e| e.episode)

@@ -6,11 +6,11 @@
 //! the standalone file (`learner-server export`) loads in Python's
 //! `onnxruntime` and gives the same numbers.
 
-use learner_server::agents::{Agent, Dqn, build_agent};
-use learner_server::nets::FlatNet;
 use ort::session::Session;
 use ort::value::TensorRef;
 use rand::{Rng, SeedableRng};
+use rlfleet_learning::agents::{Agent, Dqn, build_agent};
+use rlfleet_learning::nets::FlatNet;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::{self, EnvSpec};
 use rlfleet_shared::onnx::{Head, PolicyGraph};
@@ -84,7 +84,7 @@ pub(crate) fn run_tch(
         Head::DuelingQ => {
             // The agent's own Q-values, through its dueling head.
             let mut dqn = Dqn::new(&cfg.dqn, spec, cfg.torso(spec), 0, Device::Cpu);
-            dqn.load_weights(&learner_server::agents::Weights {
+            dqn.load_weights(&rlfleet_learning::agents::Weights {
                 version: 0,
                 data: w.to_vec(),
             })

@@ -8,7 +8,7 @@
 //! Budget: the shipped async config (150,000 steps, 600 s cap); measured
 //! about as fast as with the plain-Rust backend.
 
-use learner_server::output::read_evals;
+use rlfleet_output::read_evals;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{binary, heavy, workspace_root};
 use std::collections::BTreeMap;

@@ -6,7 +6,7 @@
 //! `async` run with envs a Python factory builds.
 
 use crate::python_envs::{corridor_config, start_corridor_run};
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_tests::daemon::Daemon;
 use rlfleet_tests::{heavy, reference_python, workspace_root};
 use std::process::Command;

@@ -7,7 +7,7 @@
 //! refused at start with the Python error while the daemon stays up;
 //! multi-dimensional MuJoCo actions kept inside their box.
 
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{self, Action, EnvSource, Space};
 use rlfleet_tests::daemon::{Daemon, actor_counts, finish_actor};
@@ -496,7 +496,7 @@ learning_starts = 100
         "{}",
         out.stdout
     );
-    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    let evals = rlfleet_output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
     let (confirming, screening): (Vec<_>, Vec<_>) = evals.iter().partition(|e| e.confirming);
     // Every screening evaluation passed (10 lucky starts), every
     // confirming one failed (100 other starts), and there was one at least.

@@ -2,9 +2,9 @@
 //! saved counters, weights and optimizer state, and appends to its files;
 //! every agent (PPO, DDPG, TD3, SAC too) restores its whole state.
 
-use learner_server::output::read_episodes;
-use learner_server::workflows::{RunOptions, SingleRun, StopReason};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_output::read_episodes;
+use rlfleet_run::workflows::{RunOptions, SingleRun, StopReason};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::workspace_root;
 use tokio_util::sync::CancellationToken;

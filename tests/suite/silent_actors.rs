@@ -9,7 +9,7 @@
 //! fault: its episode is played again, the env rebuilt, the actor goes on.
 
 use crate::python_envs::{corridor_config, start_corridor_run};
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_shared::config::TransportKind;
 use rlfleet_tests::daemon::{Daemon, actor_counts, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};

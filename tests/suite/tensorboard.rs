@@ -5,7 +5,7 @@
 //! values that fit the run (the configured learning rate, an epsilon that
 //! only falls, an entropy within a two-action policy's bounds).
 
-use learner_server::output::{EpisodeRecord, EvalRecord, read_episodes, read_evals};
+use rlfleet_output::{EpisodeRecord, EvalRecord, read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::workspace_root;
 use std::collections::BTreeMap;

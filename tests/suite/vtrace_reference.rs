@@ -6,7 +6,7 @@
 //! and episode ends inside the unroll (discount 0 after a terminal step),
 //! to 1e-6 relative.
 
-use learner_server::agents::vtrace::{Clipping, vtrace};
+use rlfleet_learning::agents::vtrace::{Clipping, vtrace};
 use rlfleet_tests::{reference_python, run_with_input, workspace_root};
 use serde_json::{Value, json};
 

@@ -327,8 +327,8 @@ fn run_learner(cfg: &rlfleet_shared::config::RunConfig, dir: &Path, args: &[&str
 /// The episode ids in a run's `episodes.csv`, sorted, and the sum of the
 /// episodes' lengths.
 pub fn episode_ids_and_steps(output_dir: &Path) -> (Vec<u64>, u64) {
-    let eps = learner_server::output::read_episodes(&output_dir.join("episodes.csv"))
-        .expect("read episodes.csv");
+    let eps =
+        rlfleet_output::read_episodes(&output_dir.join("episodes.csv")).expect("read episodes.csv");
     let mut ids: Vec<u64> = eps.iter().map(|e| e.episode).collect();
     ids.sort();
     let steps = eps.iter().map(|e| u64::from(e.length)).sum();

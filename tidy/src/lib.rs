@@ -23,14 +23,17 @@ pub mod manifest;
 use std::path::Path;
 
 /// Crates whose modules are layered and whose files keep the line budget.
-pub const LAYERED: [&str; 7] = [
+pub const LAYERED: [&str; 10] = [
     "learner-server",
     "actor-client",
     "shared",
     "checkpoint",
     "crates/kernels",
+    "crates/learning",
+    "crates/output",
     "crates/quic",
     "crates/replay",
+    "crates/run",
 ];
 
 /// Every other crate of the workspace: files open with a `//!` line.
@@ -39,7 +42,23 @@ pub const DOCUMENTED: [&str; 4] = ["tests", "bench", "python", "tidy"];
 /// What a crate must not depend on, and why (ARCHITECTURE.md's crate
 /// graph): the Cargo manifest is the enforced list of what a crate may
 /// use, so an import across these lines does not compile.
-pub const FORBIDDEN: [(&str, &[&str], &str); 6] = [
+pub const FORBIDDEN: [(&str, &[&str], &str); 9] = [
+    (
+        "crates/learning",
+        &[
+            "rlfleet-run",
+            "learner-server",
+            "actor-client",
+            "rlfleet-quic",
+            "tokio",
+        ],
+        "networks and agents know no run, transport or runtime",
+    ),
+    (
+        "crates/run",
+        &["learner-server", "rlfleet-quic", "quinn", "axum", "mpi"],
+        "a run knows no daemon, socket, HTTP or MPI call",
+    ),
     (
         "crates/kernels",
         &[
@@ -58,6 +77,11 @@ pub const FORBIDDEN: [(&str, &[&str], &str); 6] = [
         "crates/quic",
         &["tch", "torch-sys", "learner-server", "actor-client"],
         "QUIC carries frames; it knows no agent and no actor",
+    ),
+    (
+        "crates/output",
+        &["tch", "torch-sys", "learner-server"],
+        "output files are plain data: no tensors",
     ),
     (
         "checkpoint",
@@ -94,18 +118,18 @@ pub const FORBIDDEN: [(&str, &[&str], &str); 6] = [
 /// one-sided operations and an env group's non-blocking collectives.
 pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
     match krate {
-        "learner-server" => &[
+        "crates/learning" => &[
             "agents/adam.rs",
             "agents/optimizer.rs",
             "device.rs",
-            "malloc.rs",
             "nets/blas.rs",
             "nets/conv_kernel.rs",
             "nets/gemm_kernel.rs",
             "nets/sparse_conv.rs",
             "nets/transpose16.rs",
-            "state/journal.rs",
         ],
+        "crates/run" => &["state/journal.rs"],
+        "learner-server" => &["malloc.rs"],
         "shared" => &[
             "nets/dense.rs",
             "mpi/env_comm.rs",
@@ -117,42 +141,61 @@ pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
     }
 }
 
-/// The learner's invariants about who names what (ARCHITECTURE.md):
-/// transports never see workflows or the hub; workflows name no socket
-/// and no MPI; MPI is called from the MPI transport, the MPI entry point
-/// and the data-parallel learners only.
-fn learner_rules(sources: &[imports::Source], src: &str) -> Vec<String> {
-    let mut problems = files::check_names(
-        sources,
-        src,
-        &["crate::workflows", "crate::hub"],
-        &["transport"],
-        true,
-        "transports know a run as its Intake only",
-    );
-    problems.extend(files::check_names(
-        sources,
-        src,
-        &[
-            "quinn::",
-            "mpi::",
-            "rsmpi",
-            "tokio::net",
-            "std::net::Tcp",
-            "std::net::Udp",
-        ],
-        &["workflows"],
-        true,
-        "a workflow holds no socket and sees no MPI",
-    ));
-    problems.extend(files::check_names(
-        sources,
-        src,
-        &["mpi::", "rsmpi"],
-        &["transport/mpi.rs", "mpi_run.rs", "main.rs", "agents/data_parallel"],
-        false,
-        "only the MPI transport thread, the MPI entry points and the data-parallel learners call MPI",
-    ));
+/// Who names what (ARCHITECTURE.md's invariants), for the crates of the
+/// learner: transports never see workflows or the hub; workflows name no
+/// socket and no MPI; MPI is called from the MPI transport, the MPI entry
+/// point and the data-parallel learners only.
+fn naming_rules(krate: &str, sources: &[imports::Source], src: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    let mpi = ["mpi::", "rsmpi"];
+    match krate {
+        "learner-server" => {
+            problems.extend(files::check_names(
+                sources,
+                src,
+                &["rlfleet_run::workflows", "crate::hub"],
+                &["transport"],
+                true,
+                "transports know a run as its Intake only",
+            ));
+            problems.extend(files::check_names(
+                sources,
+                src,
+                &mpi,
+                &["transport/mpi.rs", "mpi_run.rs", "main.rs"],
+                false,
+                "only the MPI transport thread, the MPI entry points and the data-parallel learners call MPI",
+            ));
+        }
+        "crates/run" => {
+            problems.extend(files::check_names(
+                sources,
+                src,
+                &[
+                    "quinn::",
+                    "mpi::",
+                    "rsmpi",
+                    "tokio::net",
+                    "std::net::Tcp",
+                    "std::net::Udp",
+                ],
+                &[""],
+                true,
+                "a run holds no socket and sees no MPI",
+            ));
+        }
+        "crates/learning" => {
+            problems.extend(files::check_names(
+                sources,
+                src,
+                &mpi,
+                &["agents/data_parallel"],
+                false,
+                "only the MPI transport thread, the MPI entry points and the data-parallel learners call MPI",
+            ));
+        }
+        _ => {}
+    }
     problems
 }
 
@@ -177,7 +220,7 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
         problems.extend(files::check_sizes(&sources, &src, files::MAX_LINES));
         problems.extend(files::check_tests_last(&sources, &src));
         problems.extend(files::check_unsafe(&sources, &src, unsafe_files(krate)));
-        if krate == "learner-server" {
+        if krate == "crates/run" {
             // ARCHITECTURE.md: a Workflow reads no clock; the driver
             // (`mod.rs`) passes instants in and times the calls, and the
             // `seed` front (an async task beside the transports) stamps
@@ -195,9 +238,7 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
                 ],
             ));
         }
-        if krate == "learner-server" {
-            problems.extend(learner_rules(&sources, &src));
-        }
+        problems.extend(naming_rules(krate, &sources, &src));
         if krate == "shared" {
             // ARCHITECTURE.md: the wire messages are an IPC boundary.
             problems.extend(files::check_plain_data(&sources, &src, "wire/messages"));

@@ -34,12 +34,21 @@ pub fn check_native_optional(manifest: &str, krate: &str) -> Vec<String> {
     problems
 }
 
-/// Dependencies of a `Cargo.toml` (any table) that it must not have.
+/// Dependencies of a `Cargo.toml` (any table but `[features]`, whose keys
+/// are feature names) that it must not have.
 pub fn check_absent(manifest: &str, krate: &str, forbidden: &[&str], why: &str) -> Vec<String> {
+    let mut in_features = false;
     manifest
         .lines()
         .filter_map(|line| {
             let t = line.trim();
+            if t.starts_with('[') {
+                in_features = t == "[features]";
+                return None;
+            }
+            if in_features {
+                return None;
+            }
             let (name, _) = t.split_once('=')?;
             let name = name.trim().trim_end_matches(".workspace");
             forbidden

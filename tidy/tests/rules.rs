@@ -249,4 +249,10 @@ fn a_name_kept_to_its_place_is_named_elsewhere() {
         rlfleet_tidy::manifest::check_absent(manifest, "a", &["tch"], "why"),
         ["a/Cargo.toml: depends on `tch` (why)"]
     );
+    // A feature of the same name is not a dependency; a dev-dependency is.
+    let manifest = "[features]\nmpi = [\"b/mpi\"]\n[dev-dependencies]\nmpi = \"0.8\"\n";
+    assert_eq!(
+        rlfleet_tidy::manifest::check_absent(manifest, "a", &["mpi"], "why"),
+        ["a/Cargo.toml: depends on `mpi` (why)"]
+    );
 }

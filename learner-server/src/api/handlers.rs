@@ -4,14 +4,14 @@
 use super::error::ErrorBody;
 use super::{ApiError, ApiState};
 use crate::hub::StartError;
-use crate::vocab::{ActorView, EpisodeView, RunStatus};
-use crate::workflows::RunOptions;
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
+use rlfleet_run::vocab::{ActorView, EpisodeView, RunStatus};
+use rlfleet_run::workflows::RunOptions;
 use rlfleet_shared::config::RunConfig;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;

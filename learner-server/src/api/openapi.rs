@@ -4,10 +4,10 @@
 use super::ApiState;
 use super::error::ErrorBody;
 use super::handlers::{self, RunRef};
-use crate::vocab::{ActorView, BatchTally, EpisodeView, ResumedFrom, RunState, RunStatus};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
+use rlfleet_run::vocab::{ActorView, BatchTally, EpisodeView, ResumedFrom, RunState, RunStatus};
 use rlfleet_shared::config::RunConfig;
 use std::sync::Arc;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme};

@@ -6,9 +6,9 @@
 //! panics) is seen as a departed connection.
 
 use super::session::{End, Session, Wire};
-use crate::metrics::Metrics;
 use crate::registry::Registry;
 use actor_client::remote::InprocLink;
+use rlfleet_run::metrics::Metrics;
 use rlfleet_shared::wire::{Message, weights_of};
 use std::sync::Arc;
 use tokio::sync::mpsc;

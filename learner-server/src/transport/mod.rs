@@ -1,12 +1,12 @@
 //! Transports as the learner sees them: whatever carries actors' messages
 //! (QUIC, in-process channels, MPI) runs a [`session::Session`] per
 //! actor, which hands them to the active run through its
-//! [`Intake`](crate::vocab::Intake) and
+//! [`Intake`](rlfleet_run::vocab::Intake) and
 //! delivers the run's answers. Transports know nothing of workflows: a run
 //! is an `Intake`, and what stands behind it (the run thread, `seed`'s
 //! inference front, the `rma` pools) is the workflow's business.
 
-use crate::metrics::Metrics;
+use rlfleet_run::metrics::Metrics;
 use rlfleet_shared::wire::{Message, WeightsFrames, take_weights};
 use std::sync::Arc;
 

@@ -8,8 +8,8 @@
 //! unfinished episodes. The thread returns once every actor rank has left.
 
 use super::session::{End, Session, Wire};
-use crate::metrics::Metrics;
 use crate::registry::Registry;
+use rlfleet_run::metrics::Metrics;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, MatchedReceiveVec, Source};
 use rlfleet_shared::mpi::{
     self, BYE_DONE, Backoff, Epoch, Geometry, Layout, Outbox, SimpleCommunicator, TAG_BYE,

@@ -6,9 +6,9 @@
 //! hello, and at most `max_unauthenticated` such connections at once.
 
 use super::session::{End, Session, Wire};
-use crate::metrics::Metrics;
 use crate::registry::Registry;
 use rlfleet_quic::FramedStream;
+use rlfleet_run::metrics::Metrics;
 use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

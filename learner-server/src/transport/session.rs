@@ -7,7 +7,7 @@
 
 use crate::registry::Registry;
 use crate::server_config::tokens_match;
-use crate::vocab::{ActorView, Answer, ConnId, Departed, RunGone, RunInbox};
+use rlfleet_run::vocab::{ActorView, Answer, ConnId, Departed, RunGone, RunInbox};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
 use std::future::Future;
 use std::sync::Arc;

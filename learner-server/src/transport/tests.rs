@@ -4,11 +4,11 @@
 //! departure) and no session ever blocks its runtime's thread.
 
 use super::inproc;
-use crate::metrics::Metrics;
 use crate::registry::Registry;
-use crate::vocab::{ActiveRun, RunShared, RunStatus};
-use crate::workflows::RunOptions;
-use crate::workflows::remote::RemoteRun;
+use rlfleet_run::metrics::Metrics;
+use rlfleet_run::vocab::{ActiveRun, RunShared, RunStatus};
+use rlfleet_run::workflows::RunOptions;
+use rlfleet_run::workflows::remote::RemoteRun;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::{self, Hello, Message};
 use std::sync::{Arc, Mutex};
@@ -56,7 +56,7 @@ fn reconnects_under_a_full_inbox_neither_block_nor_overflow() {
     let shared = Arc::new(RunShared {
         status: Mutex::new(RunStatus::starting("churn-1", &cfg)),
         episodes: Mutex::default(),
-        watchdog: Arc::new(crate::notify::Watchdog::from_env()),
+        watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
     });
     let opts = RunOptions::new(None, false);
     let mut run = RemoteRun::new("churn-1", &cfg, &opts, metrics.clone(), shared, 1).unwrap();

@@ -1,6 +1,6 @@
 //! Networks on the CPU without libtorch: [`NetShape`] (an optional
 //! convolutional torso, then a ReLU MLP) and its flat parameter layout, which
-//! matches `learner_server::nets::FlatNet` (torso layers first, each a
+//! matches `rlfleet_learning::nets::FlatNet` (torso layers first, each a
 //! `[out, in, k, k]` weight then the bias; then per MLP layer a row-major
 //! `[fan_out, fan_in]` weight, then the bias); [`NetCopy`], the forward pass
 //! in plain Rust over its own copy of the parameters, so actors act from

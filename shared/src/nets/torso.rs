@@ -3,7 +3,7 @@
 //! stacks — described once as a list of primitive [`Op`]s with their
 //! shapes, which every backend (plain Rust, libtorch, ONNX) runs the same
 //! way. The flat layout matches the learner's
-//! `learner_server::nets::FlatNet`: per convolution, in op order, a `[out,
+//! `rlfleet_learning::nets::FlatNet`: per convolution, in op order, a `[out,
 //! in, k, k]` weight (PyTorch's `Conv2d` layout), then the bias; the
 //! output is flattened in channel, row, column order, as `torch.flatten`
 //! does.

@@ -21,8 +21,8 @@
 //! reach the asserted return, the checkpoint's best weights must have the
 //! published network's size, and the episodes must add up to the steps.
 
-use learner_server::output::{read_episodes, read_evals};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_output::{read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{heavy, run_single, workspace_root};
 

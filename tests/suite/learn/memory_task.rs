@@ -8,7 +8,7 @@
 //! `seed-a2c`, R2D2 under `single`, `async` and `seed`, and recurrent
 //! IMPALA under `single`.
 
-use learner_server::output::{read_episodes, read_evals};
+use rlfleet_output::{read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{heavy, run_single, workspace_root};
 

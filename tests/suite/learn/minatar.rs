@@ -11,7 +11,7 @@
 //! steps, about 150 s; PPO 50,000 env steps, about 15 s. The other four
 //! games' DQN configs each run 600 steps.
 
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_tests::run_shipped_single;
 
 /// Runs the shipped config `name` (seed 1) for `frames` env steps in a

@@ -5,8 +5,8 @@
 //! Budget (2-core CI machine, seed 1): see the run's figures in the test
 //! output; the config caps the run at 150,000 steps and 600 s.
 
-use learner_server::output::{EPISODES_HEADER, read_episodes, read_evals};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_output::{EPISODES_HEADER, read_episodes, read_evals};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::workspace_root;
 

@@ -17,7 +17,7 @@
 //! see the closing note of issue 4 and BENCHMARKS.md for the others. The
 //! configs cap each at 150,000 steps and 600 s.
 
-use learner_server::output::read_episodes;
+use rlfleet_output::read_episodes;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{heavy, run_embedded, workspace_root};
 use std::collections::BTreeSet;
@@ -54,7 +54,7 @@ pub(crate) fn learn_config(config: &str, dir: &std::path::Path) -> RunConfig {
     );
     // The stop is confirmed: the last evaluation is a confirming one of
     // `eval.confirm_episodes` episodes at the target.
-    let evals = learner_server::output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
+    let evals = rlfleet_output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
     let target = cfg.stop.target_eval_return.unwrap();
     let confirmed = evals
         .iter()

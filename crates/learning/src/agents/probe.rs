@@ -6,9 +6,9 @@
 //! weights, so actors run their usual policy code with it.
 
 use super::{Agent, AgentError, AgentState, NamedTensor, Weights, check_weights};
-use crate::output::{CsvFile, format};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
+use rlfleet_output::{CsvFile, format};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;

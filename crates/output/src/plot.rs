@@ -1,7 +1,7 @@
 //! The learning-curve PNG: episode returns, their rolling mean, evaluation
 //! means and the target, against environment steps.
 
-use super::{EpisodeRecord, EvalRecord};
+use crate::records::{EpisodeRecord, EvalRecord};
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;

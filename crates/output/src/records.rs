@@ -66,7 +66,7 @@ pub fn read_evals(path: &Path) -> std::io::Result<Vec<EvalRecord>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::output::CsvFile;
+    use crate::csv_file::CsvFile;
 
     /// The files keep their columns, and counters past 2^53 (where f64
     /// stops holding every integer) come back exact.

@@ -7,7 +7,7 @@
 //! replaced.
 
 use super::seeds::eval_seed;
-use crate::agents::{Policy, Weights};
+use rlfleet_learning::agents::{Policy, Weights};
 use rlfleet_shared::env::{Action, Env, EnvFault};
 use std::sync::mpsc;
 use std::sync::{Arc, Condvar, Mutex};
@@ -220,7 +220,7 @@ impl Drop for Evaluator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agents::AgentError;
+    use rlfleet_learning::agents::AgentError;
 
     /// Always pushes left.
     struct Left(u64);

@@ -5,8 +5,8 @@
 use super::book::RunBook;
 use super::seeds::episode_seed;
 use super::{RunOptions, RunSummary, StopReason};
-use crate::agents::{self, Agent};
 use rlfleet_checkpoint::RunCounters;
+use rlfleet_learning::agents::{self, Agent};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{Action, Env, EnvFault};
@@ -30,7 +30,7 @@ impl std::fmt::Debug for SingleRun {
 
 impl SingleRun {
     pub fn new(cfg: &RunConfig, opts: &RunOptions) -> anyhow::Result<SingleRun> {
-        let device = crate::device::select(1);
+        let device = rlfleet_learning::device::select(1);
         let env = cfg.env_source().make()?;
         let mut agent = agents::build_agent(cfg, env.spec(), device);
         let book = RunBook::open(cfg, opts, agent.as_mut())?;

@@ -2,9 +2,8 @@
 //! `summary.toml` and the learning curve.
 
 use super::RunBook;
-use crate::agents::Agent;
-use crate::output;
 use crate::workflows::{RunSummary, StopReason};
+use rlfleet_learning::agents::Agent;
 use std::collections::BTreeMap;
 
 impl RunBook {
@@ -48,13 +47,13 @@ impl RunBook {
         };
         let dir = self.out.dir().to_path_buf();
         std::fs::write(dir.join("summary.toml"), summary.to_toml())?;
-        let episodes = output::read_episodes(&dir.join("episodes.csv"))?;
-        let evals = output::read_evals(&dir.join("evals.csv"))?;
+        let episodes = rlfleet_output::read_episodes(&dir.join("episodes.csv"))?;
+        let evals = rlfleet_output::read_evals(&dir.join("evals.csv"))?;
         let title = format!(
             "{} — {} {} on {}",
             self.cfg.name, self.cfg.workflow, self.cfg.agent, self.cfg.env
         );
-        if let Err(e) = output::plot_learning_curve(
+        if let Err(e) = rlfleet_output::plot_learning_curve(
             &dir.join("learning_curve.png"),
             &title,
             &episodes,

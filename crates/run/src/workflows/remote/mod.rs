@@ -39,11 +39,11 @@ pub use ledger::{EpisodeLedger, Finish};
 use self::core::{Core, stop_message};
 use super::book::RunBook;
 use super::{RunOptions, RunSummary, StopReason};
-use crate::agents;
 use crate::metrics::Metrics;
 use crate::vocab::DropReason as Drop;
 use crate::vocab::{Reply, RunInbox, RunShared, RunState};
 use input::{Inbox, Input};
+use rlfleet_learning::agents;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use rlfleet_shared::wire::{ErrorCode, Message, Submission};
 use std::sync::Arc;
@@ -100,7 +100,7 @@ impl RemoteRun {
             );
         }
         let spec = cfg.env_source().spec()?;
-        let mut agent = agents::build_agent(cfg, &spec, crate::device::select(1));
+        let mut agent = agents::build_agent(cfg, &spec, rlfleet_learning::device::select(1));
         let (mut learners, mut actor_ranks) = (1, 0);
         if let Some(l) = &opts.learners {
             (learners, actor_ranks) = (l.count, l.actor_ranks);

@@ -4,9 +4,9 @@
 //! `rma` workflows, the transport tasks that take deposits.
 
 use crate::metrics::Metrics;
-use crate::output::CsvFile;
 use crate::state::Journal;
 use crate::vocab::DropReason;
+use rlfleet_output::CsvFile;
 use rlfleet_shared::wire::Experience;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

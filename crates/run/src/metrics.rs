@@ -380,7 +380,7 @@ mod tests {
         let text = Metrics::new().render();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../dashboards/rlfleet-learner.json"
+            "/../../dashboards/rlfleet-learner.json"
         );
         let names = dashboard_metrics(&std::fs::read_to_string(path).unwrap());
         assert!(names.len() >= 15, "{names:?}");

@@ -284,7 +284,7 @@ mod tests {
         let state = StateDir::open(dir.path()).unwrap();
         let path = concat!(
             env!("CARGO_MANIFEST_DIR"),
-            "/../config/cartpole-dqn-single.toml"
+            "/../../config/cartpole-dqn-single.toml"
         );
         let mut cfg = RunConfig::load(Path::new(path)).unwrap();
         cfg.name = "cp".into();

@@ -7,11 +7,11 @@
 use super::accounts::Accounts;
 use super::frames::Frames;
 use super::ledger::EpisodeLedger;
-use crate::agents::Agent;
 use crate::metrics::Metrics;
 use crate::vocab::RunShared;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::book::RunBook;
+use rlfleet_learning::agents::Agent;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::wire::{self, ErrorCode, Message, WeightsMsg};
@@ -193,7 +193,7 @@ impl Core {
                 from.checkpoint
             );
             // The API's curve holds what the files hold.
-            let rows = crate::output::read_episodes(&core.cfg().output_dir.join("episodes.csv"))
+            let rows = rlfleet_output::read_episodes(&core.cfg().output_dir.join("episodes.csv"))
                 .unwrap_or_default();
             *core.shared.episodes.lock().expect("episodes lock") = rows
                 .into_iter()

@@ -6,8 +6,8 @@
 
 use super::core::Core;
 use super::workflow::Workflow;
-use crate::agents::{Agent, Weights};
 use crate::vocab::{ConnId, Reply};
+use rlfleet_learning::agents::{Agent, Weights};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::wire::Submission;
 use std::time::Instant;

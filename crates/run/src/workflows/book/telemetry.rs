@@ -3,8 +3,8 @@
 //! progress bar.
 
 use super::RunBook;
-use crate::agents::Agent;
 use crate::workflows::progress::Confirm;
+use rlfleet_learning::agents::Agent;
 use std::time::Instant;
 
 /// Training scalars go to TensorBoard each time the run's env steps cross

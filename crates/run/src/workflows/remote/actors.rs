@@ -5,8 +5,8 @@
 //! (its unfinished episodes go to others).
 
 use super::core::{ActorSlot, Core, stop_message};
-use crate::agents::Weights;
 use crate::vocab::ConnId;
+use rlfleet_learning::agents::Weights;
 use rlfleet_shared::wire::{self, EpisodeStart, Hello, Message, WeightsMsg};
 
 impl Core {

@@ -3,10 +3,10 @@
 //! runs take them by.
 
 use super::RunBook;
-use crate::agents::Agent;
 use crate::state::writer::write;
 use crate::state::{BookState, Books, CheckpointWriter, Destination, file_len};
 use rlfleet_checkpoint::Checkpoint;
+use rlfleet_learning::agents::Agent;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 

@@ -17,12 +17,12 @@ pub use target::{Scored, TargetRule, Verdict};
 
 use super::progress::Progress;
 use super::{EvalResult, Evaluator, RunOptions, StopReason, check_limits};
-use crate::agents::{self, Agent};
-use crate::output::{EpisodeRecord, EvalRecord, RunOutput};
 use crate::state::{Books, CheckpointWriter, RunRecord, truncate_to};
 use crate::vocab::ResumedFrom;
 use anyhow::Context;
 use rlfleet_checkpoint::{BestEval, Checkpoint, RunCounters};
+use rlfleet_learning::agents::{self, Agent};
+use rlfleet_output::{EpisodeRecord, EvalRecord, RunOutput};
 use rlfleet_shared::config::RunConfig;
 use std::collections::VecDeque;
 use std::time::Instant;

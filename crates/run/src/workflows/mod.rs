@@ -23,7 +23,7 @@ pub use single::SingleRun;
 pub use stop::{StopReason, check_limits};
 pub use summary::{FrontFigures, LearnerFigures, RunSummary};
 
-use crate::agents::Agent;
+use rlfleet_learning::agents::Agent;
 use rlfleet_shared::config::{RunConfig, WorkflowKind};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;

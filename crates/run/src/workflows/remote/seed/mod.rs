@@ -243,7 +243,8 @@ impl Workflow for Seed {
         );
         // Large networks answer in one libtorch forward pass per batch on
         // the learner's device; small MLPs from the plain-Rust copy.
-        let policy = crate::nets::place(policy, cfg.distributed.seed_inference, "seed inference");
+        let policy =
+            rlfleet_learning::nets::place(policy, cfg.distributed.seed_inference, "seed inference");
         let front = front::Front::new(
             self.link.clone(),
             rx,

@@ -1,10 +1,10 @@
-//! learner-server's build script: the one every package that links
+//! rlfleet-learning's build script: the one every package that links
 //! libtorch runs (`build.rs`: rpaths, CUDA), then ATen's fused Adam shim
 //! (`src/agents/fused_adam.cpp`, which tch 0.24 does not expose), compiled
 //! against the same libtorch with the flags torch-sys uses for its own C++
 //! (C++17, the wheel's C++11 ABI).
 
-#[path = "build.rs"]
+#[path = "../../learner-server/build.rs"]
 mod common;
 
 fn main() {
