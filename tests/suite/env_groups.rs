@@ -158,7 +158,7 @@ fn a_rank_that_hangs_past_the_step_limit_costs_its_group_one_episode() {
     for group in [0, 1] {
         let place = format!("(on rank 0 of env group {group} ");
         assert!(
-            stderr.lines().any(|l| l.contains("learner_server")
+            stderr.lines().any(|l| l.contains("rlfleet_run::")
                 && l.contains(
                     "TimeoutError: the step took longer than env_step_timeout_secs (0.5 s)"
                 )
@@ -204,7 +204,7 @@ fn a_rank_that_raises_costs_its_group_one_episode_and_the_job_goes_on() {
                 leader + 1
             );
             assert!(
-                stderr.lines().any(|l| l.contains("learner_server")
+                stderr.lines().any(|l| l.contains("rlfleet_run::")
                     && l.contains(&named)
                     && l.contains(&place)
                     && l.contains("requeued=true")),
