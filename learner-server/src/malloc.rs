@@ -11,25 +11,16 @@
 //! tensors in the heap, reused. Replay buffers and other large arrays
 //! (above 32 MiB) are still mapped on their own.
 
-#[cfg(all(target_os = "linux", target_env = "gnu"))]
-#[allow(unsafe_code)]
-unsafe extern "C" {
-    /// glibc's `mallopt(3)`.
-    fn mallopt(param: std::ffi::c_int, value: std::ffi::c_int) -> std::ffi::c_int;
-}
-
 /// Sets the thresholds (once, at a binary's start, before threads that
 /// allocate tensors). Returns whether glibc took both; elsewhere a no-op
 /// that returns false.
 pub fn keep_tensors_in_the_heap() -> bool {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     {
-        // glibc's `M_TRIM_THRESHOLD` and `M_MMAP_THRESHOLD` (`<malloc.h>`).
-        const M_TRIM_THRESHOLD: std::ffi::c_int = -1;
-        const M_MMAP_THRESHOLD: std::ffi::c_int = -3;
-        // SAFETY: mallopt only sets allocator parameters; both values are
-        // in the ranges mallopt(3) documents (the mmap threshold at most
-        // 32 MiB on 64-bit).
+        use libc::{M_MMAP_THRESHOLD, M_TRIM_THRESHOLD, mallopt};
+        // SAFETY: glibc's mallopt(3) only sets allocator parameters; both
+        // values are in the ranges it documents (the mmap threshold at
+        // most 32 MiB on 64-bit).
         #[allow(unsafe_code)]
         let ok = unsafe {
             mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 256 << 20) == 1

@@ -28,23 +28,17 @@ type Sgemm = unsafe extern "C" fn(
     ldc: *const c_int,
 );
 
-// SAFETY: glibc's `dlsym`, with the signature its header declares.
-#[allow(unsafe_code)]
-unsafe extern "C" {
-    fn dlsym(handle: *mut c_void, symbol: *const c_char) -> *mut c_void;
-}
-
 /// The process's `sgemm_`, if a loaded library defines it.
 fn sgemm() -> Option<Sgemm> {
     static FOUND: OnceLock<Option<Sgemm>> = OnceLock::new();
     *FOUND.get_or_init(|| {
-        // SAFETY: `dlsym` with the default handle (null: RTLD_DEFAULT)
-        // and a NUL-terminated name only reads; a non-null result is the
+        // SAFETY: `dlsym` (libc's binding) with the default handle and a
+        // NUL-terminated name only reads; a non-null result is the
         // address of the symbol `sgemm_`, which BLAS defines with the
         // signature `Sgemm` states.
         #[allow(unsafe_code)]
         unsafe {
-            let at = dlsym(std::ptr::null_mut(), c"sgemm_".as_ptr());
+            let at = libc::dlsym(libc::RTLD_DEFAULT, c"sgemm_".as_ptr());
             (!at.is_null()).then(|| std::mem::transmute::<*mut c_void, Sgemm>(at))
         }
     })
