@@ -2,9 +2,10 @@
 //! libtorch or libpython (the shared crate, learner-server, actor-client, the
 //! integration tests, the benchmarks): neither tch's nor pyo3's rpath reaches
 //! our binaries, so point them at the libtorch and the libpython they were
-//! built against. With the `cuda` feature, also force-link libtorch_cuda (see
-//! SETUP.md) so that CUDA is found at run time. (learner-server's own
-//! script, `build_learner.rs`, runs this and compiles its C++ shim.)
+//! built against. With the `cuda` feature, also force-link libtorch_cuda
+//! (a library nothing calls by name, which the linker would otherwise
+//! drop) so that CUDA is found at run time. (rlfleet-learning's own script,
+//! `crates/learning/build.rs`, runs this and compiles its C++ shim.)
 
 pub fn main() {
     println!("cargo:rerun-if-env-changed=DEP_TCH_LIBTORCH_LIB");

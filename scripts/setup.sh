@@ -6,7 +6,7 @@
 # exported; run it to only install.
 # Everything is cached under $RLFLEET_CACHE (default ~/.cache/rlfleet), outside
 # the checkout, so a second run costs seconds. The recipe is the measured one
-# in the design brief's SETUP.md: libtorch from PyPI's torch 2.11.0 wheel,
+# recipe: libtorch from PyPI's torch 2.11.0 wheel,
 # ONNX Runtime 1.31.1 from its wheel, OpenMPI and libclang from Debian, and a
 # venv with a pinned Gymnasium for the environment parity tests.
 

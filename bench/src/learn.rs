@@ -49,7 +49,7 @@ pub struct LearnRow {
     last20_train_mean: Option<f64>,
     /// Env steps and wall seconds at which the rolling mean of 20 training
     /// episodes first reached the threshold (the rule CleanRL's and RLlib's
-    /// times in DESIGN.md were taken by).
+    /// published times to 475 were taken by).
     rolling20_first: Option<(u64, f64)>,
     /// The lowest rolling mean of 20 training episodes after that: whether
     /// the run stays solved once it is.

@@ -6,12 +6,12 @@
 //! confirmed target, the env steps and seconds it took; then, from a second
 //! run of the same seed without evaluations or target (up to
 //! `--free-secs`), where the rolling mean of 20 training episodes first
-//! reached the target (the rule by which DESIGN.md timed CleanRL on this
-//! machine kind), and the lowest it fell afterwards; then medians and
+//! reached the target (the rule by which CleanRL was timed on this machine
+//! kind), and the lowest it fell afterwards; then medians and
 //! spread. The baseline of the confirmed time is the same config's `single`
 //! run of the same seed, measured in the same invocation (agent and env in
 //! one thread, no transport), so the ratio says what the distribution costs
-//! or gains; CleanRL's rolling-20 times from DESIGN.md are printed beside
+//! or gains; CleanRL's rolling-20 times measured on this machine kind are printed beside
 //! the rolling-20 figure for orientation (not measured here).
 
 use crate::learn::{Rolling, rolling, spread};
@@ -23,7 +23,7 @@ use std::process::Command;
 use std::time::Instant;
 
 /// CleanRL's time to a rolling mean of 20 episodes ≥ 475 on this machine
-/// kind (DESIGN.md), by agent.
+/// kind (measured with CleanRL's own scripts), by agent.
 fn cleanrl_secs(agent: &str) -> Option<f64> {
     match agent {
         "dqn" => Some(33.0),
@@ -242,7 +242,7 @@ pub fn bench(
         println!(
             "{name}: {confirmed}/{seeds} confirmed; run {} ({} of single's {}); without a target, \
              rolling 20 reached on {}/{seeds} at {}, held (never below 90 %) on {rolling20_held}; \
-             CleanRL (DESIGN.md, rolling 20): {}",
+             CleanRL (measured on this machine kind, rolling 20): {}",
             show(run_secs),
             ratio(run_secs, single_run_secs),
             show(single_run_secs),

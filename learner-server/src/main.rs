@@ -209,7 +209,7 @@ fn mpi_command(a: MpiArgs) -> ExitCode {
 fn mpi_command(_: MpiArgs) -> ExitCode {
     eprintln!(
         "error: this learner-server was built without MPI: cargo build --release --features mpi \
-         (needs an MPI library and libclang; see SETUP.md)"
+         (needs an MPI library and libclang: scripts/setup.sh installs OpenMPI and libclang from Debian)"
     );
     ExitCode::from(2)
 }

@@ -62,8 +62,8 @@ impl AgentKind {
     }
 }
 
-/// How actors and learners cooperate (DESIGN.md's workflow table; also on
-/// the wire, in `Welcome`).
+/// How actors and learners cooperate (README.md's workflow table; also
+/// on the wire, in `Welcome`).
 #[derive(
     Debug,
     Clone,
