@@ -7,7 +7,8 @@
 
 use crate::measure::{rate, write_json};
 use crate::{durability, torch_python};
-use rlfleet_learning::agents::{Agent, Dqn};
+use rlfleet_learning::agents::Dqn;
+use rlfleet_learning::agents::Learn;
 use rlfleet_shared::config::DqnConfig;
 use rlfleet_shared::env;
 use serde::Serialize;

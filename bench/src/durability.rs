@@ -14,7 +14,8 @@
 
 use crate::soak::Server;
 use rlfleet_checkpoint::Checkpoint;
-use rlfleet_learning::agents::{Agent, Dqn};
+use rlfleet_learning::agents::Dqn;
+use rlfleet_learning::agents::{Learn, Persist};
 use rlfleet_replay::Transition;
 use rlfleet_run::state::StateDir;
 use rlfleet_run::workflows::{RunBook, RunOptions};

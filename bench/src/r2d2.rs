@@ -9,7 +9,8 @@
 
 use crate::measure::{rate, write_json};
 use crate::torch_python;
-use rlfleet_learning::agents::{Agent, R2d2};
+use rlfleet_learning::agents::Learn;
+use rlfleet_learning::agents::R2d2;
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::{EnvSpec, Space};

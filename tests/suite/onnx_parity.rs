@@ -9,7 +9,8 @@
 use ort::session::Session;
 use ort::value::TensorRef;
 use rand::{Rng, SeedableRng};
-use rlfleet_learning::agents::{Agent, Dqn, build_agent};
+use rlfleet_learning::agents::Persist;
+use rlfleet_learning::agents::{Dqn, build_agent};
 use rlfleet_learning::nets::FlatNet;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::{self, EnvSpec};

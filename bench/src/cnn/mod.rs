@@ -22,12 +22,13 @@ mod atari;
 
 use atari::atari_row;
 pub use atari::{AtariRow, AtariRuns};
+use rlfleet_learning::agents::{Learn, Persist};
 
 use crate::measure::write_json;
 use crate::torch_python;
 use actor_client::ort_net::OrtForward;
 use rand::{Rng, SeedableRng};
-use rlfleet_learning::agents::{Agent, Dqn};
+use rlfleet_learning::agents::Dqn;
 use rlfleet_learning::nets::DeviceForward;
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::{DqnConfig, ModelConfig, Torso};

@@ -13,9 +13,8 @@
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
 use super::sequences::{Padded, all_pieces, windowed_both};
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
-};
+use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::A2cConfig;
 use rlfleet_shared::env::EnvSpec;
@@ -162,11 +161,13 @@ impl A2c {
     }
 }
 
-impl Agent for A2c {
+impl Act for A2c {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         self.actor.act(&self.nets, self.train_steps, obs, action);
     }
+}
 
+impl Learn for A2c {
     fn observe(&mut self, t: &Transition<'_>) {
         rollout::keep(&mut self.open, self.bytes, t, self.train_steps);
     }
@@ -225,7 +226,9 @@ impl Agent for A2c {
             .map(Rollout::bytes)
             .sum()
     }
+}
 
+impl Persist for A2c {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
@@ -251,6 +254,8 @@ impl Agent for A2c {
         Ok(())
     }
 }
+
+impl Parallel for A2c {}
 
 #[cfg(test)]
 mod tests {

@@ -1,4 +1,5 @@
-//! Agents: networks and optimizers in tch behind the [`Agent`] trait, and the
+//! Agents: networks and optimizers in tch behind the [`Agent`] trait (its
+//! parts: [`Act`], [`Learn`], [`Persist`], [`Parallel`]), and the
 //! [`Policy`] trait for acting from published weights (the evaluator now;
 //! actor-side policies later).
 
@@ -60,13 +61,22 @@ pub enum AgentError {
     NoReplay,
 }
 
-/// A learner-side algorithm.
-pub trait Agent: Send {
+/// A learner-side algorithm: every part below. A workflow holds a
+/// `Box<dyn Agent>` and imports the parts it calls, so what a module uses
+/// of an agent is written in its imports; an agent implements each part
+/// (an empty `impl Parallel for X {}` where it has nothing to add).
+pub trait Agent: Act + Learn + Persist + Parallel + Send {}
+
+impl<T: Act + Learn + Persist + Parallel + Send> Agent for T {}
+
+/// Acting: actions for observations, and the exploration actors use.
+pub trait Act {
     /// Picks an action for one observation, exploring as the schedule says
     /// at `env_steps`. Writes the action into `action` (a discrete index is
     /// written as `action[0]`).
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]);
-    /// [`Agent::act`] for `n` observations at once (one forward pass where
+
+    /// [`Act::act`] for `n` observations at once (one forward pass where
     /// the agent can); `obs` holds `n` rows, `actions` receives `n` rows.
     fn act_batch(&mut self, obs: &[f32], n: usize, env_steps: u64, actions: &mut [f32]) {
         let (od, ad) = (obs.len() / n.max(1), actions.len() / n.max(1));
@@ -78,24 +88,33 @@ pub trait Agent: Send {
             );
         }
     }
+
     /// The exploration rate at `env_steps` that actors acting for this
     /// agent use (0 when the agent explores otherwise).
     fn epsilon(&self, _env_steps: u64) -> f64 {
         0.0
     }
+
     /// The exploration rate of the actor that joined `actor`-th (0 first)
-    /// at `env_steps`: [`Agent::epsilon`] for every actor, unless the
+    /// at `env_steps`: [`Act::epsilon`] for every actor, unless the
     /// agent gives each its own (R2D2's ladder).
     fn actor_epsilon(&self, env_steps: u64, _actor: u64) -> f64 {
         self.epsilon(env_steps)
     }
+}
+
+/// Learning: experience in (transition by transition, episode ends,
+/// episodes played again), gradient steps out, and what training reports.
+pub trait Learn {
     /// The transitions observed next were acted by the published weights
     /// of version `version` (an actor's, or the `seed` front's; until told,
     /// the agent's own current version, as under `single`). An agent that
     /// corrects for policy lag (IMPALA) remembers it per step.
     fn acted_with(&mut self, _version: u64) {}
+
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
+
     /// Stores experience whose observations are a uint8 env's bytes. Every
     /// agent that keeps experience (DQN, PPO, A2C, SAC, TD3, and the
     /// data-parallel wrapper) keeps them as bytes and uploads bytes; by
@@ -104,25 +123,31 @@ pub trait Agent: Send {
         let (obs, next_obs) = t.widened();
         self.observe(&t.with_obs(&obs, &next_obs));
     }
+
     /// Episode `episode` ended: every transition of it has been observed
     /// (on-policy agents train on it).
     fn end_episode(&mut self, _episode: u64) {}
+
     /// Episode `episode` is handed out again, to be played from its start:
     /// what was observed of the earlier play and is still waiting (n-step
     /// windows, open on-policy trajectories) is let go, so that it does not
     /// mix with the new play. Transitions already stored stay.
     fn abandon_episode(&mut self, _episode: u64) {}
+
     /// Trains as the schedule calls for after `env_steps` environment steps;
     /// returns the number of gradient steps taken.
     fn train(&mut self, env_steps: u64) -> u32;
+
     /// One gradient step now, outside the agent's own schedule (for a
     /// workflow that paces training itself, as `orchestrated`'s rate
     /// limiter does). Returns the items it sampled; 0 when it cannot train.
     fn sample_step(&mut self) -> u32 {
         0
     }
+
     /// Loss of the latest gradient step (reads it from the device).
     fn last_loss(&self) -> Option<f64>;
+
     /// What TensorBoard shows of training at `env_steps`: the latest loss
     /// and what the agent adds (exploration, learning rate, gradient norm,
     /// entropy). Reads from the device.
@@ -131,18 +156,38 @@ pub trait Agent: Send {
             .map(|l| vec![("train/loss", l)])
             .unwrap_or_default()
     }
+
     fn train_steps(&self) -> u64;
+
     /// Transitions currently held for training.
     fn replay_len(&self) -> usize;
+
     /// Bytes the replay holds (its own accounting; 0 for agents without
     /// one).
     fn replay_bytes(&self) -> usize {
         0
     }
+
+    /// Gradient steps [`Learn::train`] would take at `env_steps` once its
+    /// replay is full enough (for a data-parallel group, which must agree
+    /// on the count before anyone steps). 0 for agents without such a
+    /// schedule.
+    fn scheduled_steps(&self, _env_steps: u64) -> u32 {
+        0
+    }
+}
+
+/// Persisting: the published weights and the whole state (and the
+/// replay, where the agent keeps one), out and back in.
+pub trait Persist {
     fn weights(&self) -> Weights;
+
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError>;
+
     fn state(&self) -> AgentState;
+
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError>;
+
     /// The replay's contents, for a checkpoint with `checkpoint.replay`
     /// (`None` for agents without a replay). N-step windows of open
     /// episodes are not in it: every episode open at a checkpoint is
@@ -150,27 +195,28 @@ pub trait Agent: Send {
     fn replay_image(&self) -> Option<rlfleet_replay::ReplayImage> {
         None
     }
-    /// Puts back a replay [`Agent::replay_image`] saved.
+
+    /// Puts back a replay [`Persist::replay_image`] saved.
     fn restore_replay(&mut self, _img: &rlfleet_replay::ReplayImage) -> Result<(), AgentError> {
         Err(AgentError::NoReplay)
     }
-    /// Gradient steps [`Agent::train`] would take at `env_steps` once its
-    /// replay is full enough (for a data-parallel group, which must agree
-    /// on the count before anyone steps). 0 for agents without such a
-    /// schedule.
-    fn scheduled_steps(&self, _env_steps: u64) -> u32 {
-        0
-    }
+}
+
+/// Membership of a data-parallel group (the `ml-*` workflows): every
+/// method has a default for an agent that trains alone.
+pub trait Parallel {
     /// Makes every gradient step average its gradient with other learners
     /// through `reduce` before the optimizer uses it. False when the agent
     /// cannot (it then trains alone).
     fn set_gradient_reduce(&mut self, _reduce: Box<dyn GradientReduce>) -> bool {
         false
     }
+
     /// Data-parallel learners: the transitions observed from here on go to
     /// learner `learner`'s replay (the multi-learner `rma` workflows pick
     /// a learner per batch). Single learners ignore it.
     fn route_to(&mut self, _learner: usize) {}
+
     /// The run ended (before its summary is written): a data-parallel
     /// group checks its learners here.
     fn finish_run(&mut self, _output_dir: &std::path::Path) -> anyhow::Result<()> {

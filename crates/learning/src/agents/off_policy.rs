@@ -212,17 +212,19 @@ impl ActionScale {
     }
 }
 
-/// The `Agent` methods DDPG, TD3 and SAC share, for an `impl Agent` block
+/// The agent methods DDPG, TD3 and SAC share, one arm per part
+/// (`off_policy_agent!(act)` in `impl Act`, `learn`, `persist`), for a block
 /// of a type with the fields `core` ([`OffPolicy`]), `actor` (the published
 /// flat tensor), `actor_net`, `train_steps` and `last_loss`, and a
 /// `gradient_step` method.
 macro_rules! off_policy_agent {
-    () => {
+    (act) => {
         fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
             self.core
                 .act(&self.actor, self.train_steps, obs, env_steps, action);
         }
-
+    };
+    (learn) => {
         fn observe(&mut self, t: &rlfleet_replay::Transition<'_>) {
             self.core.observe(t);
         }
@@ -262,7 +264,8 @@ macro_rules! off_policy_agent {
         fn replay_bytes(&self) -> usize {
             self.core.replay_bytes()
         }
-
+    };
+    (persist) => {
         fn replay_image(&self) -> Option<rlfleet_replay::ReplayImage> {
             let mut img = rlfleet_replay::ReplayImage::default();
             self.core.replay().image(&mut img);

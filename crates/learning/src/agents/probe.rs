@@ -5,7 +5,8 @@
 //! transitions. Its network has the shape of `dqn.hidden` and all-zero
 //! weights, so actors run their usual policy code with it.
 
-use super::{Agent, AgentError, AgentState, NamedTensor, Weights, check_weights};
+use super::{AgentError, AgentState, NamedTensor, Weights, check_weights};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 use rlfleet_output::{CsvFile, format};
@@ -81,7 +82,7 @@ fn joined(v: &[f32]) -> String {
         .join(";")
 }
 
-impl Agent for Probe {
+impl Act for Probe {
     fn act(&mut self, _obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         let a = if self.rng.random::<f64>() < self.epsilon {
             self.rng.random_range(0..self.n_actions)
@@ -94,7 +95,9 @@ impl Agent for Probe {
     fn epsilon(&self, _env_steps: u64) -> f64 {
         self.epsilon
     }
+}
 
+impl Learn for Probe {
     fn observe(&mut self, t: &Transition<'_>) {
         self.observed += 1;
         if let Some(w) = &mut self.log {
@@ -142,7 +145,9 @@ impl Agent for Probe {
     fn replay_len(&self) -> usize {
         0
     }
+}
 
+impl Persist for Probe {
     fn weights(&self) -> Weights {
         Weights {
             version: self.version,
@@ -180,6 +185,8 @@ impl Agent for Probe {
         Ok(())
     }
 }
+
+impl Parallel for Probe {}
 
 impl Drop for Probe {
     fn drop(&mut self) {

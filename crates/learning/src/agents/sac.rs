@@ -6,7 +6,8 @@
 
 use super::critic::{Critics, descend, polyak};
 use super::off_policy::{OffPolicy, Settings, off_policy_agent};
-use super::{Agent, AgentError, AgentState, named, restore};
+use super::{AgentError, AgentState, named, restore};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
 use rlfleet_shared::config::SacConfig;
 use rlfleet_shared::env::EnvSpec;
@@ -130,8 +131,16 @@ impl Sac {
     }
 }
 
-impl Agent for Sac {
-    off_policy_agent!();
+impl Act for Sac {
+    off_policy_agent!(act);
+}
+
+impl Learn for Sac {
+    off_policy_agent!(learn);
+}
+
+impl Persist for Sac {
+    off_policy_agent!(persist);
 
     fn state(&self) -> AgentState {
         AgentState {
@@ -181,6 +190,8 @@ impl Agent for Sac {
         Ok(())
     }
 }
+
+impl Parallel for Sac {}
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,8 @@
 
 use super::critic::{Critics, descend, polyak};
 use super::off_policy::{OffPolicy, Settings, off_policy_agent};
-use super::{Agent, AgentError, AgentState, named, restore};
+use super::{AgentError, AgentState, named, restore};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
 use rlfleet_shared::config::Td3Config;
 use rlfleet_shared::env::EnvSpec;
@@ -104,13 +105,21 @@ impl Td3 {
     }
 }
 
-impl Agent for Td3 {
-    off_policy_agent!();
+impl Act for Td3 {
+    off_policy_agent!(act);
 
     /// Actors add Gaussian noise of this std to the tanh action.
     fn epsilon(&self, _env_steps: u64) -> f64 {
         self.cfg.exploration_noise
     }
+}
+
+impl Learn for Td3 {
+    off_policy_agent!(learn);
+}
+
+impl Persist for Td3 {
+    off_policy_agent!(persist);
 
     fn state(&self) -> AgentState {
         AgentState {
@@ -152,6 +161,8 @@ impl Agent for Td3 {
         Ok(())
     }
 }
+
+impl Parallel for Td3 {}
 
 #[cfg(test)]
 mod tests {

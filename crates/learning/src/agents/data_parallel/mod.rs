@@ -2,7 +2,7 @@
 //! On the lead learner, [`DataParallel`] wraps the run's agent: it keeps
 //! the transitions meant for learner 0 and sends the others to their
 //! learner — by episode (`e % L`, `ml-async`), or to the learner the run
-//! picked for the batch ([`Agent::route_to`], the `ml-rma` family); before each group of gradient steps it tells every
+//! picked for the batch ([`Parallel::route_to`], the `ml-rma` family); before each group of gradient steps it tells every
 //! helper how many to take, and each step's gradient is averaged over the
 //! learners (`MPI_Allreduce`, [`AllreduceMean`]) before every learner
 //! applies the same optimizer step, so the models stay identical. Helper
@@ -14,6 +14,7 @@ mod allreduce;
 mod command;
 mod helper;
 
+use crate::agents::{Act, Learn, Parallel, Persist};
 pub use allreduce::AllreduceMean;
 pub use helper::serve_helper;
 
@@ -120,13 +121,15 @@ impl DataParallel {
     }
 }
 
-impl Agent for DataParallel {
+impl Act for DataParallel {
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
         self.inner.act(obs, env_steps, action)
     }
+
     fn act_batch(&mut self, obs: &[f32], n: usize, env_steps: u64, actions: &mut [f32]) {
         self.inner.act_batch(obs, n, env_steps, actions)
     }
+
     fn epsilon(&self, env_steps: u64) -> f64 {
         self.inner.epsilon(env_steps)
     }
@@ -134,7 +137,9 @@ impl Agent for DataParallel {
     fn actor_epsilon(&self, env_steps: u64, actor: u64) -> f64 {
         self.inner.actor_epsilon(env_steps, actor)
     }
+}
 
+impl Learn for DataParallel {
     fn observe(&mut self, t: &Transition<'_>) {
         let k = self.owner(t.episode);
         self.held[k] += 1;
@@ -180,34 +185,45 @@ impl Agent for DataParallel {
         n
     }
 
-    fn route_to(&mut self, learner: usize) {
-        self.route = Some(learner % self.learners);
-    }
-
     fn last_loss(&self) -> Option<f64> {
         self.inner.last_loss()
     }
+
     fn scalars(&self, env_steps: u64) -> Vec<(&'static str, f64)> {
         self.inner.scalars(env_steps)
     }
+
     fn train_steps(&self) -> u64 {
         self.inner.train_steps()
     }
+
     fn replay_len(&self) -> usize {
         self.held.iter().sum::<u64>() as usize
     }
+}
+
+impl Persist for DataParallel {
     fn weights(&self) -> Weights {
         self.inner.weights()
     }
+
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         self.inner.load_weights(w)
     }
+
     fn state(&self) -> AgentState {
         self.inner.state()
     }
+
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.synced = false;
         self.inner.load_state(s)
+    }
+}
+
+impl Parallel for DataParallel {
+    fn route_to(&mut self, learner: usize) {
+        self.route = Some(learner % self.learners);
     }
 
     /// Collects every helper's weights and checks them against the

@@ -4,13 +4,15 @@
 //! (`replay.rs`: [`DqnReplay`], the path from transitions to a sampled
 //! batch; `loss.rs`: the loss, and its gradient by hand on the CPU).
 
+use crate::agents::{Act, Learn, Parallel, Persist};
+
 mod loss;
 mod replay;
 #[cfg(test)]
 mod tests;
 
 use super::q_state::{load_q_state, q_state};
-use super::{Agent, AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
+use super::{AgentError, AgentState, Weights, check_weights, copy_into, to_vec};
 use crate::nets::FlatNet;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -221,7 +223,7 @@ impl Dqn {
     }
 }
 
-impl Agent for Dqn {
+impl Act for Dqn {
     fn act(&mut self, obs: &[f32], env_steps: u64, action: &mut [f32]) {
         let a = if self.rng.random::<f64>() < self.epsilon(env_steps) {
             self.rng.random_range(0..self.n_actions)
@@ -249,7 +251,9 @@ impl Agent for Dqn {
     fn epsilon(&self, env_steps: u64) -> f64 {
         Dqn::epsilon(self, env_steps)
     }
+}
 
+impl Learn for Dqn {
     fn observe(&mut self, t: &Transition<'_>) {
         self.replay.observe(t);
     }
@@ -290,11 +294,6 @@ impl Agent for Dqn {
         }
     }
 
-    fn set_gradient_reduce(&mut self, reduce: Box<dyn super::GradientReduce>) -> bool {
-        self.reduce = Some(reduce);
-        true
-    }
-
     fn sample_step(&mut self) -> u32 {
         if self.replay.len() < self.cfg.batch_size as usize {
             return 0;
@@ -332,7 +331,9 @@ impl Agent for Dqn {
     fn replay_bytes(&self) -> usize {
         self.replay.memory_bytes()
     }
+}
 
+impl Persist for Dqn {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
@@ -363,5 +364,12 @@ impl Agent for Dqn {
 
     fn restore_replay(&mut self, img: &rlfleet_replay::ReplayImage) -> Result<(), AgentError> {
         self.replay.restore(img)
+    }
+}
+
+impl Parallel for Dqn {
+    fn set_gradient_reduce(&mut self, reduce: Box<dyn super::GradientReduce>) -> bool {
+        self.reduce = Some(reduce);
+        true
     }
 }

@@ -2,6 +2,7 @@
 //! network, the learning-rate schedule, and the dueling head.
 
 use super::*;
+use crate::agents::{Learn, Persist};
 use rlfleet_shared::policy::QPolicy;
 
 /// 32 CartPole-sized transitions of one episode.

@@ -2,7 +2,7 @@
 //! actions — a policy network (logits) and a value network, each over one
 //! flat tensor with its own Adam — trained on unrolls with V-trace targets
 //! ([`super::vtrace`]). Each step remembers the policy version that chose
-//! its action (`Agent::acted_with`; under `single` the agent's own), and
+//! its action (`Learn::acted_with`; under `single` the agent's own), and
 //! the agent keeps the published weights of recent versions, so an update
 //! computes the behaviour policy μ exactly and corrects for the lag of
 //! steps acted by older weights instead of refusing them. Every `n_steps`
@@ -16,9 +16,8 @@ mod recurrent;
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
 use super::versions::KeptVersions;
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
-};
+use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
 use rlfleet_shared::env::EnvSpec;
@@ -254,11 +253,13 @@ impl Impala {
     }
 }
 
-impl Agent for Impala {
+impl Act for Impala {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         self.actor.act(&self.nets, self.train_steps, obs, action);
     }
+}
 
+impl Learn for Impala {
     fn acted_with(&mut self, version: u64) {
         self.acting = Some(version);
     }
@@ -327,7 +328,9 @@ impl Agent for Impala {
             .map(Rollout::bytes)
             .sum()
     }
+}
 
+impl Persist for Impala {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
@@ -353,6 +356,8 @@ impl Agent for Impala {
         Ok(())
     }
 }
+
+impl Parallel for Impala {}
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,7 @@
 //! 1; updates take `n_epochs` steps every `n_steps` held steps.
 
 use super::*;
+use crate::agents::{Learn, Persist};
 
 fn spec() -> EnvSpec {
     rlfleet_shared::env::spec("CartPole-v1").unwrap()

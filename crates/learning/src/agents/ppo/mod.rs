@@ -8,7 +8,7 @@
 //! interleave); every `n_steps` transitions the held segments are trained
 //! on, an unfinished one bootstrapping from the value of its last state.
 //! The old log probabilities are those of the weights that acted each step
-//! (`Agent::acted_with`; under `single` the agent's own): the agent keeps
+//! (`Learn::acted_with`; under `single` the agent's own): the agent keeps
 //! its last few published versions, as IMPALA does, so a step acted while
 //! the previous update was running (`seed-a2c` with `[distributed]
 //! max_batches_ahead` above 2) is weighed by the ratio to the policy that
@@ -27,9 +27,8 @@ mod recurrent;
 use super::policy_value::PolicyValue;
 use super::rollout::{self, Rollout};
 use super::versions::KeptVersions;
-use super::{
-    Agent, AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec,
-};
+use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -252,7 +251,7 @@ impl Ppo {
     }
 }
 
-impl Agent for Ppo {
+impl Act for Ppo {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         if !self.actor_fresh {
             let w = to_vec(&self.nets.policy);
@@ -269,7 +268,9 @@ impl Agent for Ppo {
         }
         action.copy_from_slice(&self.picked);
     }
+}
 
+impl Learn for Ppo {
     fn acted_with(&mut self, version: u64) {
         self.acting = Some(version);
     }
@@ -340,7 +341,9 @@ impl Agent for Ppo {
             .map(Rollout::bytes)
             .sum()
     }
+}
 
+impl Persist for Ppo {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
@@ -366,6 +369,8 @@ impl Agent for Ppo {
         Ok(())
     }
 }
+
+impl Parallel for Ppo {}
 
 #[cfg(test)]
 mod tests {

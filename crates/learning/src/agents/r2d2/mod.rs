@@ -8,6 +8,8 @@
 //! gives each sequence the priority η max|δ| + (1 − η) mean|δ|.
 //! Exploration follows Ape-X's ladder of ε across the fleet's actors.
 
+use crate::agents::{Act, Learn, Parallel, Persist};
+
 mod batch;
 mod cutter;
 #[cfg(test)]
@@ -15,7 +17,7 @@ mod tests;
 mod update;
 
 use super::q_state::{load_q_state, q_state};
-use super::{Agent, AgentError, AgentState, Optimizer, Weights, check_weights, copy_into, to_vec};
+use super::{AgentError, AgentState, Optimizer, Weights, check_weights, copy_into, to_vec};
 use crate::nets::{DeviceForward, FlatNet};
 use rlfleet_replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
 
@@ -203,7 +205,7 @@ impl R2d2 {
     }
 }
 
-impl Agent for R2d2 {
+impl Act for R2d2 {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         self.refresh_actor();
         self.actor
@@ -212,7 +214,7 @@ impl Agent for R2d2 {
     }
 
     /// Rung 0 of the ladder (actors get theirs from
-    /// [`Agent::actor_epsilon`]).
+    /// [`Act::actor_epsilon`]).
     fn epsilon(&self, _env_steps: u64) -> f64 {
         self.cfg.ladder_epsilon(0)
     }
@@ -220,7 +222,9 @@ impl Agent for R2d2 {
     fn actor_epsilon(&self, _env_steps: u64, actor: u64) -> f64 {
         self.cfg.ladder_epsilon(actor)
     }
+}
 
+impl Learn for R2d2 {
     fn observe(&mut self, t: &Transition<'_>) {
         self.push_step(t, Rows::Values(t.obs), Rows::Values(t.next_obs));
     }
@@ -290,7 +294,9 @@ impl Agent for R2d2 {
     fn replay_bytes(&self) -> usize {
         self.replay.memory_bytes()
     }
+}
 
+impl Persist for R2d2 {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
@@ -329,3 +335,5 @@ impl Agent for R2d2 {
         Ok(())
     }
 }
+
+impl Parallel for R2d2 {}

@@ -4,6 +4,7 @@
 use super::batch::{Layout, rescale, unrescale};
 use super::cutter::{Cutter, Step};
 use super::*;
+use crate::agents::{Learn, Persist};
 use rlfleet_replay::{ObsStore, Sequence};
 use rlfleet_shared::config::R2d2Config;
 use rlfleet_shared::env::Space;

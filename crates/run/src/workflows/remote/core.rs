@@ -105,7 +105,7 @@ pub(super) struct Core {
     pub metrics: Arc<Metrics>,
     pub shared: Arc<RunShared>,
     pub accounts: Arc<Accounts>,
-    /// Env steps already offered to `Agent::train`.
+    /// Env steps already offered to `Learn::train`.
     pub(super) trained_upto: u64,
     /// Training is paced by the workflow (`orchestrated`'s rate limiter),
     /// not by the agent's schedule.
