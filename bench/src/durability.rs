@@ -18,7 +18,7 @@ use rlfleet_learning::agents::Dqn;
 use rlfleet_learning::agents::{Learn, Persist};
 use rlfleet_replay::Transition;
 use rlfleet_run::state::StateDir;
-use rlfleet_run::workflows::{RunBook, RunOptions};
+use rlfleet_run::workflows::{Desk, RunOptions};
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{self, Action};
 use serde::Serialize;
@@ -103,7 +103,7 @@ fn stall_case(
     let spec = env::spec("CartPole-v1")?;
     let mut agent = Dqn::new(&cfg.dqn, &spec, None, 0, Device::Cpu);
     fill(&mut agent, transitions);
-    let mut book = RunBook::open(&cfg, &RunOptions::default(), &mut agent)?;
+    let (mut book, mut desk) = Desk::open(&cfg, &RunOptions::default(), &mut agent)?;
     let batch: Vec<(Vec<f32>, f32)> = (0..64).map(|i| (vec![0.01 * i as f32; 4], 1.0)).collect();
     let (mut lat, mut snaps) = (Vec::new(), Vec::new());
     let start = Instant::now();
@@ -126,11 +126,15 @@ fn stall_case(
         if every.is_some_and(|e| last.elapsed() >= e) {
             last = Instant::now();
             book.counters.env_steps = steps;
-            snaps.push(book.checkpoint(&agent, None, false)?.as_secs_f64() * 1e3);
+            let snapshot = Instant::now();
+            book.checkpoint(&agent, None, false);
+            snaps.push(snapshot.elapsed().as_secs_f64() * 1e3);
+            desk.perform(&mut book)?;
         }
         lat.push(t.elapsed().as_secs_f64() * 1e6);
     }
-    book.checkpoint(&agent, None, true)?;
+    book.checkpoint(&agent, None, true);
+    desk.perform(&mut book)?;
     let bytes = std::fs::metadata(dir.path().join("checkpoint.safetensors"))?.len();
     let mut sorted = lat;
     sorted.sort_by(f64::total_cmp);

@@ -67,6 +67,39 @@ pub fn check_plain_data(sources: &[Source], src: &str, dir: &str) -> Vec<String>
 /// files under `dir` other than `allowed` (relative to `src`): there, time
 /// comes in as an argument.
 pub fn check_no_clock(sources: &[Source], src: &str, dir: &str, allowed: &[&str]) -> Vec<String> {
+    let reads = ["Instant::now", ".elapsed()", "SystemTime::now"];
+    let what = ("reads the clock", "where time is passed in");
+    check_absent(sources, (src, dir), allowed, &reads, what)
+}
+
+/// File access (`std::fs`, `File::`, `OpenOptions`, the run's output
+/// files) in files under `dir` other than `allowed`: there, what is to be
+/// written is returned as an effect for the driver to perform.
+pub fn check_no_files(sources: &[Source], src: &str, dir: &str, allowed: &[&str]) -> Vec<String> {
+    let touches = [
+        "std::fs",
+        "File::",
+        "OpenOptions",
+        "RunOutput",
+        "CsvFile",
+        "read_episodes",
+        "read_evals",
+        "plot_learning_curve",
+    ];
+    let what = ("touches files", "where the driver performs what is written");
+    check_absent(sources, (src, dir), allowed, &touches, what)
+}
+
+/// Lines (outside tests and comments) of files under `dir` other than
+/// `allowed` that contain one of `needles`, each named with its file,
+/// line and `what` (what it does, and why that is not done there).
+fn check_absent(
+    sources: &[Source],
+    (src, dir): (&str, &str),
+    allowed: &[&str],
+    needles: &[&str],
+    (what, why): (&str, &str),
+) -> Vec<String> {
     let mut problems = Vec::new();
     for s in sources.iter().filter(|s| s.rel.starts_with(dir)) {
         if is_test_file(&s.rel) || allowed.iter().any(|a| s.rel == std::path::Path::new(a)) {
@@ -74,12 +107,9 @@ pub fn check_no_clock(sources: &[Source], src: &str, dir: &str, allowed: &[&str]
         }
         for (i, line) in non_test(&s.text).lines().enumerate() {
             let t = line.trim_start();
-            let reads = ["Instant::now", ".elapsed()", "SystemTime::now"]
-                .iter()
-                .any(|c| t.contains(c));
-            if reads && !t.starts_with("//") {
+            if needles.iter().any(|c| t.contains(c)) && !t.starts_with("//") {
                 problems.push(format!(
-                    "{src}/{}:{}: reads the clock in `{dir}`, where time is passed in: `{t}`",
+                    "{src}/{}:{}: {what} in `{dir}`, {why}: `{t}`",
                     s.rel.display(),
                     i + 1
                 ));

@@ -220,20 +220,34 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
         problems.extend(files::check_tests_last(&sources, &src));
         problems.extend(files::check_unsafe(&sources, &src, unsafe_files(krate)));
         if krate == "crates/run" {
-            // ARCHITECTURE.md: a Workflow reads no clock; the driver
-            // (`mod.rs`) passes instants in and times the calls, and the
-            // `seed` front (an async task beside the transports) stamps
-            // requests at its door and batches them.
+            // ARCHITECTURE.md: the run core and the book read no clock and
+            // touch no file. The driver (`mod.rs`) tells the core the time
+            // and performs the book's effects through the desk; the
+            // `seed` front's loop (`serve.rs`, on tokio's clock) passes
+            // `now` to its batching, whose requests the door stamps.
             problems.extend(files::check_no_clock(
                 &sources,
                 &src,
                 "workflows/remote",
                 &[
                     "workflows/remote/mod.rs",
-                    "workflows/remote/seed/front.rs",
+                    "workflows/remote/seed/serve.rs",
                     "workflows/remote/seed/door.rs",
-                    // Stands in for the door: stamps its requests.
+                    // Stands in for the door (on tokio's paused clock).
                     "workflows/remote/seed/front_tests.rs",
+                ],
+            ));
+            problems.extend(files::check_no_clock(&sources, &src, "workflows/book", &[]));
+            problems.extend(files::check_no_files(&sources, &src, "workflows/book", &[]));
+            problems.extend(files::check_no_files(
+                &sources,
+                &src,
+                "workflows/remote",
+                &[
+                    "workflows/remote/mod.rs",
+                    // The batch log: written by the transports' tasks too
+                    // (batches counted after their run ended).
+                    "workflows/remote/accounts.rs",
                 ],
             ));
         }

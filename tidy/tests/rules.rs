@@ -192,6 +192,23 @@ fn a_clock_read_outside_the_driver_is_named() {
 }
 
 #[test]
+fn a_file_touched_outside_the_driver_is_named() {
+    let sources = crate_of(&[
+        ("w/mod.rs", "//! driver\nlet f = std::fs::read(p)?;\n"),
+        (
+            "w/book.rs",
+            "//! book\n// std::fs is not for here\nfn row(out: &mut RunOutput) {}\n#[cfg(test)]\nmod tests {\n    fn t() { std::fs::write(p, b\"x\"); }\n}\n",
+        ),
+    ]);
+    assert_eq!(
+        rlfleet_tidy::files::check_no_files(&sources, "c", "w", &["w/mod.rs"]),
+        [
+            "c/w/book.rs:3: touches files in `w`, where the driver performs what is written: `fn row(out: &mut RunOutput) {}`"
+        ]
+    );
+}
+
+#[test]
 fn a_native_dependency_that_is_not_optional_is_named() {
     let manifest = "[package]\nname = \"x\"\n\n[dependencies]\nserde.workspace = true\npyo3 = { workspace = true, optional = true }\nmpi.workspace = true\n\n[build-dependencies]\ntch = \"1\"\n";
     assert_eq!(

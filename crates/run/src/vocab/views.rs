@@ -139,6 +139,21 @@ pub struct EpisodeView {
     pub wall_secs: f64,
 }
 
+impl From<rlfleet_output::EpisodeRecord> for EpisodeView {
+    /// A row of `episodes.csv`.
+    fn from(r: rlfleet_output::EpisodeRecord) -> EpisodeView {
+        EpisodeView {
+            episode: r.episode,
+            actor: r.actor,
+            ret: r.ret,
+            length: r.length,
+            policy_version: r.policy_version,
+            env_steps: r.env_steps,
+            wall_secs: r.wall_secs,
+        }
+    }
+}
+
 /// A connected actor, as `GET /v1/actors` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 pub struct ActorView {

@@ -6,6 +6,7 @@
 //! evaluator, stop rules, output) over a transport.
 
 mod book;
+mod desk;
 mod evaluator;
 mod progress;
 mod recorded;
@@ -15,7 +16,8 @@ mod single;
 mod stop;
 mod summary;
 
-pub use book::RunBook;
+pub use book::{Effect, RunBook};
+pub use desk::Desk;
 pub use evaluator::{EvalResult, Evaluator};
 pub use recorded::{record_end, run_recorded};
 pub use seeds::{episode_seed, eval_seed};

@@ -1,8 +1,11 @@
 //! The `single` workflow (JORLDY's single): one environment loop in the
 //! learner process that trains inline, while the evaluator thread scores the
-//! weights published every `eval.period_steps` env steps.
+//! weights published every `eval.period_steps` env steps. The loop is the
+//! book's driver: it reads the clock and has the desk do what the book
+//! asks.
 
 use super::book::RunBook;
+use super::desk::Desk;
 use super::seeds::episode_seed;
 use super::{RunOptions, RunSummary, StopReason};
 use rlfleet_checkpoint::RunCounters;
@@ -10,6 +13,7 @@ use rlfleet_learning::agents::{self, Agent};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::{Action, Env, EnvFault};
+use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A `single` run, built and ready (possibly resumed from a checkpoint).
@@ -17,6 +21,7 @@ pub struct SingleRun {
     agent: Box<dyn Agent>,
     env: Box<dyn Env>,
     book: RunBook,
+    desk: Desk,
 }
 
 impl std::fmt::Debug for SingleRun {
@@ -33,8 +38,13 @@ impl SingleRun {
         let device = rlfleet_learning::device::select(1);
         let env = cfg.env_source().make()?;
         let mut agent = agents::build_agent(cfg, env.spec(), device);
-        let book = RunBook::open(cfg, opts, agent.as_mut())?;
-        Ok(SingleRun { agent, env, book })
+        let (book, desk) = Desk::open(cfg, opts, agent.as_mut())?;
+        Ok(SingleRun {
+            agent,
+            env,
+            book,
+            desk,
+        })
     }
 
     pub fn counters(&self) -> RunCounters {
@@ -58,7 +68,8 @@ impl SingleRun {
             if cancel.is_cancelled() {
                 break StopReason::Cancelled;
             }
-            if let Some(r) = self.book.poll()? {
+            self.desk.step(&mut self.book)?;
+            if let Some(r) = self.book.poll(Instant::now()) {
                 break r;
             }
             let steps = self.book.counters.env_steps;
@@ -101,14 +112,16 @@ impl SingleRun {
             if step.done() {
                 let episode = self.book.counters.episodes;
                 let version = self.agent.train_steps();
-                self.book.episode(episode, 0, ep_return, ep_len, version)?;
-                self.book.flush()?;
+                self.book.episode(episode, 0, ep_return, ep_len, version);
+                self.book.flush();
                 (ep_return, ep_len) = (0.0, 0);
                 self.start_episode(&mut obs)?;
             }
-            self.book.after_steps(steps, self.agent.as_ref())?;
+            self.book
+                .after_steps(steps, self.agent.as_ref(), Instant::now());
         };
-        self.book.finish(reason, self.agent.as_ref(), None)
+        self.desk
+            .finish(&mut self.book, reason, self.agent.as_ref(), None)
     }
 
     /// Resets the env for the next episode id, from its seed; an env that

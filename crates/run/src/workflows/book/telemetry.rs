@@ -1,8 +1,8 @@
 //! What a run reports as its env steps pass: weights to the evaluator and
 //! a checkpoint at their periods, training scalars to TensorBoard, the
-//! progress bar.
+//! progress bar — queued as effects.
 
-use super::RunBook;
+use super::{Effect, ProgressLine, RunBook};
 use crate::workflows::progress::Confirm;
 use rlfleet_learning::agents::Agent;
 use std::time::Instant;
@@ -11,45 +11,48 @@ use std::time::Instant;
 /// a multiple of this.
 const SCALARS_EVERY_STEPS: u64 = 1000;
 
+/// The progress bar is redrawn each time this many env steps have passed.
+const PROGRESS_EVERY_STEPS: u64 = 500;
+
 impl RunBook {
-    /// After the env step count went from `before` to the current count:
-    /// publishes weights to the evaluator and checkpoints when a period
-    /// boundary was crossed, and refreshes the progress bar.
-    pub fn after_steps(&mut self, before: u64, agent: &dyn Agent) -> anyhow::Result<()> {
-        let now = self.counters.env_steps;
-        let crossed = |period: u64| period > 0 && now / period > before / period;
-        if crossed(self.cfg.eval.period_steps)
-            && let Some(e) = &self.evaluator
-        {
-            e.publish(agent.weights(), now);
+    /// After the env step count went from `before` to the current count,
+    /// at `now`: publishes weights to the evaluator and checkpoints when a
+    /// period boundary was crossed, and refreshes the progress bar.
+    pub fn after_steps(&mut self, before: u64, agent: &dyn Agent, now: Instant) {
+        let steps = self.counters.env_steps;
+        let crossed = |period: u64| period > 0 && steps / period > before / period;
+        if crossed(self.cfg.eval.period_steps) {
+            self.push(Effect::Publish {
+                weights: agent.weights(),
+                env_steps: steps,
+            });
         }
         if crossed(self.cfg.checkpoint.period_steps) {
             if self.defer_checkpoints {
                 self.checkpoint_due = true;
             } else {
-                self.checkpoint(agent, None, false)?;
+                self.checkpoint(agent, None, false);
             }
         }
         if crossed(SCALARS_EVERY_STEPS) {
-            self.write_scalars(agent)?;
+            self.scalars(agent, now);
         }
-        if now - self.last_progress_steps >= 500 {
-            self.last_progress_steps = now;
+        if steps - self.last_progress_steps >= PROGRESS_EVERY_STEPS {
+            self.last_progress_steps = steps;
             let confirm = match (self.target.confirming(), self.target.last_confirm) {
                 (true, _) => Confirm::UnderWay,
                 (false, Some((_, mean))) => Confirm::Latest(mean),
                 (false, None) => Confirm::None,
             };
-            self.progress.update(
-                now,
-                self.counters.episodes,
-                self.rate(),
-                self.recent_mean(),
-                self.target.last_eval,
+            self.push(Effect::Progress(ProgressLine {
+                env_steps: steps,
+                episodes: self.counters.episodes,
+                steps_per_sec: self.rate(now),
+                recent: self.recent_mean(),
+                eval: self.target.last_eval,
                 confirm,
-            );
+            }));
         }
-        Ok(())
     }
 
     /// A batch `lag` policy versions behind the learner was trained on.
@@ -61,14 +64,17 @@ impl RunBook {
     }
 
     /// The agent's training scalars, the rates since the last write, the
-    /// replay size and the mean policy lag, to TensorBoard.
-    fn write_scalars(&mut self, agent: &dyn Agent) -> anyhow::Result<()> {
-        let now = self.counters.env_steps;
-        let (then, steps, grads) = self.last_scalars;
-        let secs = then.elapsed().as_secs_f64().max(1e-9);
+    /// replay size and the mean policy lag, for TensorBoard.
+    fn scalars(&mut self, agent: &dyn Agent, now: Instant) {
+        let steps = self.counters.env_steps;
+        let (then, since_steps, grads) = self.last_scalars;
+        let secs = now.saturating_duration_since(then).as_secs_f64().max(1e-9);
         let train_steps = agent.train_steps();
-        let mut s = agent.scalars(now);
-        s.push(("perf/env_steps_per_sec", (now - steps) as f64 / secs));
+        let mut s = agent.scalars(steps);
+        s.push((
+            "perf/env_steps_per_sec",
+            (steps - since_steps) as f64 / secs,
+        ));
         s.push((
             "perf/gradient_steps_per_sec",
             train_steps.saturating_sub(grads) as f64 / secs,
@@ -78,9 +84,11 @@ impl RunBook {
         if self.lag.1 > 0 {
             s.push(("train/policy_lag", self.lag.0 as f64 / self.lag.1 as f64));
         }
-        self.out.scalars(now, &s)?;
-        self.last_scalars = (Instant::now(), now, train_steps);
+        self.push(Effect::Scalars {
+            env_steps: steps,
+            values: s,
+        });
+        self.last_scalars = (now, steps, train_steps);
         self.lag = (0, 0);
-        Ok(())
     }
 }

@@ -4,28 +4,25 @@
 //! the multi-learner `ml-*` (on the lead learner rank).
 //!
 //! [`RemoteRun`] is the driver: one thread owns it and runs its loop over
-//! [`Input`]s, with the clock, the stop rules and the status. What every
-//! workflow shares is the [`core::Core`] (agent, books, ledger, actors);
+//! [`Input`]s, with the clock (told to the core before each call), the
+//! stop rules, the status and the [`Desk`] that performs what the book
+//! asks. What every workflow shares is the [`core::Core`] (agent, books,
+//! ledger, actors);
 //! what one family adds is a [`Workflow`], one file each (`immediate.rs`,
 //! `window.rs`, `sync.rs`, `orchestrated.rs`, `seed/`, `rma/`). Transports
 //! see a run only as its [`Intake`](crate::vocab::Intake).
 
 mod accounts;
-mod actors;
-mod books;
 mod checks;
 mod core;
-mod episodes;
 mod families;
 mod frames;
 mod immediate;
-mod ingest;
 mod input;
 mod ledger;
 mod orchestrated;
 mod rma;
 mod seed;
-mod status;
 mod sync;
 #[cfg(test)]
 mod tests;
@@ -37,7 +34,7 @@ pub use accounts::{BATCH_LOG_HEADER, BatchLine};
 pub use ledger::{EpisodeLedger, Finish};
 
 use self::core::{Core, stop_message};
-use super::book::RunBook;
+use super::desk::Desk;
 use super::{RunOptions, RunSummary, StopReason};
 use crate::metrics::Metrics;
 use crate::vocab::DropReason as Drop;
@@ -67,6 +64,7 @@ const STATUS_PERIOD: Duration = Duration::from_millis(100);
 /// A distributed run, ready to take inputs.
 pub struct RemoteRun {
     core: Core,
+    desk: Desk,
     workflow: Box<dyn Workflow>,
     /// Where the run's inbox delivers (kept until [`RemoteRun::inbox`]).
     sender: mpsc::SyncSender<Input>,
@@ -106,14 +104,25 @@ impl RemoteRun {
             (learners, actor_ranks) = (l.count, l.actor_ranks);
             agent = l.take_agent(agent);
         }
-        let book = RunBook::open(cfg, opts, agent.as_mut())?;
+        let (book, desk) = Desk::open(cfg, opts, agent.as_mut())?;
         let mut core = Core::new(id, agent, book, spec, metrics, shared, max_actors)?;
+        core.resume(desk.record().map(|r| r.journal()).transpose()?)?;
+        if core.book().resumed_from.is_some() {
+            // The API's curve holds what the files hold.
+            let rows = rlfleet_output::read_episodes(&cfg.output_dir.join("episodes.csv"))
+                .unwrap_or_default();
+            *core.shared().episodes.lock().expect("episodes lock") = rows
+                .into_iter()
+                .map(crate::vocab::EpisodeView::from)
+                .collect();
+        }
         match cfg.workflow {
             WorkflowKind::NbAsync | WorkflowKind::AsyncWindow | WorkflowKind::Orchestrated => {
-                core.in_flight = cfg.distributed.in_flight;
+                core.set_in_flight(cfg.distributed.in_flight);
             }
             WorkflowKind::Random => {
-                core.fixed_epsilon = Some(immediate::fixed_policy(cfg, core.agent.as_mut())?);
+                let epsilon = immediate::fixed_policy(cfg, core.agent_mut())?;
+                core.fix_epsilon(epsilon);
             }
             _ => {}
         }
@@ -126,6 +135,7 @@ impl RemoteRun {
         let (sender, events) = mpsc::sync_channel(2 * max_actors + ahead + HELPER_INPUTS);
         Ok(RemoteRun {
             core,
+            desk,
             workflow,
             sender,
             events,
@@ -141,7 +151,7 @@ impl RemoteRun {
         Arc::new(Inbox {
             bypass: self.workflow.bypass(&self.core, &self.sender, rt),
             run: self.sender.clone(),
-            accounts: self.core.accounts.clone(),
+            accounts: self.core.accounts().clone(),
         })
     }
 
@@ -149,6 +159,7 @@ impl RemoteRun {
     pub fn run(self, cancel: &CancellationToken) -> anyhow::Result<RunSummary> {
         let RemoteRun {
             mut core,
+            mut desk,
             mut workflow,
             sender,
             events,
@@ -159,13 +170,14 @@ impl RemoteRun {
         drop(sender);
         // systemd's watchdog is pinged from this loop while the run lasts:
         // a stuck run thread stops the pings.
-        let watchdog = core.shared.watchdog.clone();
+        let watchdog = core.shared().watchdog.clone();
         watchdog.hold(true);
         let reason = loop {
             if cancel.is_cancelled() {
                 break StopReason::Cancelled;
             }
-            let book = core.book.poll()?;
+            desk.step(core.book_mut())?;
+            let book = core.book_mut().poll(Instant::now());
             if let Some(r) = workflow.poll_stop(&core, book) {
                 break r;
             }
@@ -173,9 +185,10 @@ impl RemoteRun {
             // training, answers), waiting between them. Measured here, so
             // that no workflow reads the clock.
             let started = Instant::now();
+            core.tell_time(started);
             let busy = workflow.work(&mut core, started)?;
             let now = Instant::now();
-            core.time.train += now - started;
+            core.charge_time(now - started, Duration::ZERO);
             let timeout = if busy {
                 Duration::ZERO
             } else {
@@ -183,37 +196,50 @@ impl RemoteRun {
             };
             let got = events.recv_timeout(timeout);
             if !busy {
-                core.time.wait += now.elapsed();
+                core.charge_time(Duration::ZERO, now.elapsed());
             }
             match got {
                 Ok(input) => {
                     let started = Instant::now();
+                    core.tell_time(started);
                     handle(&mut core, workflow.as_mut(), input)?;
                     // Take what else is queued (bounded, so that stop
                     // rules and status still run under a steady stream).
                     // A checkpoint that fell due is not put off either.
                     for _ in 0..MAX_DRAIN {
-                        if core.book.checkpoint_due() {
+                        if core.book().checkpoint_due() {
                             break;
                         }
                         let Ok(input) = events.try_recv() else { break };
+                        core.tell_time(Instant::now());
                         handle(&mut core, workflow.as_mut(), input)?;
                     }
-                    core.time.train += started.elapsed();
+                    core.charge_time(started.elapsed(), Duration::ZERO);
                 }
                 Err(RecvTimeoutError::Timeout) => {}
                 Err(RecvTimeoutError::Disconnected) => break StopReason::Cancelled,
             }
+            // What the run thread stalls for a checkpoint (the `rma` pools
+            // and `orchestrated`'s queue handed over, the state copied
+            // out); the writer thread does the rest.
             let started = Instant::now();
-            workflow.checkpoint(&mut core)?;
-            core.time.train += started.elapsed();
+            core.tell_time(started);
+            if workflow.checkpoint(&mut core)? {
+                core.metrics()
+                    .checkpoint_snapshot
+                    .observe(started.elapsed().as_secs_f64());
+            }
+            desk.perform(core.book_mut())?;
+            core.charge_time(started.elapsed(), Duration::ZERO);
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);
-                let c = &core.book.counters;
+                let c = &core.book().counters;
                 let status = format!(
                     "run {}: {} env steps, {} episodes",
-                    core.id, c.env_steps, c.episodes
+                    core.id(),
+                    c.env_steps,
+                    c.episodes
                 );
                 watchdog.ping(Some(&status));
             }
@@ -231,7 +257,12 @@ impl RemoteRun {
         // batches itself).
         drop(events);
         core.publish_status(RunState::Stopping, Some(text), &mut time_published);
-        core.finish(reason)
+        core.tell_time(Instant::now());
+        let books = core.close()?;
+        let (book, agent) = core.book_with_agent();
+        let summary = desk.finish(book, reason, agent, Some(books))?;
+        core.settle(&summary);
+        Ok(summary)
     }
 }
 
@@ -252,8 +283,8 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
         }
         Input::Internal(ev) => workflow.internal(core, ev),
         Input::Request { conn, msg, reply } => {
-            if !core.actors.contains_key(&conn) {
-                let text = format!("{} before a welcome into run {}", msg.kind(), core.id);
+            if core.actor(conn).is_none() {
+                let text = format!("{} before a welcome into run {}", msg.kind(), core.id());
                 let _ = reply.send(ErrorCode::Unexpected.message(text));
                 return Ok(());
             }
@@ -269,7 +300,7 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
             for f in s.faults() {
                 core.env_fault(conn, f);
             }
-            workflow.experience(core, conn, s, reply, Instant::now())
+            workflow.experience(core, conn, s, reply, core.now())
         }
     }
 }
@@ -293,9 +324,9 @@ fn late(
         Input::Internal(ev) => workflow.late(core, ev)?,
         Input::Request { msg, reply, .. } => {
             if let Message::Experience(e) = &msg {
-                core.accounts.received(e);
-                core.accounts
-                    .dropped(e, core.agent.train_steps(), Drop::RunEnded);
+                core.accounts().received(e);
+                core.accounts()
+                    .dropped(e, core.agent().train_steps(), Drop::RunEnded);
             }
             let _ = reply.send(stop_message(reason));
         }

@@ -35,12 +35,12 @@ pub(super) struct Orchestrated {
 impl Orchestrated {
     /// Training of `core` is paced by the limiter from now on.
     pub fn new(core: &mut Core) -> Orchestrated {
-        core.paced = true;
+        core.pace_training();
         let cfg = core.cfg();
         let d = &cfg.distributed;
         let mut limiter =
             RateLimiter::new(d.samples_per_insert, d.min_size_to_sample, d.error_buffer);
-        let saved = core.workflow_books.clone();
+        let saved = core.workflow_books().cloned();
         // Resumed: the samples-per-insert ratio carries on where it was.
         if let Some(b) = saved.and_then(|v| serde_json::from_value::<LimiterBooks>(v).ok()) {
             limiter.restore(b.inserts, b.samples);
@@ -58,7 +58,7 @@ impl Orchestrated {
             inserts: self.limiter.inserts(),
             samples: self.limiter.samples(),
         };
-        core.workflow_books = Some(serde_json::to_value(b).expect("plain data serialises"));
+        core.keep_workflow_books(serde_json::to_value(b).expect("plain data serialises"));
     }
 
     /// Ingests and answers one insert; tells the limiter.
@@ -69,7 +69,7 @@ impl Orchestrated {
         s: Submission,
         reply: Option<Reply>,
     ) -> anyhow::Result<()> {
-        let before = core.book.counters.env_steps;
+        let before = core.env_steps();
         match reply {
             Some(reply) => core.answer(conn, s, reply)?,
             None => {
@@ -78,7 +78,7 @@ impl Orchestrated {
                 }
             }
         }
-        self.limiter.inserted(core.book.counters.env_steps - before);
+        self.limiter.inserted(core.env_steps() - before);
         Ok(())
     }
 }
@@ -102,10 +102,10 @@ impl Workflow for Orchestrated {
     /// Gradient steps while the rate limiter allows, then the inserts it
     /// now admits.
     fn work(&mut self, core: &mut Core, _now: Instant) -> anyhow::Result<bool> {
-        let before = core.agent.train_steps();
+        let before = core.agent().train_steps();
         let mut steps = 0;
         while steps < MAX_STEPS_PER_TURN && self.limiter.can_sample(self.items) {
-            let items = core.agent.sample_step();
+            let items = core.agent_mut().sample_step();
             if items == 0 {
                 break;
             }
@@ -136,9 +136,9 @@ impl Workflow for Orchestrated {
     /// The inserts held back are taken in (and answered) first, so that
     /// every batch the books count received is trained; the limiter counts
     /// them, and holds the next inserts until sampling catches up.
-    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
-        if !core.book.checkpoint_due() {
-            return Ok(());
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<bool> {
+        if !core.book().checkpoint_due() {
+            return Ok(false);
         }
         while let Some((conn, s, reply)) = self.waiting.pop_front() {
             self.insert(core, conn, s, Some(reply))?;

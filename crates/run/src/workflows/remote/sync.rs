@@ -61,7 +61,7 @@ impl Sync {
             let _ = reply.send(ack);
         }
         for (conn, reply) in std::mem::take(&mut self.joiners) {
-            if core.actors.contains_key(&conn) {
+            if core.actor(conn).is_some() {
                 let welcome = core.welcome(conn, true);
                 let _ = reply.send(welcome);
                 self.participants.insert(conn);
@@ -132,9 +132,9 @@ impl Workflow for Sync {
         for (_, reply) in joiners {
             let _ = reply.send(stop_message(reason));
         }
-        let version = core.agent.train_steps();
+        let version = core.agent().train_steps();
         for e in &untrained {
-            core.accounts.dropped(e, version, DropReason::RunEnded);
+            core.accounts().dropped(e, version, DropReason::RunEnded);
         }
         Ok(())
     }

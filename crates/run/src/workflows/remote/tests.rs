@@ -218,16 +218,22 @@ impl Harness {
     }
 
     fn dropped(&self, reason: DropReason) -> u64 {
-        let t = self.run.core.accounts.tally.lock().expect("tally");
+        let t = self.run.core.accounts().tally.lock().expect("tally");
         t.dropped.get(&reason).copied().unwrap_or(0)
     }
 
     fn trained(&self) -> u64 {
-        self.run.core.accounts.tally.lock().expect("tally").trained
+        self.run
+            .core
+            .accounts()
+            .tally
+            .lock()
+            .expect("tally")
+            .trained
     }
 
     fn episodes(&self) -> u64 {
-        self.run.core.book.counters.episodes
+        self.run.core.book().counters.episodes
     }
 }
 
@@ -260,7 +266,7 @@ fn async_answers_at_once_parks_an_idle_actor_and_reissues_a_leavers_episodes() {
     );
     assert_eq!((h.episodes(), h.trained()), (2, 3));
     assert_eq!(h.run.core.ledger().reissued, 1);
-    assert_eq!(h.run.core.abandoned, 2);
+    assert_eq!(h.run.core.abandoned(), 2);
     // a plays episode 1 from its start: steps = lengths + abandoned.
     let mut done = h.send(1, batch("a", 3, 1, 6, true, 0));
     assert!(
@@ -268,7 +274,7 @@ fn async_answers_at_once_parks_an_idle_actor_and_reissues_a_leavers_episodes() {
         "nothing left to play: parked"
     );
     assert_eq!(h.episodes(), 3);
-    assert_eq!(h.run.core.book.counters.env_steps, (4 + 3 + 6) + 2);
+    assert_eq!(h.run.core.env_steps(), (4 + 3 + 6) + 2);
 }
 
 #[test]
@@ -284,7 +290,7 @@ fn a_work_request_gets_episodes_or_waits_and_is_never_a_batch() {
     );
     // Nothing is left, but a holds episodes: answered at once, empty.
     assert!(ack(answered(&mut h.ask(1, "a", 2))).starts.is_empty());
-    let t = h.run.core.accounts.tally.lock().expect("tally");
+    let t = h.run.core.accounts().tally.lock().expect("tally");
     assert_eq!((t.received, t.trained), (0, 0), "requests are not batches");
     drop(t);
     // An empty `Experience` is refused: asking is a work request.
@@ -305,7 +311,7 @@ fn a_resent_batch_is_acknowledged_as_a_duplicate_and_not_trained_twice() {
     let again = ack(answered(&mut h.send(1, batch("a", 1, 0, 3, false, 0))));
     assert!(again.duplicate);
     assert_eq!((h.trained(), h.dropped(DropReason::Duplicate)), (1, 1));
-    assert_eq!(h.run.core.book.counters.env_steps, 3);
+    assert_eq!(h.run.core.env_steps(), 3);
 }
 
 #[test]
@@ -314,7 +320,7 @@ fn a_batch_older_than_max_policy_lag_is_dropped_stale() {
     answered(&mut h.join(1, "a", 1)).expect("welcome");
     // 6 transitions at version 0: the probe takes version 1 at the 5th.
     ack(answered(&mut h.send(1, batch("a", 1, 0, 6, false, 0))));
-    assert_eq!(h.run.core.agent.train_steps(), 1);
+    assert_eq!(h.run.core.agent().train_steps(), 1);
     ack(answered(&mut h.send(1, batch("a", 2, 0, 2, false, 0))));
     assert_eq!((h.trained(), h.dropped(DropReason::Stale)), (1, 1));
     ack(answered(&mut h.send(1, batch("a", 3, 0, 2, false, 1))));
@@ -403,14 +409,14 @@ fn orchestrated_holds_inserts_while_training_is_behind() {
     let mut held = h.send(1, batch("a", 2, 0, 3, false, 0));
     assert!(answered(&mut held).is_none(), "held back");
     assert_eq!(
-        h.run.core.agent.train_steps(),
+        h.run.core.agent().train_steps(),
         0,
         "paced by the limiter alone"
     );
     // Gradient steps (the probe samples 1 item each) down to the window's
     // bottom (1 - 2), then the held insert goes in.
     assert!(h.work(Instant::now()));
-    assert_eq!(h.run.core.agent.train_steps(), 5);
+    assert_eq!(h.run.core.agent().train_steps(), 5);
     ack(answered(&mut held));
     // 7 in, 5 sampled: 3 more go in at once, the next waits; the run
     // ends with it held: it goes into replay, its actor is told to stop.
@@ -419,7 +425,7 @@ fn orchestrated_holds_inserts_while_training_is_behind() {
     assert!(answered(&mut last).is_none());
     h.stop();
     assert!(matches!(answered(&mut last), Some(Message::Stop(_))));
-    assert_eq!((h.trained(), h.run.core.book.counters.env_steps), (4, 12));
+    assert_eq!((h.trained(), h.run.core.env_steps()), (4, 12));
 }
 
 #[test]
@@ -510,17 +516,17 @@ fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
         }])
     };
     h.input(Input::Internal(acted(1, 0.0, 0.0, [flags::FRESH; 2])));
-    assert_eq!(h.run.core.book.counters.env_steps, 0, "first observations");
+    assert_eq!(h.run.core.env_steps(), 0, "first observations");
     h.input(Input::Internal(acted(2, 1.0, 1.0, [0, 0])));
-    assert_eq!(h.run.core.book.counters.env_steps, 2);
+    assert_eq!(h.run.core.env_steps(), 2);
     // Env 0's episode ends; episode 2 goes to it.
     h.input(Input::Internal(acted(3, 2.0, 2.0, [flags::TERMINATED, 0])));
-    assert_eq!((h.run.core.book.counters.env_steps, h.episodes()), (4, 1));
+    assert_eq!((h.run.core.env_steps(), h.episodes()), (4, 1));
     assert_eq!(h.run.core.ledger().issued, 3);
     assert_eq!(
         h.run
             .core
-            .accounts
+            .accounts()
             .tally
             .lock()
             .expect("tally")

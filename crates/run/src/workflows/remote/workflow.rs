@@ -96,8 +96,9 @@ pub(super) trait Workflow: Send {
     }
 
     /// Takes a checkpoint if one is due (the `rma` pools first hand over
-    /// what they hold, so that the books it keeps are whole).
-    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
+    /// what they hold, so that the books it keeps are whole); says whether
+    /// it took one.
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<bool> {
         core.checkpoint_if_due()
     }
 

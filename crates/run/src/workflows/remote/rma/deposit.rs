@@ -7,8 +7,8 @@
 //! to play.
 
 use super::super::checks::check_submission;
+use super::super::core::issue_starts;
 use super::super::core::{refusal, stop_message};
-use super::super::episodes::issue_starts;
 use super::super::ledger::Finish;
 use super::pools::{Finished, Pool, Pools};
 use crate::vocab::DropReason;

@@ -65,17 +65,17 @@ impl Rma {
         let select = Selector::for_workflow(w, d.window_selector, learners, actor_ranks, cfg.seed);
         let pools = Pools::new(
             rules,
-            core.ledger.clone(),
-            core.accounts.clone(),
-            core.metrics.clone(),
+            core.shared_ledger(),
+            core.accounts().clone(),
+            core.metrics().clone(),
         );
-        core.in_flight = d.in_flight;
+        core.set_in_flight(d.in_flight);
         let epsilon = core.actor_epsilon();
         let weights = core.weights_msg();
         let published_version = weights.version;
         pools.publish(weights, epsilon);
         // Resumed: what the checkpoint had accepted is refused again.
-        pools.restore_seqs(&core.trained_seq);
+        pools.restore_seqs(core.trained_seqs());
         Rma {
             pools: Arc::new(pools),
             workflow: w,
@@ -98,7 +98,7 @@ impl Rma {
         }
         ingest_all(core, batches)?;
         let epsilon = core.actor_epsilon();
-        if core.agent.train_steps() != self.published_version {
+        if core.agent().train_steps() != self.published_version {
             let w = core.weights_msg();
             self.published_version = w.version;
             self.pools.publish(w, epsilon);
@@ -148,7 +148,7 @@ fn ingest_all(core: &mut Core, batches: Routed) -> anyhow::Result<()> {
     core.settle_reissued();
     for (learner, conn, e) in batches {
         if let Some(l) = learner {
-            core.agent.route_to(l);
+            core.agent_mut().route_to(l);
         }
         core.ingest(conn, &e, true)?;
     }
@@ -198,7 +198,7 @@ impl Workflow for Rma {
 
     fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
         let welcome = core.welcome(conn, true);
-        let slot = &core.actors[&conn];
+        let slot = &core.actor(conn).expect("admitted");
         let version = slot.sent_version.unwrap_or(0);
         let actor = (slot.actor_id.as_str(), slot.session_id);
         self.pools
@@ -292,12 +292,12 @@ impl Workflow for Rma {
         };
         // The final checkpoint keeps the dedup keys (a run stopped for a
         // restart is resumed from it).
-        core.trained_seq = accepted;
+        core.set_trained_seqs(accepted);
         if self.workflow == WorkflowKind::MlRmaQueueShort {
             // Its run ends without the rest of the queues.
-            let version = core.agent.train_steps();
+            let version = core.agent().train_steps();
             for (_, _, e) in left {
-                core.accounts.dropped(&e, version, DropReason::RunEnded);
+                core.accounts().dropped(&e, version, DropReason::RunEnded);
             }
             return Ok(());
         }
@@ -311,15 +311,15 @@ impl Workflow for Rma {
     /// checkpoint. While a set `rma-queue-pop-all`'s fetcher took is on
     /// its way to the run thread, the checkpoint waits for it (the
     /// fetcher takes no other meanwhile).
-    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<()> {
-        if !core.book.checkpoint_due() {
-            return Ok(());
+    fn checkpoint(&mut self, core: &mut Core) -> anyhow::Result<bool> {
+        if !core.book().checkpoint_due() {
+            return Ok(false);
         }
         let pools = self.pools.clone();
         let mut g = pools.inner.lock().expect("pools lock");
         if *pools.fetched_waiting.lock().expect("fetch lock") {
             g.hold_fetch = true;
-            return Ok(());
+            return Ok(false);
         }
         g.hold_fetch = false;
         let (faults, finished) = (
@@ -335,7 +335,7 @@ impl Workflow for Rma {
             g.weights = Some(w);
             g.epsilon = core.actor_epsilon();
         }
-        core.trained_seq = Pools::accepted_seqs(&g);
+        core.set_trained_seqs(Pools::accepted_seqs(&g));
         core.checkpoint_if_due()
     }
 

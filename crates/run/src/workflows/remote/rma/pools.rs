@@ -10,8 +10,8 @@
 
 use super::super::accounts::Accounts;
 use super::super::checks::Shapes;
+use super::super::core::issue_starts;
 use super::super::core::stop_message;
-use super::super::episodes::issue_starts;
 use super::super::input::{Bypass, Input, Internal};
 use super::super::ledger::EpisodeLedger;
 use crate::metrics::Metrics;

@@ -6,7 +6,8 @@
 use crate::vocab::{ConnId, Reply};
 use rlfleet_shared::config::DistributedConfig;
 use rlfleet_shared::wire::Observations;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// One request waiting for an answer.
 #[derive(Debug)]

@@ -6,8 +6,8 @@ use super::front::Request;
 use crate::vocab::{Answer, ConnId};
 use crate::workflows::remote::input::Bypass;
 use rlfleet_shared::wire::Message;
-use std::time::Instant;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
 
 /// Where observations go: the front's queue.
 #[derive(Debug)]

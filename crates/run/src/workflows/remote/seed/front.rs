@@ -6,7 +6,9 @@
 //! policy, and forwards what it answered to the run's thread, which
 //! assembles transitions and trains. So inference never waits behind a
 //! gradient step; the run bounds how far it may get ahead of training.
-//! Requests reach it through `door.rs`'s `FrontDoor`.
+//! Requests reach it through `door.rs`'s `FrontDoor`; `serve.rs` is its
+//! loop, the one place that reads the clock (tokio's, so tests run it on
+//! a paused clock): every decision here is given `now`.
 
 use super::super::input::{Acted, Input, Internal};
 use super::batcher::{Batcher, Pending};
@@ -25,8 +27,9 @@ use rlfleet_shared::wire::{self, ErrorCode, Message, Observations, flags};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::mpsc::Receiver;
+use tokio::time::Instant;
 
 /// One `Observations` request, as a session hands it to the front.
 #[derive(Debug)]
@@ -49,12 +52,12 @@ struct Parked {
 
 /// The front of one `seed` run.
 pub struct Front {
-    link: Arc<SeedLink>,
-    requests: Receiver<Request>,
+    pub(super) link: Arc<SeedLink>,
+    pub(super) requests: Receiver<Request>,
     /// The run's thread.
     run: mpsc::SyncSender<Input>,
     metrics: Arc<Metrics>,
-    cfg: DistributedConfig,
+    pub(super) cfg: DistributedConfig,
     obs_dim: usize,
     act_dim: usize,
     /// Observations arrive as uint8 (`Welcome.obs_u8`).
@@ -68,13 +71,13 @@ pub struct Front {
     cores: CoreStates,
     /// Each actor env's exploration rate (R2D2's ladder).
     ladder: Ladder,
-    batcher: Batcher,
+    pub(super) batcher: Batcher,
     /// Requests with no env to act for, waiting for an episode start.
     parked: Vec<Parked>,
     /// `Acted` messages sent to the run.
     sent: u64,
     /// Since when a ready batch has been held behind training.
-    held_since: Option<Instant>,
+    pub(super) held_since: Option<Instant>,
 }
 
 impl Front {
@@ -131,43 +134,8 @@ impl Front {
         self
     }
 
-    /// Serves until the run ends, then answers everything left with `Stop`.
-    pub async fn serve(mut self) {
-        let far = || Instant::now() + Duration::from_secs(3600);
-        loop {
-            self.link.tally.turn();
-            // Holding a ready batch behind training (`maybe_serve` keeps
-            // `held_since` to exactly that), the front waits for the run's
-            // `batch_done` (or a request, or the run's end): the oldest
-            // request's deadline has passed, and a sleep until it would
-            // wake this loop at once, again and again, a core spinning
-            // beside the training it waits for.
-            let deadline = match self.held_since {
-                Some(_) => None,
-                None => self.batcher.deadline(&self.cfg),
-            };
-            let sleep = tokio::time::sleep_until(deadline.unwrap_or_else(far).into());
-            tokio::select! {
-                biased;
-                _ = self.link.stop.cancelled() => break,
-                ev = self.requests.recv() => match ev {
-                    Some(ev) => self.take(ev),
-                    None => break,
-                },
-                _ = self.link.wake.notified() => {}
-                _ = sleep, if deadline.is_some() => {}
-            }
-            while let Ok(ev) = self.requests.try_recv() {
-                self.take(ev);
-            }
-            self.unpark();
-            self.maybe_serve();
-        }
-        self.stop_all();
-    }
-
     /// Checks a request and queues it (or parks it, or refuses it).
-    fn take(&mut self, r: Request) {
+    pub(super) fn take(&mut self, r: Request) {
         let Request {
             conn,
             mut obs,
@@ -260,7 +228,7 @@ impl Front {
     }
 
     /// Answers parked requests whose actor got an episode to play.
-    fn unpark(&mut self) {
+    pub(super) fn unpark(&mut self) {
         let parked = std::mem::take(&mut self.parked);
         for p in parked {
             match self.starts_for(p.conn) {
@@ -279,16 +247,18 @@ impl Front {
         }
     }
 
-    fn maybe_serve(&mut self) {
+    /// Serves the waiting requests if a batch is ready at `now` and
+    /// training is not too far behind.
+    pub(super) fn maybe_serve(&mut self, now: Instant) {
         self.batcher.pending.retain(|p| !p.reply.is_closed());
         let actors = self.link.actors.load(Ordering::Acquire);
         if !self
             .batcher
-            .ready(&self.cfg, Instant::now(), self.parked.len(), actors)
+            .ready(&self.cfg, now, self.parked.len(), actors)
         {
             // Nothing ready (a held batch's actors left): no hold either,
             // so the loop arms the next request's deadline again.
-            self.end_hold();
+            self.end_hold(now);
             return;
         }
         // Batches answered but not yet ingested and trained on by the run:
@@ -298,11 +268,11 @@ impl Front {
             // Training is behind; `batch_done` wakes us.
             self.link.front_waits.store(true, Ordering::Release);
             if self.sent - self.link.batches_done.load(Ordering::Acquire) >= ahead {
-                self.held_since.get_or_insert_with(Instant::now);
+                self.held_since.get_or_insert(now);
                 return;
             }
         }
-        self.end_hold();
+        self.end_hold(now);
         let snapshot = self.link.policy.lock().expect("policy lock").clone();
         if (snapshot.version != self.policy.version() || !self.policy.has_weights())
             && let Err(e) = self.policy.load(snapshot.version, &snapshot.params)
@@ -352,7 +322,7 @@ impl Front {
                 actions: actions.clone(),
                 starts,
             }));
-            let waited = p.received.elapsed();
+            let waited = now.saturating_duration_since(p.received);
             waits += waited;
             self.metrics.inference_latency.observe(waited.as_secs_f64());
             items.push(Acted {
@@ -369,16 +339,16 @@ impl Front {
     }
 
     /// A ready batch is no longer held: the time it was goes to the tally.
-    fn end_hold(&mut self) {
+    fn end_hold(&mut self, now: Instant) {
         if let Some(since) = self.held_since.take() {
-            let held = since.elapsed();
+            let held = now.saturating_duration_since(since);
             self.link.tally.stalled(held);
             self.metrics.seed_front_stall.inc_by(held.as_secs_f64());
         }
     }
 
     /// The run ended: `Stop` for everything waiting and everything queued.
-    fn stop_all(mut self) {
+    pub(super) fn stop_all(mut self) {
         let reason = self.link.stop_reason.lock().expect("reason lock").clone();
         let stop = || {
             Message::Stop(wire::Stop {

@@ -1,5 +1,8 @@
 //! The `seed` front held behind training: it sleeps until the run takes
-//! a batch, then answers what it held; a hold whose requests leave ends.
+//! a batch, then answers what it held; a hold whose requests leave ends;
+//! a lone request goes at its deadline. On tokio's paused clock: time
+//! moves when every task waits (or when a test moves it), so a deadline
+//! is met to the millisecond and a 5 s limit costs nothing.
 
 use super::super::input::Input;
 use super::front::{Front, Request};
@@ -11,8 +14,9 @@ use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{Message, Observations};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 
 fn observations(seq: u64) -> Observations {
     Observations {
@@ -43,10 +47,6 @@ async fn ask(
     answer
 }
 
-/// One actor, at most one batch ahead of training: its second request is
-/// held until the run takes the first batch, and while it is held the
-/// front's loop sleeps (it used to wake on the passed deadline of the held
-/// request, over and over, taking a core from the training).
 /// A DQN CartPole front at most one batch ahead of training, serving the
 /// actors `conns` (one env each): its request queue, the run's end of the
 /// channel it forwards batches to, the link, and its task.
@@ -58,10 +58,16 @@ struct Serving {
 }
 
 fn serve(conns: &[ConnId]) -> Serving {
+    serve_with(conns, "")
+}
+
+/// [`serve`], with more `[distributed]` keys.
+fn serve_with(conns: &[ConnId], distributed: &str) -> Serving {
     let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
     let text = "name = \"held\"\nenv = \"CartPole-v1\"\nagent = \"dqn\"\nworkflow = \"seed\"\noutput_dir = \"unused\"\n\
                 [stop]\nmax_episodes = 10\n[distributed]\nmax_batches_ahead = 1\n";
-    let cfg = RunConfig::from_toml(text, "held").expect("a valid config");
+    let cfg =
+        RunConfig::from_toml(&format!("{text}{distributed}\n"), "held").expect("a valid config");
     assert_eq!(cfg.agent, AgentKind::Dqn);
     let policy = ActorPolicy::new(&spec, cfg.agent, cfg.policy_net(&spec), false, 1);
     let zeros: Arc<[f32]> = vec![0.0; policy.numel()].into();
@@ -101,13 +107,25 @@ impl Serving {
     }
 }
 
+/// Lets the front take what it was sent (without moving the clock).
+async fn settle() {
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+}
+
 async fn within<F: Future>(f: F) -> F::Output {
     tokio::time::timeout(Duration::from_secs(5), f)
         .await
         .expect("within 5 s")
 }
 
-#[tokio::test(flavor = "current_thread")]
+/// One actor, at most one batch ahead of training: its second request is
+/// held until the run takes the first batch, and while it is held the
+/// front's loop sleeps (it used to wake on the passed deadline of the held
+/// request, over and over, taking a core from the training). The clock is
+/// moved by hand here: a spinning front never lets it move by itself.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
     let Serving {
         requests,
@@ -126,12 +144,17 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
 
     // The second is held: the run has not taken the first batch.
     let mut second = ask(&requests, 7, 1).await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    settle().await;
+    tokio::time::advance(Duration::from_millis(100)).await;
+    settle().await;
     assert!(second.try_recv().is_err(), "answered ahead of training");
     let turns = link.tally.turns();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    for _ in 0..3 {
+        tokio::time::advance(Duration::from_millis(100)).await;
+        settle().await;
+    }
     let idle = link.tally.turns() - turns;
-    assert!(idle <= 2, "the held front woke {idle} times in 300 ms");
+    assert_eq!(idle, 0, "the held front woke {idle} times in 300 ms");
 
     // The run takes the batch: the held request is answered.
     link.batch_done();
@@ -154,7 +177,7 @@ async fn a_front_held_behind_training_sleeps_until_the_run_takes_a_batch() {
 /// hold, so the next request is served on its deadline once the run has
 /// taken the batch (the front used to stay marked as holding, armed no
 /// deadline, and left that request waiting for an event that never came).
-#[tokio::test(flavor = "current_thread")]
+#[tokio::test(flavor = "current_thread", start_paused = true)]
 async fn a_hold_whose_requests_leave_ends_and_deadlines_serve_again() {
     let f = serve(&[7, 8]);
     // Alone of two, actor 7's request goes on its deadline.
@@ -176,4 +199,49 @@ async fn a_hold_whose_requests_leave_ends_and_deadlines_serve_again() {
         "{other:?}"
     );
     f.stop().await;
+}
+
+/// Two actors, one asking: its request waits exactly the batching window
+/// (`inference_max_wait_us`, on tokio's millisecond timer), and the
+/// latency the front tallies is that wait.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn a_lone_request_is_served_at_its_deadline_and_its_wait_tallied() {
+    let f = serve_with(&[7, 8], "inference_max_wait_us = 20000");
+    let asked = Instant::now();
+    let answer = ask(&f.requests, 7, 0).await;
+    let mut answer = std::pin::pin!(answer);
+    settle().await;
+    tokio::time::advance(Duration::from_micros(19_000)).await;
+    settle().await;
+    assert!(
+        futures_poll(&mut answer).is_none(),
+        "served before its 20 ms window ended"
+    );
+    let got = within(answer).await.unwrap();
+    let waited = asked.elapsed();
+    assert!(
+        matches!(got, Message::Actions(ref a) if a.seq == 0),
+        "{got:?}"
+    );
+    assert!(
+        waited >= Duration::from_millis(20) && waited <= Duration::from_millis(21),
+        "served after {waited:?}"
+    );
+    let figures = f.link.tally.figures();
+    assert_eq!((figures.batches, figures.answered), (1, 1));
+    assert!(
+        (figures.latency_secs - waited.as_secs_f64()).abs() < 1e-6,
+        "{figures:?} against {waited:?}"
+    );
+    f.stop().await;
+}
+
+/// The answer if it has come (polls once, without waiting).
+fn futures_poll(answer: &mut std::pin::Pin<&mut oneshot::Receiver<Message>>) -> Option<Message> {
+    let waker = std::task::Waker::noop();
+    let mut cx = std::task::Context::from_waker(waker);
+    match answer.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(r) => Some(r.unwrap()),
+        std::task::Poll::Pending => None,
+    }
 }

@@ -14,6 +14,7 @@ mod ladder;
 pub mod link;
 mod request;
 mod rows;
+mod serve;
 
 use super::core::Core;
 use super::input::{Acted, Bypass, Input, Internal};
@@ -73,7 +74,7 @@ pub(super) struct Seed {
 impl Seed {
     pub fn new(core: &mut Core) -> Seed {
         let w = core.weights_msg();
-        let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
+        let epsilon = core.agent().epsilon(core.env_steps()) as f32;
         Seed {
             link: Arc::new(SeedLink::new(PolicySnapshot {
                 version: w.version,
@@ -105,11 +106,11 @@ impl Seed {
         for item in items {
             self.ingest_acted(core, item)?;
         }
-        let before = core.trained_upto;
+        let before = core.trained_upto();
         core.train_pending();
-        core.book.after_steps(before, core.agent.as_ref())?;
+        core.after_steps(before);
         let w = core.weights_msg();
-        let epsilon = core.agent.epsilon(core.book.counters.env_steps) as f32;
+        let epsilon = core.agent().epsilon(core.env_steps()) as f32;
         self.link.publish(w.version, w.data, epsilon);
         self.link.batch_done();
         Ok(())
@@ -124,7 +125,7 @@ impl Seed {
         } = item;
         // A uint8 run's observations reach the agent as bytes.
         let bytes = !o.obs_u8.is_empty();
-        core.accounts
+        core.accounts()
             .tally
             .lock()
             .expect("tally lock")
@@ -143,7 +144,7 @@ impl Seed {
             }
         }
         let (od, ad) = (core.obs_dim(), core.act_dim());
-        let before = core.book.counters.env_steps;
+        let before = core.env_steps();
         let mut ended = Vec::new();
         for (i, track) in envs.iter_mut().enumerate() {
             let f = o.flags[i];
@@ -174,17 +175,20 @@ impl Seed {
             // The front may have acted with weights older than the
             // learner's: reported as the policy lag, and told to the agent
             // (IMPALA corrects for it).
-            let lag = core.agent.train_steps().saturating_sub(track.prev_version);
-            core.book.policy_lag(lag);
-            core.metrics.policy_lag.observe(lag as f64);
-            core.agent.acted_with(track.prev_version);
+            let lag = core
+                .agent()
+                .train_steps()
+                .saturating_sub(track.prev_version);
+            core.policy_lag(lag);
+            core.agent_mut().acted_with(track.prev_version);
             if bytes {
-                core.agent
+                core.agent_mut()
                     .observe_bytes(&step.with_obs(&track.prev_bytes, raw));
             } else {
-                core.agent.observe(&step.with_obs(&track.prev_obs, obs));
+                core.agent_mut()
+                    .observe(&step.with_obs(&track.prev_obs, obs));
             }
-            core.book.counters.env_steps += 1;
+            core.count_env_step();
             core.steps_ingested(conn, track.episode.expect("playing"), 1, true, false);
             track.ret += f64::from(o.rewards[i]);
             track.len += 1;
@@ -196,10 +200,14 @@ impl Seed {
                 track.remember(obs, raw, action, version);
             }
         }
-        let n = core.book.counters.env_steps - before;
-        core.accounts.tally.lock().expect("tally lock").transitions += n;
-        core.metrics.env_steps.inc_by(n);
-        core.metrics.transitions_ingested.inc_by(n);
+        let n = core.env_steps() - before;
+        core.accounts()
+            .tally
+            .lock()
+            .expect("tally lock")
+            .transitions += n;
+        core.metrics().env_steps.inc_by(n);
+        core.metrics().transitions_ingested.inc_by(n);
         for (env, episode, ret, len) in ended {
             core.finish_episode(conn, env, episode, ret, len)?;
         }
@@ -232,12 +240,12 @@ impl Workflow for Seed {
         run: &mpsc::SyncSender<Input>,
         rt: &tokio::runtime::Handle,
     ) -> Option<Arc<dyn Bypass>> {
-        let (tx, rx) = tokio::sync::mpsc::channel(core.max_actors.max(1));
+        let (tx, rx) = tokio::sync::mpsc::channel(core.max_actors().max(1));
         let cfg = core.cfg();
         let policy = ActorPolicy::new(
-            &core.spec,
+            core.spec(),
             cfg.agent,
-            cfg.policy_net(&core.spec),
+            cfg.policy_net(core.spec()),
             cfg.dueling(),
             cfg.seed ^ 0x5eed_f407,
         );
@@ -249,7 +257,7 @@ impl Workflow for Seed {
             self.link.clone(),
             rx,
             run.clone(),
-            core.metrics.clone(),
+            core.metrics().clone(),
             cfg.distributed.clone(),
             (core.obs_dim(), core.act_dim()),
             policy,
@@ -262,7 +270,7 @@ impl Workflow for Seed {
     }
 
     fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
-        let n_envs = core.actors[&conn].n_envs;
+        let n_envs = core.actor(conn).expect("admitted").n_envs;
         self.tracks
             .insert(conn, vec![EnvTrack::default(); n_envs as usize]);
         let all: Vec<u32> = (0..n_envs).collect();
@@ -299,7 +307,7 @@ impl Workflow for Seed {
 
     fn stop(&mut self, core: &mut Core, reason: &str) -> anyhow::Result<()> {
         self.link.end(reason);
-        core.front = Some(self.link.tally.figures());
+        core.record_front(self.link.tally.figures());
         Ok(())
     }
 }

@@ -1,23 +1,37 @@
 //! [`Core`]: what every distributed workflow shares on the run thread — the
 //! agent, the [`RunBook`], the [`EpisodeLedger`], the batch [`Accounts`]
-//! and the table of actors — with the steps every workflow is made of:
-//! admit, release, welcome, acknowledge (`actors.rs`). (Episodes are in
-//! `episodes.rs`, ingesting and training in `ingest.rs`.)
+//! and the table of actors. Its fields are its own: workflows read it and
+//! change it through methods (`access.rs`), and through the steps every
+//! workflow is made of — admit, release, welcome, acknowledge
+//! (`actors.rs`), episodes (`episodes.rs`), ingesting and training
+//! (`ingest.rs`), its books in checkpoints (`books.rs`), status and end
+//! (`status.rs`). It reads no clock (the driver tells it the time) and
+//! writes no file but the batch log: the book queues what is to be written
+//! for the driver's desk.
 
-use super::accounts::Accounts;
-use super::frames::Frames;
-use super::ledger::EpisodeLedger;
+mod access;
+mod actors;
+mod books;
+mod episodes;
+mod ingest;
+mod status;
+
+pub(super) use episodes::issue_starts;
+
 use crate::metrics::Metrics;
 use crate::vocab::RunShared;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::book::RunBook;
+use crate::workflows::remote::accounts::Accounts;
+use crate::workflows::remote::frames::Frames;
+use crate::workflows::remote::ledger::EpisodeLedger;
 use rlfleet_learning::agents::Agent;
 use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::wire::{self, ErrorCode, Message, WeightsMsg};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The `Error` a refused request is answered with (the transport then
 /// closes the connection), counted and logged.
@@ -73,60 +87,63 @@ pub struct LearnerTime {
 
 /// What every workflow of a run shares; owned by the run thread.
 pub(super) struct Core {
-    pub id: String,
-    pub agent: Box<dyn Agent>,
-    pub book: RunBook,
-    pub spec: EnvSpec,
+    id: String,
+    agent: Box<dyn Agent>,
+    book: RunBook,
+    spec: EnvSpec,
     /// Shared with the `rma` pools, which issue episodes at deposit.
-    pub ledger: Arc<Mutex<EpisodeLedger>>,
-    pub actors: BTreeMap<ConnId, ActorSlot>,
-    pub(super) next_index: u32,
+    ledger: Arc<Mutex<EpisodeLedger>>,
+    actors: BTreeMap<ConnId, ActorSlot>,
+    next_index: u32,
     /// Env steps ingested per (connection, episode) and not yet matched by
     /// that episode's counted end (its length is subtracted; an `rma` end
     /// can come before its steps are popped, so counts may be negative).
-    pub(super) episode_steps: HashMap<(ConnId, u64), i64>,
+    episode_steps: HashMap<(ConnId, u64), i64>,
     /// Env steps of episodes whose actor left before finishing them.
-    pub abandoned: u64,
+    abandoned: u64,
     /// Batches received after a checkpoint by a learner process that then
     /// died, over the run's restarts.
-    pub batches_lost: u64,
+    batches_lost: u64,
     /// Highest sequence number trained per (actor id, session id).
-    pub(super) trained_seq: HashMap<(String, u64), u64>,
+    trained_seq: HashMap<(String, u64), u64>,
     /// The workflow's part of the books: what the checkpoint restored,
     /// then what the workflow puts there before each checkpoint.
-    pub(super) workflow_books: Option<serde_json::Value>,
+    workflow_books: Option<serde_json::Value>,
     /// The session of every connection admitted to the run, kept after it
     /// leaves (`rma` batches are trained after their connection is gone):
     /// a batch of another session is a resend.
-    pub(super) sessions: HashMap<ConnId, u64>,
+    sessions: HashMap<ConnId, u64>,
     /// The latest weights, copied out once per version and shared by every
     /// message that carries them.
-    pub(super) weights: Option<WeightsMsg>,
-    pub metrics: Arc<Metrics>,
-    pub shared: Arc<RunShared>,
-    pub accounts: Arc<Accounts>,
+    weights: Option<WeightsMsg>,
+    metrics: Arc<Metrics>,
+    shared: Arc<RunShared>,
+    accounts: Arc<Accounts>,
     /// Env steps already offered to `Learn::train`.
-    pub(super) trained_upto: u64,
+    trained_upto: u64,
     /// Training is paced by the workflow (`orchestrated`'s rate limiter),
     /// not by the agent's schedule.
-    pub paced: bool,
-    pub time: LearnerTime,
+    paced: bool,
+    time: LearnerTime,
     /// What the `seed` front did, put here by the workflow when the run
     /// ends (`seed` and `seed-a2c` only).
-    pub front: Option<crate::workflows::FrontFigures>,
+    front: Option<crate::workflows::FrontFigures>,
     /// `random`: the exploration its actors use, whatever the agent says.
-    pub fixed_epsilon: Option<f32>,
+    fixed_epsilon: Option<f32>,
     /// Most actors connected at once (`actors.max_actors`): what bounds
     /// the run's inboxes.
-    pub max_actors: usize,
+    max_actors: usize,
     /// Batches an actor may have in flight (`Welcome.in_flight`).
-    pub in_flight: u32,
+    in_flight: u32,
     /// The policy as an ONNX model with its weights as an input (every
     /// `Welcome` carries it).
-    pub(super) onnx: Vec<u8>,
+    onnx: Vec<u8>,
     /// With `frame_stack` > 1, each actor env's stack (batches carry
     /// single frames).
-    pub(super) frames: Option<Frames>,
+    frames: Option<Frames>,
+    /// The time now, as the driver last told it ([`Core::tell_time`]):
+    /// the run core reads no clock.
+    now: Instant,
 }
 
 impl std::fmt::Debug for Core {
@@ -149,12 +166,12 @@ impl Core {
         max_actors: usize,
     ) -> anyhow::Result<Core> {
         book.defer_checkpoints = true;
-        let saved = book.restored_run.take();
         let cfg = &book.cfg;
         let ledger = EpisodeLedger::new(cfg.stop.max_episodes, book.counters.episodes);
         let accounts = Accounts::new(metrics.clone(), cfg.distributed.batch_log, &cfg.output_dir)?;
         let k = cfg.frame_stack.max(1) as usize;
-        let mut core = Core {
+        Ok(Core {
+            now: book.started(),
             frames: (k > 1).then(|| Frames::new(k, spec.obs_dim() / k, spec.obs_dtype.is_bytes())),
             onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
@@ -181,36 +198,17 @@ impl Core {
             fixed_epsilon: None,
             in_flight: 1,
             max_actors,
-        };
-        let restored = core.restore_books(saved)?;
-        if let Some(mut from) = core.book.resumed_from.clone() {
-            from.batches_lost = restored.lost_now;
-            tracing::info!(
-                run = %core.id,
-                env_steps = from.env_steps,
-                batches_lost = from.batches_lost,
-                "run resumed from {}",
-                from.checkpoint
-            );
-            // The API's curve holds what the files hold.
-            let rows = rlfleet_output::read_episodes(&core.cfg().output_dir.join("episodes.csv"))
-                .unwrap_or_default();
-            *core.shared.episodes.lock().expect("episodes lock") = rows
-                .into_iter()
-                .map(|r| crate::vocab::EpisodeView {
-                    episode: r.episode,
-                    actor: r.actor,
-                    ret: r.ret,
-                    length: r.length,
-                    policy_version: r.policy_version,
-                    env_steps: r.env_steps,
-                    wall_secs: r.wall_secs,
-                })
-                .collect();
-            let mut s = core.shared.status.lock().expect("status lock");
-            s.resumed_from = Some(from);
-        }
-        Ok(core)
+        })
+    }
+
+    /// The driver tells the core the time before each call into it.
+    pub fn tell_time(&mut self, now: Instant) {
+        self.now = now;
+    }
+
+    /// The time now, as the driver last told it.
+    pub fn now(&self) -> Instant {
+        self.now
     }
 
     pub fn cfg(&self) -> &RunConfig {
@@ -228,8 +226,8 @@ impl Core {
     }
 
     /// The shapes this run's batches must have.
-    pub(super) fn shapes(&self) -> super::checks::Shapes {
-        super::checks::Shapes {
+    pub(super) fn shapes(&self) -> crate::workflows::remote::checks::Shapes {
+        crate::workflows::remote::checks::Shapes {
             obs_dim: self.frame_dim(),
             obs_u8: self.spec.obs_dtype.is_bytes(),
             action_space: self.spec.action_space.clone(),

@@ -4,7 +4,7 @@
 //! own are older: one copy per version shared by every message), released
 //! (its unfinished episodes go to others).
 
-use super::core::{ActorSlot, Core, stop_message};
+use super::{ActorSlot, Core, stop_message};
 use crate::vocab::ConnId;
 use rlfleet_learning::agents::Weights;
 use rlfleet_shared::wire::{self, EpisodeStart, Hello, Message, WeightsMsg};

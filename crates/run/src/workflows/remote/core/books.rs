@@ -7,9 +7,10 @@
 //! after it (the run's [`Journal`](crate::state::Journal) minus the
 //! checkpoint's count) are counted lost.
 
-use super::accounts::TallyImage;
-use super::core::Core;
-use super::ledger::{EpisodeLedger, LedgerImage};
+use super::Core;
+use crate::state::Journal;
+use crate::workflows::remote::accounts::TallyImage;
+use crate::workflows::remote::ledger::{EpisodeLedger, LedgerImage};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 
@@ -18,11 +19,11 @@ use std::collections::{BTreeMap, HashMap};
 /// reconnected (its new connection does not hold the episode). They count
 /// toward the episode if a resent batch finishes it, and are abandoned when
 /// it is handed out again. (Real connections count from 1.)
-pub(super) const ORPHANED: crate::vocab::ConnId = 0;
+pub(in crate::workflows::remote) const ORPHANED: crate::vocab::ConnId = 0;
 
 /// The run's part of a checkpoint's books (`RunBook` keeps the rest).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub(super) struct CoreBooks {
+pub(in crate::workflows::remote) struct CoreBooks {
     pub ledger: LedgerImage,
     pub tally: TallyImage,
     /// `(actor id, session id, highest seq trained)`.
@@ -43,7 +44,7 @@ pub(super) struct CoreBooks {
 
 /// What taking up the books found.
 #[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Restored {
+pub(in crate::workflows::remote) struct Restored {
     /// Batches the dead process received after the checkpoint.
     pub lost_now: u64,
 }
@@ -85,26 +86,43 @@ impl Core {
         ))
     }
 
-    /// Takes a checkpoint if one is due, timing the snapshot.
-    pub fn checkpoint_if_due(&mut self) -> anyhow::Result<()> {
+    /// Takes a checkpoint if one is due (the snapshot, queued for the
+    /// desk); says whether it took one.
+    pub fn checkpoint_if_due(&mut self) -> anyhow::Result<bool> {
         if !self.book.take_checkpoint_due() {
-            return Ok(());
+            return Ok(false);
         }
         let books = self.books()?;
-        let stall = self
-            .book
-            .checkpoint(self.agent.as_ref(), Some(books), false)?;
-        self.metrics
-            .checkpoint_snapshot
-            .observe(stall.as_secs_f64());
-        Ok(())
+        self.book
+            .checkpoint(self.agent.as_ref(), Some(books), false);
+        Ok(true)
     }
 
     /// Takes up the books of the checkpoint the run resumed from (if it
-    /// has any) and opens the run's journal.
-    pub(super) fn restore_books(
+    /// has any) and the run's journal (opened by the driver, from the
+    /// run's record), and says so in the status.
+    pub fn resume(&mut self, journal: Option<Journal>) -> anyhow::Result<()> {
+        let saved = self.book.restored_run.take();
+        let restored = self.restore_books(saved, journal)?;
+        if let Some(mut from) = self.book.resumed_from.clone() {
+            from.batches_lost = restored.lost_now;
+            tracing::info!(
+                run = %self.id,
+                env_steps = from.env_steps,
+                batches_lost = from.batches_lost,
+                "run resumed from {}",
+                from.checkpoint
+            );
+            let mut s = self.shared.status.lock().expect("status lock");
+            s.resumed_from = Some(from);
+        }
+        Ok(())
+    }
+
+    fn restore_books(
         &mut self,
         saved: Option<serde_json::Value>,
+        journal: Option<Journal>,
     ) -> anyhow::Result<Restored> {
         let saved: Option<CoreBooks> = saved
             .map(serde_json::from_value)
@@ -130,10 +148,9 @@ impl Core {
             self.batches_lost = b.batches_lost;
             self.workflow_books = b.workflow.clone();
         }
-        let Some(record) = self.book.record() else {
+        let Some(mut journal) = journal else {
             return Ok(restored);
         };
-        let mut journal = record.journal()?;
         let checkpointed = saved.as_ref().map_or(0, |b| b.tally.received);
         if saved.is_some() {
             restored.lost_now = journal.get().saturating_sub(checkpointed);

@@ -5,18 +5,18 @@
 //! played again from its start), so that env steps = the finished
 //! episodes' lengths + abandoned steps + steps of episodes in play.
 
+use super::Core;
 use super::books::ORPHANED;
-use super::core::Core;
-use super::ledger::{EpisodeLedger, Finish, Standing};
 use crate::metrics::Metrics;
 use crate::vocab::ConnId;
 use crate::vocab::EpisodeView;
+use crate::workflows::remote::ledger::{EpisodeLedger, Finish, Standing};
 use crate::workflows::seeds::episode_seed;
 use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart};
 
 /// Hands out episodes to the given envs of `conn`, as far as the ledger
 /// allows (the fetch-and-add of the `rma` workflows).
-pub(super) fn issue_starts(
+pub(in crate::workflows::remote) fn issue_starts(
     ledger: &mut EpisodeLedger,
     metrics: &Metrics,
     seed: u64,
@@ -201,7 +201,7 @@ impl Core {
         self.book.env_errors += 1;
     }
 
-    pub(super) fn abandon(&mut self, steps: u64) {
+    pub(in crate::workflows::remote) fn abandon(&mut self, steps: u64) {
         self.abandoned += steps;
         self.metrics.env_steps_abandoned.inc_by(steps);
     }
@@ -236,7 +236,7 @@ impl Core {
         length: u32,
     ) -> anyhow::Result<()> {
         let version = self.agent.train_steps();
-        self.book.episode(episode, actor, ret, length, version)?;
+        self.book.episode(episode, actor, ret, length, version);
         self.metrics.episodes_finished.inc();
         self.metrics.episode_return.observe(ret);
         self.shared

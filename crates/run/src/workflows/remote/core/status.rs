@@ -1,9 +1,10 @@
 //! What a run shows while it runs and when it ends: the status snapshot
 //! the API reads, the learner-loop metrics, and the final summary.
 
-use super::core::{Core, LearnerTime};
+use super::{Core, LearnerTime};
 use crate::vocab::RunState;
-use crate::workflows::{LearnerFigures, RunSummary, StopReason};
+use crate::workflows::{LearnerFigures, RunSummary};
+use std::collections::BTreeMap;
 
 impl Core {
     /// Refreshes the status snapshot and the metrics that are not counted
@@ -65,9 +66,10 @@ impl Core {
         s.actors = self.actors.values().map(|a| a.actor_id.clone()).collect();
     }
 
-    /// Closes the books: the batch log, the learner's figures, the agent's
-    /// end-of-run work, the summary (and the status fields it settles).
-    pub fn finish(mut self, reason: StopReason) -> anyhow::Result<RunSummary> {
+    /// Closes the run's part of the books: the batch log, the learner's
+    /// figures, the agent's end-of-run work; returns the books for the
+    /// last checkpoint (the desk then finishes the run).
+    pub fn close(&mut self) -> anyhow::Result<(serde_json::Value, BTreeMap<String, u64>)> {
         self.accounts.flush();
         let t = self.accounts.tally.lock().expect("tally lock");
         self.book.learner = Some(LearnerFigures {
@@ -86,13 +88,14 @@ impl Core {
         });
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;
-        let books = self.books()?;
-        let summary = self.book.finish(reason, self.agent.as_ref(), Some(books))?;
+        self.books()
+    }
+
+    /// The status fields the summary settles.
+    pub fn settle(&self, summary: &RunSummary) {
         let mut s = self.shared.status.lock().expect("status lock");
         s.target_reached = summary.target_reached();
         s.best_eval_return = summary.best_eval.map(|b| b.0);
         s.wall_secs = summary.counters.wall_secs;
-        drop(s);
-        Ok(summary)
     }
 }

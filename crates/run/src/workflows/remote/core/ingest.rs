@@ -3,12 +3,12 @@
 //! with the next episodes, or, for an actor with nothing left to play, a
 //! parked request answered when an episode comes back or the run ends.
 
-use super::checks::{Refusal, check_submission};
-use super::core::{Core, Parked};
-use super::frames::Frames;
-use super::ledger::Standing;
+use super::{Core, Parked};
 use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
+use crate::workflows::remote::checks::{Refusal, check_submission};
+use crate::workflows::remote::frames::Frames;
+use crate::workflows::remote::ledger::Standing;
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::wire::{Experience, StepRef, Submission};
@@ -142,7 +142,8 @@ impl Core {
         } else {
             self.train_pending();
         }
-        self.book.after_steps(before, self.agent.as_ref())?;
+        self.book
+            .after_steps(before, self.agent.as_ref(), self.now());
         Ok(true)
     }
 
