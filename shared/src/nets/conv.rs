@@ -2,8 +2,8 @@
 //! copy of the parameters — im2col into a `Dense` layer for convolutions,
 //! the same window walk for max-pooling.
 
-use super::dense::Dense;
 use super::torso::{ConvTorso, Op};
+use rlfleet_kernels::dense::Dense;
 
 /// A kernel window slid over an image, as convolution and max-pooling
 /// both walk it: output pixels in row-major order and, for each, the

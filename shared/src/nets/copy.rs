@@ -4,9 +4,9 @@
 //! ([`LstmCopy`]) before the output layer when the network has one.
 
 use super::conv::ConvCopy;
-use super::dense::Dense;
 use super::lstm::LstmCopy;
 use super::{Forward, NetShape, Rows};
+use rlfleet_kernels::dense::Dense;
 
 impl Forward for NetCopy {
     fn net(&self) -> &NetShape {
@@ -27,7 +27,7 @@ impl Forward for NetCopy {
 }
 
 /// A [`NetShape`] with its own copy of the parameters (each layer laid out
-/// for the vectorised kernel, `dense.rs`) and reusable buffers.
+/// for the vectorised kernel, `rlfleet_kernels::dense`) and reusable buffers.
 #[derive(Debug, Clone)]
 pub struct NetCopy {
     net: NetShape,

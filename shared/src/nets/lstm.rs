@@ -8,7 +8,7 @@
 //! A row's recurrent state is `2 * layers * size` values: per layer its
 //! `h`, then its `c`. Zeros are the state at an episode's start.
 
-use super::dense::Dense;
+use rlfleet_kernels::dense::Dense;
 
 /// An LSTM core: `layers` layers of `size` units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -10,7 +10,6 @@
 
 mod conv;
 mod copy;
-mod dense;
 mod lstm;
 mod torso;
 

@@ -1,54 +1,13 @@
 //! Matrix products on host f32 slices with no libtorch operation around
 //! them (a small network's update on the CPU paid more for each
 //! operation's dispatch, checks and output allocation than for many of
-//! the products themselves): `gemm_kernel`'s AVX-512 loops where the CPU
-//! has them and the shape suits, else the BLAS libtorch carries (MKL's
-//! `sgemm_`, looked up by name when first needed), else, where that
-//! symbol is missing (a libtorch built without MKL), libtorch's `mm` on
-//! views of the same slices.
+//! the products themselves): `rlfleet_kernels`' AVX-512 loops where the
+//! CPU has them and the shape suits, else the BLAS libtorch carries (MKL's
+//! `sgemm_`, through `rlfleet_kernels::blas`), else, where that symbol is
+//! missing (a libtorch built without MKL), libtorch's `mm` on views of the
+//! same slices.
 
-use std::ffi::{c_char, c_int, c_void};
-use std::sync::OnceLock;
 use tch::{Device, Kind, Tensor};
-
-/// BLAS's Fortran `sgemm`, column-major: `c = alpha · op(a) · op(b) + beta · c`.
-type Sgemm = unsafe extern "C" fn(
-    transa: *const c_char,
-    transb: *const c_char,
-    m: *const c_int,
-    n: *const c_int,
-    k: *const c_int,
-    alpha: *const f32,
-    a: *const f32,
-    lda: *const c_int,
-    b: *const f32,
-    ldb: *const c_int,
-    beta: *const f32,
-    c: *mut f32,
-    ldc: *const c_int,
-);
-
-/// The process's `sgemm_`, if a loaded library defines it.
-fn sgemm() -> Option<Sgemm> {
-    static FOUND: OnceLock<Option<Sgemm>> = OnceLock::new();
-    *FOUND.get_or_init(|| {
-        // SAFETY: `dlsym` (libc's binding) with the default handle and a
-        // NUL-terminated name only reads; a non-null result is the
-        // address of the symbol `sgemm_`, which BLAS defines with the
-        // signature `Sgemm` states.
-        #[allow(unsafe_code)]
-        unsafe {
-            let at = libc::dlsym(libc::RTLD_DEFAULT, c"sgemm_".as_ptr());
-            (!at.is_null()).then(|| std::mem::transmute::<*mut c_void, Sgemm>(at))
-        }
-    })
-}
-
-/// Whether products run through BLAS directly (else through libtorch).
-#[cfg(test)]
-fn direct() -> bool {
-    sgemm().is_some()
-}
 
 /// `c = op(a) · op(b)`, all row-major: `op(a)` is `[m, k]` (`a` stored
 /// `[k, m]` when `a_t`), `op(b)` is `[k, n]` (`b` stored `[n, k]` when
@@ -74,73 +33,11 @@ pub(crate) fn gemm(
         return;
     }
     #[cfg(target_arch = "x86_64")]
-    if rlfleet_kernels::cpu::avx512f() {
-        use super::gemm_kernel::{broadcast_rows, dot_rows};
-        // Each form vectorises along a dimension; below one vector's
-        // width BLAS does better.
-        let run = match (a_t, b_t) {
-            (false, false) => n >= 16,
-            (true, false) => n >= 16,
-            (false, true) => k >= 16,
-            (true, true) => false,
-        };
-        if run {
-            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
-            // requirement of a `target_feature` function.
-            #[allow(unsafe_code)]
-            unsafe {
-                match (a_t, b_t) {
-                    (false, false) => broadcast_rows((m, n, k), a, (k, 1), b, c),
-                    (true, false) => broadcast_rows((m, n, k), a, (1, m), b, c),
-                    _ => dot_rows((m, n, k), a, b, c),
-                }
-            };
-            return;
-        }
+    if rlfleet_kernels::gemm_avx512::gemm((m, n, k), a, a_t, b, b_t, c) {
+        return;
     }
-    gemm_blas((m, n, k), a, a_t, b, b_t, c);
-}
-
-/// [`gemm`] through BLAS (or libtorch where BLAS is missing), sizes
-/// checked.
-fn gemm_blas(
-    (m, n, k): (usize, usize, usize),
-    a: &[f32],
-    a_t: bool,
-    b: &[f32],
-    b_t: bool,
-    c: &mut [f32],
-) {
-    let Some(sgemm) = sgemm() else {
-        return gemm_libtorch((m, n, k), a, a_t, b, b_t, c);
-    };
-    // Row-major `c` is column-major `cᵀ = op(b)ᵀ · op(a)ᵀ`; a row-major
-    // matrix read column-major is its transpose.
-    let (ta, lda) = if b_t { (b'T', k) } else { (b'N', n) };
-    let (tb, ldb) = if a_t { (b'T', m) } else { (b'N', k) };
-    let [m_, n_, k_, lda, ldb, ldc] = [n, m, k, lda, ldb, n].map(|v| v as c_int);
-    let (alpha, beta) = (1f32, 0f32);
-    // SAFETY: the sizes and leading dimensions describe exactly the
-    // slices' lengths (checked above), `c` is borrowed mutably and
-    // distinct from `a` and `b`; BLAS reads `a` and `b` and writes only
-    // `c`, returning before this does.
-    #[allow(unsafe_code)]
-    unsafe {
-        sgemm(
-            (&ta as *const u8).cast(),
-            (&tb as *const u8).cast(),
-            &m_,
-            &n_,
-            &k_,
-            &alpha,
-            b.as_ptr(),
-            &lda,
-            a.as_ptr(),
-            &ldb,
-            &beta,
-            c.as_mut_ptr(),
-            &ldc,
-        );
+    if !rlfleet_kernels::blas::sgemm((m, n, k), a, a_t, b, b_t, c) {
+        gemm_libtorch((m, n, k), a, a_t, b, b_t, c);
     }
 }
 
@@ -192,7 +89,10 @@ mod tests {
     /// or vector and at the MinAtar layer's.
     #[test]
     fn products_match_libtorch() {
-        assert!(direct(), "libtorch's BLAS has sgemm_");
+        assert!(
+            rlfleet_kernels::blas::available(),
+            "libtorch's BLAS has sgemm_"
+        );
         let shapes = [
             (5, 7, 3),
             (13, 37, 50),
@@ -221,7 +121,14 @@ mod tests {
                     vec![f32::NAN; want.len()],
                 ];
                 gemm(dims, &sa, a_t, &sb, b_t, &mut got[0]);
-                gemm_blas(dims, &sa, a_t, &sb, b_t, &mut got[1]);
+                assert!(rlfleet_kernels::blas::sgemm(
+                    dims,
+                    &sa,
+                    a_t,
+                    &sb,
+                    b_t,
+                    &mut got[1]
+                ));
                 gemm_libtorch(dims, &sa, a_t, &sb, b_t, &mut got[2]);
                 for got in got {
                     for (g, w) in got.iter().zip(&want) {

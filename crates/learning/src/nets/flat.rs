@@ -4,7 +4,10 @@
 //! over sequences by `lstm.rs`). The layout is
 //! `rlfleet_shared::nets::NetShape`'s.
 
+use rlfleet_kernels::conv::ConvDims;
+use rlfleet_kernels::conv::sparse::Reach;
 use rlfleet_shared::nets::{ConvTorso, NetShape, Op};
+use std::sync::Arc;
 use tch::{Device, Kind, Tensor};
 
 /// A network's layers and where each sits in the flat parameter vector.
@@ -25,8 +28,8 @@ pub struct FlatNet {
     /// padding.
     pub(super) convs: Vec<([i64; 4], i64, i64)>,
     /// Where the first convolution's inputs reach, for sparse inputs on
-    /// the CPU (`sparse_conv.rs`); `None` without an unpadded one.
-    pub(super) reach: Option<std::sync::Arc<super::sparse_conv::Reach>>,
+    /// the CPU (`rlfleet_kernels::conv::sparse`); `None` without an unpadded one.
+    pub(super) reach: Option<Arc<Reach>>,
 }
 
 impl FlatNet {
@@ -72,7 +75,7 @@ impl FlatNet {
         }
         let head_in = shape.head_input() as i64;
         parts.extend([(head_in * sizes[n - 1], head_in), (sizes[n - 1], head_in)]);
-        let reach = super::sparse_conv::Reach::for_torso(shape.torso(), convs.first());
+        let reach = first_reach(shape.torso(), convs.first());
         let offsets = parts
             .iter()
             .scan(0usize, |at, &(len, _)| {
@@ -226,6 +229,25 @@ impl FlatNet {
         }
         img.flatten(1, -1)
     }
+}
+
+/// Which outputs each input value of a torso's first convolution reaches
+/// (`first`: its weight shape, stride and padding), where it is unpadded.
+fn first_reach(
+    torso: Option<&ConvTorso>,
+    first: Option<&([i64; 4], i64, i64)>,
+) -> Option<Arc<Reach>> {
+    let (torso, &([o, _, k, _], stride, pad)) = (torso?, first?);
+    let [c, h, w] = torso.input;
+    let dims = ConvDims {
+        c,
+        h,
+        w,
+        o: o as usize,
+        k: k as usize,
+        s: stride as usize,
+    };
+    (pad == 0).then(|| Arc::new(Reach::new(&dims, torso.channels_last)))
 }
 
 #[cfg(test)]

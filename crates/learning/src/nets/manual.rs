@@ -11,9 +11,9 @@
 //! gradients.
 
 use super::FlatNet;
-use super::conv_kernel::{self, ConvDims};
-use super::sparse_conv::SparseInput;
 use crate::device::{host_slice, host_values, host_values_mut};
+use rlfleet_kernels::conv::sparse::SparseInput;
+use rlfleet_kernels::conv::{self, ConvDims};
 use rlfleet_shared::nets::{ConvTorso, TorsoKind};
 use tch::{Device, Kind, Tensor};
 
@@ -251,7 +251,7 @@ impl FlatNet {
     }
 }
 
-/// [`conv_kernel::weight_grad`] of the first convolution from its input
+/// [`conv::weight_grad`] of the first convolution from its input
 /// `img` and output gradient `d`, into `g_weight` and `g_bias` (views of
 /// the CPU gradient buffer).
 fn host_weight_grad(dims: &ConvDims, img: &Tensor, d: &Tensor, g_weight: &Tensor, g_bias: &Tensor) {
@@ -263,7 +263,7 @@ fn host_weight_grad(dims: &ConvDims, img: &Tensor, d: &Tensor, g_weight: &Tensor
     let (Some(gw), Some(gb)) = (host_values_mut(&mut gw), host_values_mut(&mut gb)) else {
         unreachable!("the gradient buffer is f32 on the CPU")
     };
-    conv_kernel::weight_grad(dims, x, dy, gw, gb);
+    conv::weight_grad(dims, x, dy, gw, gb);
 }
 
 /// The ReLU of the first convolution over `sp` (its weight and bias, as
@@ -297,7 +297,7 @@ fn sparse_weight_grad(
     sp.weight_grad(d, out, gw, gb);
 }
 
-/// [`conv_kernel::forward`] of `img` (`[batch, c, h, w]`, host f32,
+/// [`conv::forward`] of `img` (`[batch, c, h, w]`, host f32,
 /// contiguous) into a fresh `[batch, o, oh, ow]` tensor; `None` where the
 /// kernel does not run (no AVX-512).
 fn first_conv(d: &ConvDims, img: &Tensor, weight: &Tensor, bias: &Tensor) -> Option<Tensor> {
@@ -311,7 +311,7 @@ fn first_conv(d: &ConvDims, img: &Tensor, weight: &Tensor, bias: &Tensor) -> Opt
         host_values(&bias)?,
     );
     let out = host_values_mut(&mut y)?;
-    conv_kernel::forward(d, x, w, b, out).then_some(())?;
+    conv::forward(d, x, w, b, out).then_some(())?;
     Some(y)
 }
 
@@ -392,7 +392,7 @@ mod tests {
     }
 
     /// Inputs one value in ten nonzero take the first convolution's
-    /// sparse path (`sparse_conv.rs`): f32 and bytes, channels first and
+    /// sparse path (`rlfleet_kernels::conv::sparse`): f32 and bytes, channels first and
     /// last, behind a second convolution or straight into the MLP (where
     /// the weight gradient takes the ReLU's backward itself).
     #[test]

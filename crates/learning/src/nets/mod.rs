@@ -5,16 +5,15 @@
 //! and weights going out as raw flat f32 (what the wire carries).
 
 mod blas;
-mod conv_kernel;
 mod device_forward;
 mod flat;
-mod gemm_kernel;
 mod host_mlp;
 mod lstm;
 mod manual;
-mod sparse_conv;
-mod transpose16;
 
 pub use device_forward::{DeviceForward, place};
 pub use flat::FlatNet;
 pub use manual::Traced;
+
+#[cfg(test)]
+mod tests;

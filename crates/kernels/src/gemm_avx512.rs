@@ -9,8 +9,8 @@
 //! - `tn`: `c = aᵀ · b` (a layer's weight gradient, `dᵀ · x`);
 //! - `nt`: `c = a · bᵀ` (a layer's forward, `x · Wᵀ`), as dot products.
 //!
-//! Every function here is compiled for AVX-512F: call them only once the
-//! CPU is checked to have it.
+//! Every kernel here is compiled for AVX-512F; [`gemm`] is the safe way
+//! in, which runs them only where [`crate::cpu`] allows AVX-512F.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -18,6 +18,44 @@ use std::arch::x86_64::{
     __m512, __mmask16, _mm512_fmadd_ps, _mm512_mask_storeu_ps, _mm512_maskz_loadu_ps,
     _mm512_reduce_add_ps, _mm512_set1_ps, _mm512_setzero_ps,
 };
+
+/// `c = op(a) · op(b)`, all row-major (`op(a)` `[m, k]`, stored `[k, m]`
+/// when `a_t`; `op(b)` `[k, n]`, stored `[n, k]` when `b_t`): through
+/// these loops when this CPU may use AVX-512F and the shape suits them,
+/// and then true; else false, with `c` untouched. Each form vectorises
+/// along one dimension, and below one vector's width BLAS does better.
+pub fn gemm(
+    (m, n, k): (usize, usize, usize),
+    a: &[f32],
+    a_t: bool,
+    b: &[f32],
+    b_t: bool,
+    c: &mut [f32],
+) -> bool {
+    let suits = match (a_t, b_t) {
+        (false, false) | (true, false) => n >= 16,
+        (false, true) => k >= 16,
+        (true, true) => false,
+    };
+    if !suits || !crate::cpu::avx512f() {
+        return false;
+    }
+    assert!(
+        a.len() >= m * k && b.len() >= k * n && c.len() >= m * n,
+        "gemm: sizes"
+    );
+    // SAFETY: `crate::cpu` (which detected it on this CPU) allows
+    // AVX-512F, the only requirement of a `target_feature` function.
+    #[allow(unsafe_code)]
+    unsafe {
+        match (a_t, b_t) {
+            (false, false) => broadcast_rows((m, n, k), a, (k, 1), b, c),
+            (true, false) => broadcast_rows((m, n, k), a, (1, m), b, c),
+            _ => dot_rows((m, n, k), a, b, c),
+        }
+    };
+    true
+}
 
 /// Output columns a block holds: two vectors.
 const COLS: usize = 32;
@@ -32,7 +70,7 @@ fn lanes(j: usize, n: usize) -> __mmask16 {
 /// `i`, where `a(i, p)` is `a[i · ai + p · ap]`: `nn` with `(ai, ap) =
 /// (k, 1)`, `tn` with `(1, m)`. `b` is `[k, n]`.
 #[target_feature(enable = "avx512f")]
-pub(super) fn broadcast_rows(
+fn broadcast_rows(
     (m, n, k): (usize, usize, usize),
     a: &[f32],
     (ai, ap): (usize, usize),
@@ -111,7 +149,7 @@ fn block<const R: usize>(
 /// four rows by four columns, each a dot product over `k` sixteen lanes
 /// at a time.
 #[target_feature(enable = "avx512f")]
-pub(super) fn dot_rows((m, n, k): (usize, usize, usize), a: &[f32], b: &[f32], c: &mut [f32]) {
+fn dot_rows((m, n, k): (usize, usize, usize), a: &[f32], b: &[f32], c: &mut [f32]) {
     assert!(a.len() >= m * k && b.len() >= n * k && c.len() >= m * n);
     let (m4, n4) = (m / 4 * 4, n / 4 * 4);
     for i in (0..m4).step_by(4) {
@@ -172,6 +210,60 @@ fn dots<const R: usize, const C: usize>(
     for (r, row) in acc.iter().enumerate() {
         for (col, sum) in row.iter().enumerate() {
             c[(i + r) * n + j + col] = _mm512_reduce_add_ps(*sum);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every form against the definition, at sizes that fill no whole
+    /// block or vector and at the MinAtar layer's (where this CPU may use
+    /// AVX-512; elsewhere `gemm` declines and BLAS does the product).
+    #[test]
+    fn every_form_follows_the_definition() {
+        for (m, n, k) in [(5, 17, 3), (13, 37, 50), (9, 40, 17), (32, 128, 1024)] {
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7 % 13) as f32 - 6.0) / 8.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5 % 11) as f32 - 5.0) / 8.0)
+                .collect();
+            let mut want = vec![0f32; m * n];
+            for i in 0..m {
+                for j in 0..n {
+                    let s: f64 = (0..k)
+                        .map(|p| f64::from(a[i * k + p]) * f64::from(b[p * n + j]))
+                        .sum();
+                    want[i * n + j] = s as f32;
+                }
+            }
+            let transposed = |v: &[f32], rows: usize, cols: usize| {
+                let mut t = vec![0f32; v.len()];
+                for r in 0..rows {
+                    for c in 0..cols {
+                        t[c * rows + r] = v[r * cols + c];
+                    }
+                }
+                t
+            };
+            let (a_t, b_t) = (transposed(&a, m, k), transposed(&b, k, n));
+            for (sa, at, sb, bt) in [
+                (&a, false, &b, false),
+                (&a_t, true, &b, false),
+                (&a, false, &b_t, true),
+            ] {
+                let mut got = vec![f32::NAN; m * n];
+                if !gemm((m, n, k), sa, at, sb, bt, &mut got) {
+                    assert!(!crate::cpu::avx512f() || n < 16 || (bt && k < 16));
+                    continue;
+                }
+                for (g, w) in got.iter().zip(&want) {
+                    let tol = 1e-5 * (k as f32).sqrt() * (1.0 + w.abs());
+                    assert!((g - w).abs() <= tol, "{m}x{n}x{k} {at} {bt}: {g} vs {w}");
+                }
+            }
         }
     }
 }

@@ -5,12 +5,11 @@
 //! output gradients it reached, instead of sweeping every window. The
 //! observations are read as they come (bytes or f32, channels first or
 //! last): no conversion, permutation or copy of the batch first. Inputs
-//! more than a quarter nonzero take `conv_kernel`'s dense loops instead.
+//! more than a quarter nonzero take the dense loops (`conv/mod.rs`) instead.
 
-use super::conv_kernel::{ConvDims, L, Lanes, grouped};
 #[cfg(target_arch = "x86_64")]
 use super::transpose16;
-use rlfleet_shared::nets::ConvTorso;
+use super::{ConvDims, L, Lanes, grouped};
 use std::sync::Arc;
 
 /// One output an input value reaches: the output position and the
@@ -44,28 +43,9 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// For a torso's first convolution (`first`: its weight shape, stride
-    /// and padding), where it is unpadded.
-    pub(super) fn for_torso(
-        torso: Option<&ConvTorso>,
-        first: Option<&([i64; 4], i64, i64)>,
-    ) -> Option<Arc<Reach>> {
-        let (torso, &([o, _, k, _], stride, pad)) = (torso?, first?);
-        let [c, h, w] = torso.input;
-        let dims = ConvDims {
-            c,
-            h,
-            w,
-            o: o as usize,
-            k: k as usize,
-            s: stride as usize,
-        };
-        (pad == 0).then(|| Arc::new(Reach::new(&dims, torso.channels_last)))
-    }
-
     /// For a convolution of `dims` over observations laid out channels
     /// last (`[h, w, c]`) or first (`[c, h, w]`).
-    pub(super) fn new(dims: &ConvDims, channels_last: bool) -> Reach {
+    pub fn new(dims: &ConvDims, channels_last: bool) -> Reach {
         let d = *dims;
         let (oh, ow) = d.out_hw();
         // The output rows (or columns) that kernel row (column) `kk` at
@@ -107,7 +87,7 @@ impl Reach {
     /// The nonzero values of `x` (`[batch, c · h · w]` in this layout),
     /// each times `scale`; `None` where more than a quarter of the values
     /// are nonzero (the dense loops win there).
-    pub(super) fn gather<T: Copy + Default + PartialEq + Into<f32>>(
+    pub fn gather<T: Copy + Default + PartialEq + Into<f32>>(
         self: &Arc<Reach>,
         x: &[T],
         scale: f32,
@@ -166,10 +146,10 @@ impl SparseInput {
 
     /// `y` (`[batch, o, oh, ow]`) = ReLU(the convolution with `weight`
     /// (`[o, c, k, k]`) plus `bias`).
-    pub(super) fn forward_relu(&self, weight: &[f32], bias: &[f32], y: &mut [f32]) {
+    pub fn forward_relu(&self, weight: &[f32], bias: &[f32], y: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if rlfleet_kernels::cpu::avx512f() {
-            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX-512F, the only
+        if crate::cpu::avx512f() {
+            // SAFETY: `crate::cpu` (which detected it on this CPU) allows AVX-512F, the only
             // requirement of a `target_feature` function.
             #[allow(unsafe_code)]
             unsafe {
@@ -190,7 +170,12 @@ impl SparseInput {
     /// `AVX512`: the hits' sums in AVX-512 intrinsics (only from
     /// `forward_avx512`).
     #[inline(always)]
-    fn forward_pass<const AVX512: bool>(&self, weight: &[f32], bias: &[f32], y: &mut [f32]) {
+    pub(super) fn forward_pass<const AVX512: bool>(
+        &self,
+        weight: &[f32],
+        bias: &[f32],
+        y: &mut [f32],
+    ) {
         let d = &self.reach.dims;
         let (oh, ow) = d.out_hw();
         let (positions, taps, groups) = (oh * ow, d.taps(), d.o.div_ceil(L));
@@ -232,7 +217,7 @@ impl SparseInput {
     /// `g_weight` and `g_bias`, from `d_out`, the gradient of the ReLU's
     /// output `out` (both `[batch, o, oh, ow]`): the ReLU's backward is
     /// taken here.
-    pub(super) fn weight_grad(
+    pub fn weight_grad(
         &self,
         d_out: &[f32],
         out: &[f32],
@@ -240,7 +225,7 @@ impl SparseInput {
         g_bias: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
-        if rlfleet_kernels::cpu::avx512f() {
+        if crate::cpu::avx512f() {
             // SAFETY: as in `forward_relu`.
             #[allow(unsafe_code)]
             unsafe {
@@ -259,7 +244,7 @@ impl SparseInput {
 
     /// The weight gradient's loops (`AVX512` as in `forward_pass`).
     #[inline(always)]
-    fn weight_grad_pass<const AVX512: bool>(
+    pub(super) fn weight_grad_pass<const AVX512: bool>(
         &self,
         d_out: &[f32],
         out: &[f32],
@@ -393,93 +378,5 @@ fn axpy_avx512(to: &mut Lanes, v: f32, from: &Lanes) {
             _mm512_loadu_ps(to.as_ptr()),
         );
         _mm512_storeu_ps(to.as_mut_ptr(), sum);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use tch::{Device, Kind, Tensor};
-
-    /// Against autograd through libtorch's convolution and ReLU: a stride,
-    /// channel counts that fill no whole vector (and one over sixteen),
-    /// bytes channels last and f32 channels first.
-    #[test]
-    fn matches_libtorch() {
-        for (o, s, channels_last) in [(5, 2, true), (18, 1, false)] {
-            let d = ConvDims {
-                c: 3,
-                h: 9,
-                w: 7,
-                o,
-                k: 3,
-                s,
-            };
-            let (oh, ow) = d.out_hw();
-            let opts = (Kind::Float, Device::Cpu);
-            tch::manual_seed(7);
-            // About one value in ten nonzero, as bytes.
-            let mask = Tensor::rand([4, 3, 9, 7], opts).lt(0.1);
-            let bytes = (Tensor::randint(255, [4, 3, 9, 7], (Kind::Uint8, Device::Cpu)) + 1) * mask;
-            let x = bytes.to_kind(Kind::Float) / 255.0;
-            let weight = Tensor::randn([o as i64, 3, 3, 3], opts).set_requires_grad(true);
-            let bias = Tensor::randn([o as i64], opts).set_requires_grad(true);
-            let y = x
-                .conv2d(&weight, Some(&bias), [s as i64; 2], [0, 0], [1, 1], 1)
-                .relu();
-            let dy = Tensor::randn([4, o as i64, oh as i64, ow as i64], opts);
-            let [gw_want, gb_want] =
-                crate::agents::gradients(&(&y * &dy).sum(Kind::Float), [&weight, &bias]);
-            let v = |t: &Tensor| Vec::<f32>::try_from(t.detach().flatten(0, -1)).unwrap();
-            let sparse = if channels_last {
-                let hwc: Vec<u8> =
-                    Vec::try_from(bytes.permute([0, 2, 3, 1]).flatten(0, -1)).unwrap();
-                Arc::new(Reach::new(&d, true)).gather(&hwc, 1.0 / 255.0)
-            } else {
-                Arc::new(Reach::new(&d, false)).gather(&v(&x), 1.0)
-            }
-            .expect("sparse enough");
-            assert_eq!(sparse.batch(), 4);
-            let mut got_y = vec![f32::NAN; 4 * o * oh * ow];
-            sparse.forward_relu(&v(&weight), &v(&bias), &mut got_y);
-            let (mut gw, mut gb) = (vec![f32::NAN; o * 27], vec![f32::NAN; o]);
-            sparse.weight_grad(&v(&dy), &got_y, &mut gw, &mut gb);
-            // The loops other CPUs take.
-            let mut y_plain = vec![f32::NAN; 4 * o * oh * ow];
-            sparse.forward_pass::<false>(&v(&weight), &v(&bias), &mut y_plain);
-            let (mut gw_plain, mut gb_plain) = (vec![f32::NAN; o * 27], vec![f32::NAN; o]);
-            sparse.weight_grad_pass::<false>(&v(&dy), &got_y, &mut gw_plain, &mut gb_plain);
-            for (got, want) in [
-                (got_y, v(&y)),
-                (y_plain, v(&y)),
-                (gw, v(&gw_want)),
-                (gb, v(&gb_want)),
-                (gw_plain, v(&gw_want)),
-                (gb_plain, v(&gb_want)),
-            ] {
-                assert_eq!(got.len(), want.len());
-                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                    assert!((a - b).abs() <= 1e-4 * (1.0 + b.abs()), "[{i}]: {a} vs {b}");
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn dense_inputs_are_left_to_the_dense_loops() {
-        let d = ConvDims {
-            c: 1,
-            h: 4,
-            w: 4,
-            o: 2,
-            k: 2,
-            s: 1,
-        };
-        let mut x = vec![0u8; 32];
-        x[..8].fill(1);
-        let reach = Arc::new(Reach::new(&d, false));
-        assert!(reach.gather(&x, 1.0).is_some());
-        x[8] = 1;
-        assert!(reach.gather(&x, 1.0).is_none());
     }
 }

@@ -18,7 +18,7 @@ const LANES: usize = 32;
 
 /// One layer's weights and bias, laid out for [`Dense::apply`].
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Dense {
+pub struct Dense {
     fan_in: usize,
     /// Outputs in the transposed part (a multiple of [`BLOCK`]).
     wide: usize,
@@ -33,7 +33,7 @@ impl Dense {
     /// From PyTorch's layout: `weight` is `[fan_out, fan_in]` row-major
     /// (a convolution's `[out, in, k, k]` is the same with `fan_in = in * k
     /// * k`).
-    pub(crate) fn new(weight: &[f32], bias: &[f32]) -> Dense {
+    pub fn new(weight: &[f32], bias: &[f32]) -> Dense {
         let fan_out = bias.len();
         let fan_in = weight.len() / fan_out.max(1);
         assert_eq!(
@@ -67,20 +67,20 @@ impl Dense {
         }
     }
 
-    pub(crate) fn fan_out(&self) -> usize {
+    pub fn fan_out(&self) -> usize {
         self.bias.len()
     }
 
     /// `y[b] = act(bias + W · x[b])` for every row `b` of `x` (`y` holds
     /// `rows * fan_out` values), with the fastest kernel this CPU runs.
-    pub(crate) fn apply(&self, x: &[f32], relu: bool, y: &mut [f32]) {
+    pub fn apply(&self, x: &[f32], relu: bool, y: &mut [f32]) {
         assert_eq!(
             x.len() / self.fan_in.max(1),
             y.len() / self.fan_out().max(1)
         );
         #[cfg(target_arch = "x86_64")]
-        if rlfleet_kernels::cpu::avx2_fma() {
-            // SAFETY: `rlfleet_kernels::cpu` (which detected it on this CPU) allows AVX2 and FMA, the
+        if crate::cpu::avx2_fma() {
+            // SAFETY: `crate::cpu` (which detected it on this CPU) allows AVX2 and FMA, the
             // only requirement of a `target_feature` function. (The
             // workspace denies unsafe code; calls like this one are
             // allowed one by one.)

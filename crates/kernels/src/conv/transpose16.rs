@@ -1,6 +1,6 @@
 //! Sixteen-by-sixteen transposes in AVX-512 registers, between a
 //! convolution's outputs channels last (sixteen channels to a vector,
-//! position by position: how `sparse_conv` sums them) and its channel
+//! position by position: how `sparse.rs` sums them) and its channel
 //! planes (how libtorch's tensors hold them). Element by element the
 //! move cost more than the sparse convolution's sums.
 //!
@@ -9,7 +9,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::conv_kernel::{L, Lanes};
+use super::{L, Lanes};
 use std::arch::x86_64::{
     __m512, _CMP_GT_OQ, _mm512_add_ps, _mm512_cmp_ps_mask, _mm512_loadu_ps, _mm512_maskz_mov_ps,
     _mm512_max_ps, _mm512_setzero_ps, _mm512_shuffle_f32x4, _mm512_shuffle_ps, _mm512_storeu_ps,
@@ -146,7 +146,7 @@ mod tests {
     /// positions and a tail, with a partial group of channels.
     #[test]
     fn moves_agree_with_element_by_element_ones() {
-        if !rlfleet_kernels::cpu::Features::detected().avx512f {
+        if !crate::cpu::Features::detected().avx512f {
             return;
         }
         let (positions, lanes) = (37, 11);

@@ -1,0 +1,3 @@
+//! Tests of what the networks run on: the kernels against libtorch.
+
+mod conv;
