@@ -46,7 +46,7 @@ status=0
 # AVX-512 takes, tested on one that has them.
 portable_kernel_tests() {
     RLFLEET_PORTABLE_KERNELS=1 cargo test --release --workspace --lib "${features[@]}" -- \
-        cpu:: conv:: dense:: gemm_avx512:: norm:: rmsprop:: nets:: agents::adam agents::optimizer
+        cpu:: conv:: dense:: gemm norm:: rmsprop:: nets:: agents::adam agents::optimizer
 }
 
 # The packages whose files differ from the base; "all" when the

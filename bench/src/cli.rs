@@ -167,6 +167,12 @@ pub(crate) enum What {
         #[arg(long)]
         max_batches_ahead: Option<u32>,
     },
+    /// The networks' matrix products: the hand-written AVX-512 loops vs.
+    /// BLAS, matrixmultiply and libtorch's mm.
+    Products {
+        #[arg(long, default_value_t = 0.5)]
+        secs: f64,
+    },
     /// Actor-side inference latency: ONNX Runtime and plain Rust vs. tch.
     Inference {
         #[arg(long, default_value_t = 2.0)]

@@ -14,6 +14,8 @@
 //!   `agents.rs`).
 //! - `inference`: actor-side inference latency, ONNX Runtime and plain
 //!   Rust vs tch (see `inference.rs`).
+//! - `products`: the networks' matrix products, the hand-written AVX-512
+//!   loops vs BLAS, matrixmultiply and libtorch (see `products.rs`).
 //! - `cnn`: DQN-Nature's CNN update and inference vs PyTorch-Python, and
 //!   Atari frames/s end to end vs `random` (see `cnn/`).
 //! - `learn`: every agent for rl-baselines3-zoo's budget vs the zoo's
@@ -52,6 +54,7 @@ mod loopback;
 mod measure;
 #[cfg(feature = "mpi")]
 mod mpi;
+mod products;
 mod pyenv;
 mod r2d2;
 mod reference;
@@ -105,6 +108,7 @@ fn main() -> anyhow::Result<()> {
             &cli.out,
         ),
         What::Inference { secs } => inference::bench(secs, &cli.out),
+        What::Products { secs } => products::bench(secs, &cli.out),
         What::Learn {
             only,
             eval_episodes,

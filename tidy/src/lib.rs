@@ -117,20 +117,20 @@ pub const FORBIDDEN: [(&str, &[&str], &str); 9] = [
 /// one-sided operations and an env group's non-blocking collectives.
 pub fn unsafe_files(krate: &str) -> &'static [&'static str] {
     match krate {
-        // The numerics' intrinsics and their one FFI call (BLAS).
+        // The numerics' intrinsics and the call into `matrixmultiply`.
         "crates/kernels" => &[
-            "blas.rs",
             "conv/mod.rs",
             "conv/sparse.rs",
             "conv/transpose16.rs",
             "dense.rs",
+            "gemm.rs",
             "gemm_avx512.rs",
             "norm.rs",
             "rmsprop.rs",
         ],
         // What touches libtorch's memory: the fused-Adam shim, tensors'
-        // host views, `mm` on borrowed slices.
-        "crates/learning" => &["agents/adam.rs", "device.rs", "nets/blas.rs"],
+        // host views.
+        "crates/learning" => &["agents/adam.rs", "device.rs"],
         "crates/run" => &["state/journal.rs"],
         "learner-server" => &["malloc.rs"],
         "shared" => &[

@@ -4,8 +4,8 @@
 //! into the flat gradient.
 
 use super::FlatNet;
-use super::blas::gemm;
 use crate::device::{host_values, host_values_mut};
+use rlfleet_kernels::gemm::gemm;
 use tch::{Device, Kind, Tensor};
 
 impl FlatNet {

@@ -4,7 +4,6 @@
 //! operations: an optimizer step, gradient clipping, a target-network update,
 //! and weights going out as raw flat f32 (what the wire carries).
 
-mod blas;
 mod device_forward;
 mod flat;
 mod host_mlp;
