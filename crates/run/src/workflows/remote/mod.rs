@@ -187,6 +187,7 @@ impl RemoteRun {
             let started = Instant::now();
             core.tell_time(started);
             let busy = workflow.work(&mut core, started)?;
+            deliver(&mut core);
             let now = Instant::now();
             core.charge_time(now - started, Duration::ZERO);
             let timeout = if busy {
@@ -229,6 +230,7 @@ impl RemoteRun {
                     .checkpoint_snapshot
                     .observe(started.elapsed().as_secs_f64());
             }
+            deliver(&mut core);
             desk.perform(core.book_mut())?;
             core.charge_time(started.elapsed(), Duration::ZERO);
             if last_status.elapsed() > STATUS_PERIOD {
@@ -248,6 +250,7 @@ impl RemoteRun {
         let text = reason.to_string();
         core.stop_parked(&text);
         workflow.stop(&mut core, &text)?;
+        deliver(&mut core);
         // Inputs that arrived after the end: requests answered `Stop`, and
         // batches among them counted as received and dropped.
         while let Ok(input) = events.try_recv() {
@@ -266,8 +269,23 @@ impl RemoteRun {
     }
 }
 
-/// One input, on the run thread.
+/// Sends the answers the core queued.
+fn deliver(core: &mut Core) {
+    for (reply, msg) in core.take_replies() {
+        // An actor that left takes no answer.
+        let _ = reply.send(msg);
+    }
+}
+
+/// One input, on the run thread, and the answers it gave.
 fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow::Result<()> {
+    let handled = take(core, workflow, input);
+    deliver(core);
+    handled
+}
+
+/// [`handle`], before the answers go.
+fn take(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow::Result<()> {
     match input {
         Input::Join { conn, hello, reply } => {
             core.admit(conn, hello);
@@ -306,7 +324,7 @@ fn handle(core: &mut Core, workflow: &mut dyn Workflow, input: Input) -> anyhow:
 }
 
 /// A message the workflow has no place for.
-fn refuse_misplaced(core: &Core, kind: &str, reply: Reply) -> anyhow::Result<()> {
+fn refuse_misplaced(core: &mut Core, kind: &str, reply: Reply) -> anyhow::Result<()> {
     let workflow = core.cfg().workflow;
     let text = format!("`{kind}` messages have no place in workflow `{workflow}`");
     core.refuse(reply, ErrorCode::Unexpected, text);
@@ -321,7 +339,10 @@ fn late(
     reason: &str,
 ) -> anyhow::Result<()> {
     match input {
-        Input::Internal(ev) => workflow.late(core, ev)?,
+        Input::Internal(ev) => {
+            workflow.late(core, ev)?;
+            deliver(core);
+        }
         Input::Request { msg, reply, .. } => {
             if let Message::Experience(e) = &msg {
                 core.accounts().received(e);

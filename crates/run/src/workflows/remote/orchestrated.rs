@@ -127,7 +127,7 @@ impl Workflow for Orchestrated {
         // Inserts held back by the rate limiter go into replay.
         for (conn, s, reply) in std::mem::take(&mut self.waiting) {
             self.insert(core, conn, s, None)?;
-            let _ = reply.send(stop_message(reason));
+            core.reply(reply, stop_message(reason));
         }
         self.keep_books(core);
         Ok(())

@@ -58,12 +58,12 @@ impl Sync {
         for (conn, seq, duplicate, idle, reply) in replies {
             let starts = core.issue(conn, &idle);
             let ack = core.ack(conn, seq, duplicate, starts);
-            let _ = reply.send(ack);
+            core.reply(reply, ack);
         }
         for (conn, reply) in std::mem::take(&mut self.joiners) {
             if core.actor(conn).is_some() {
                 let welcome = core.welcome(conn, true);
-                let _ = reply.send(welcome);
+                core.reply(reply, welcome);
                 self.participants.insert(conn);
             }
         }
@@ -80,7 +80,7 @@ impl Workflow for Sync {
         }
         let welcome = core.welcome(conn, true);
         self.participants.insert(conn);
-        let _ = reply.send(welcome);
+        core.reply(reply, welcome);
         Ok(())
     }
 
@@ -127,10 +127,10 @@ impl Workflow for Sync {
             if let Submission::Batch(e) = s {
                 untrained.push(e);
             }
-            let _ = reply.send(stop_message(reason));
+            core.reply(reply, stop_message(reason));
         }
         for (_, reply) in joiners {
-            let _ = reply.send(stop_message(reason));
+            core.reply(reply, stop_message(reason));
         }
         let version = core.agent().train_steps();
         for e in &untrained {

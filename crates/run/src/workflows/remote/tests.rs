@@ -203,7 +203,9 @@ impl Harness {
 
     fn work(&mut self, now: Instant) -> bool {
         let r = &mut self.run;
-        r.workflow.work(&mut r.core, now).expect("work")
+        let busy = r.workflow.work(&mut r.core, now).expect("work");
+        super::deliver(&mut r.core);
+        busy
     }
 
     /// The run's end, as the driver does it: held requests answered,
@@ -212,6 +214,7 @@ impl Harness {
         let r = &mut self.run;
         r.core.stop_parked("test over");
         r.workflow.stop(&mut r.core, "test over").expect("stop");
+        super::deliver(&mut r.core);
         while let Ok(input) = self.internal.1.try_recv() {
             super::late(&mut r.core, r.workflow.as_mut(), input, "test over").expect("late");
         }

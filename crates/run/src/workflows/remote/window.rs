@@ -76,7 +76,7 @@ impl Workflow for Window {
             if let Submission::Batch(e) = &s {
                 core.ingest(conn, e, false)?;
             }
-            let _ = reply.send(stop_message(reason));
+            core.reply(reply, stop_message(reason));
         }
         Ok(())
     }

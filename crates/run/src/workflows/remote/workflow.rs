@@ -32,7 +32,7 @@ pub(super) trait Workflow: Send {
     /// `conn` was admitted to `core.actors`: answer it now (or later).
     fn join(&mut self, core: &mut Core, conn: ConnId, reply: Reply) -> anyhow::Result<()> {
         let welcome = core.welcome(conn, true);
-        let _ = reply.send(welcome);
+        core.reply(reply, welcome);
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 
 use super::{ActorSlot, Core, stop_message};
 use crate::vocab::ConnId;
+use crate::vocab::Reply;
 use rlfleet_learning::agents::Weights;
 use rlfleet_shared::wire::{self, EpisodeStart, Hello, Message, WeightsMsg};
 
@@ -163,10 +164,13 @@ impl Core {
 
     /// Replies `Stop` to every request held back.
     pub fn stop_parked(&mut self, reason: &str) {
-        for slot in self.actors.values_mut() {
-            if let Some(p) = slot.parked.take() {
-                let _ = p.reply.send(stop_message(reason));
-            }
+        let held: Vec<Reply> = self
+            .actors
+            .values_mut()
+            .filter_map(|slot| slot.parked.take().map(|p| p.reply))
+            .collect();
+        for reply in held {
+            self.reply(reply, stop_message(reason));
         }
     }
 }

@@ -54,7 +54,7 @@ impl Core {
             return Ok(());
         }
         let ack = self.ack(conn, seq, duplicate, starts);
-        let _ = reply.send(ack);
+        self.reply(reply, ack);
         Ok(())
     }
 
@@ -74,7 +74,7 @@ impl Core {
             if let Some(Parked { seq, idle, reply }) = parked {
                 let starts = self.issue(conn, &idle);
                 let ack = self.ack(conn, seq, false, starts);
-                let _ = reply.send(ack);
+                self.reply(reply, ack);
             }
         }
     }

@@ -144,6 +144,9 @@ pub(super) struct Core {
     /// The time now, as the driver last told it ([`Core::tell_time`]):
     /// the run core reads no clock.
     now: Instant,
+    /// Answers to send, oldest first: the driver sends them after each
+    /// call ([`Core::take_replies`]).
+    replies: Vec<(Reply, Message)>,
 }
 
 impl std::fmt::Debug for Core {
@@ -172,6 +175,7 @@ impl Core {
         let k = cfg.frame_stack.max(1) as usize;
         Ok(Core {
             now: book.started(),
+            replies: Vec::new(),
             frames: (k > 1).then(|| Frames::new(k, spec.obs_dim() / k, spec.obs_dtype.is_bytes())),
             onnx: rlfleet_shared::onnx::PolicyGraph::for_run(cfg, &spec).model(None),
             id: id.to_string(),
@@ -261,7 +265,18 @@ impl Core {
     }
 
     /// Answers `reply` with a counted, logged `Error`.
-    pub fn refuse(&self, reply: Reply, code: ErrorCode, text: String) {
-        let _ = reply.send(refusal(&self.metrics, code, text));
+    pub fn refuse(&mut self, reply: Reply, code: ErrorCode, text: String) {
+        let answer = refusal(&self.metrics, code, text);
+        self.reply(reply, answer);
+    }
+
+    /// Queues `msg` as the answer to `reply`, for the driver to send.
+    pub fn reply(&mut self, reply: Reply, msg: Message) {
+        self.replies.push((reply, msg));
+    }
+
+    /// The answers queued since the last call, oldest first.
+    pub fn take_replies(&mut self) -> Vec<(Reply, Message)> {
+        std::mem::take(&mut self.replies)
     }
 }

@@ -203,7 +203,7 @@ impl Workflow for Rma {
         let actor = (slot.actor_id.as_str(), slot.session_id);
         self.pools
             .admit(conn, slot.index, actor, slot.n_envs, version);
-        let _ = reply.send(welcome);
+        core.reply(reply, welcome);
         Ok(())
     }
 

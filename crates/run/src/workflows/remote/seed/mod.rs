@@ -278,7 +278,7 @@ impl Workflow for Seed {
         self.track(conn, &starts);
         let welcome = core.welcome_with(conn, false, starts);
         self.link.admit(conn, n_envs);
-        let _ = reply.send(welcome);
+        core.reply(reply, welcome);
         Ok(())
     }
 
