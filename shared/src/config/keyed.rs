@@ -1,16 +1,16 @@
 //! Deserialising configs (TOML files, JSON bodies) with the full path of
 //! the offending key in the error: `stop.max_episodes: invalid value:
-//! integer `-5`, expected u64` rather than the bare serde message.
+//! integer `-5`, expected u64` rather than the bare serde message; an
+//! unknown key also gets the nearest allowed one (`suggest.rs`).
 
 use serde::de::DeserializeOwned;
 
 /// `key.path: message`, or the message alone for the document itself.
 fn keyed<E: std::fmt::Display>(e: serde_path_to_error::Error<E>) -> String {
     let path = e.path().to_string();
-    let inner = e.into_inner().to_string();
-    let inner = inner.trim_end();
+    let inner = super::suggest::with_suggestion(e.into_inner().to_string().trim_end().to_string());
     if path.is_empty() || path == "." {
-        inner.to_string()
+        inner
     } else {
         format!("{path}: {inner}")
     }

@@ -17,6 +17,7 @@ mod model;
 mod ppo;
 mod r2d2;
 mod sections;
+mod suggest;
 mod td3;
 mod validate;
 mod validate_agents;

@@ -513,3 +513,77 @@ fn a_recurrent_core_is_checked_and_reaches_the_policy_network() {
     let e = err(&ppo.replace("core = \"lstm\"", "core = \"gru\""));
     assert!(e.contains("gru") && e.contains("lstm"), "{e}");
 }
+
+/// `text` with the key `key` of `[section]` (`""`: the top level)
+/// written as `typo`.
+fn misspell(text: &str, section: &str, key: &str, typo: &str) -> String {
+    let start = match section {
+        "" => 0,
+        s => text
+            .find(&format!("[{s}]"))
+            .expect("the section is in the config"),
+    };
+    let at = start
+        + text[start..]
+            .find(&format!("\n{key} ="))
+            .expect("the key is in the section");
+    format!(
+        "{}\n{typo} ={}",
+        &text[..at],
+        &text[at + 1 + key.len() + 2..]
+    )
+}
+
+/// Ten misspellings of keys the shipped configs set, each answered with
+/// the key that was meant.
+#[test]
+fn a_misspelled_key_gets_the_intended_one_suggested() {
+    let cases = [
+        ("cartpole-dqn-single", "", "output_dir", "outputdir"),
+        (
+            "cartpole-dqn-single",
+            "stop",
+            "max_env_steps",
+            "max_env_step",
+        ),
+        (
+            "cartpole-dqn-single",
+            "stop",
+            "target_eval_return",
+            "target_eval_retrun",
+        ),
+        ("cartpole-dqn-single", "eval", "period_steps", "period_step"),
+        (
+            "cartpole-dqn-single",
+            "checkpoint",
+            "period_steps",
+            "periodsteps",
+        ),
+        (
+            "cartpole-dqn-single",
+            "dqn",
+            "learning_starts",
+            "learning_start",
+        ),
+        ("cartpole-dqn-single", "dqn", "batch_size", "batchsize"),
+        (
+            "cartpole-dqn-seed",
+            "distributed",
+            "inference_max_batch",
+            "inference_max_bach",
+        ),
+        ("cartpole-ppo-single", "ppo", "clip_range", "clip_rang"),
+        ("cartpole-ppo-single", "ppo", "gae_lambda", "gae_lamda"),
+    ];
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+    for (config, section, key, typo) in cases {
+        let text = std::fs::read_to_string(dir.join(format!("{config}.toml"))).unwrap();
+        RunConfig::from_toml(&text, config).expect("the shipped config is valid");
+        let e = err(&misspell(&text, section, key, typo));
+        assert!(
+            e.contains(&format!("unknown field `{typo}`"))
+                && e.trim_end().ends_with(&format!("did you mean `{key}`?")),
+            "{config} [{section}] {typo}: {e}"
+        );
+    }
+}
