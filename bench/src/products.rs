@@ -148,9 +148,6 @@ fn measure(
 /// them (`[cols, rows]` when `t`).
 fn stored(x: &[f32], rows: usize, cols: usize, t: bool) -> Tensor {
     let (r, c) = if t { (cols, rows) } else { (rows, cols) };
-    let v = Tensor::from_slice(x)
-        .view([r as i64, c as i64])
-        .to_kind(Kind::Float)
-        .to_device(Device::Cpu);
+    let v = Tensor::from_slice(x).view([r as i64, c as i64]);
     if t { v.tr() } else { v }
 }

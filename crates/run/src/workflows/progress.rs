@@ -12,6 +12,17 @@ pub enum Confirm {
     Latest(f64),
 }
 
+/// What the progress bar shows.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ProgressLine {
+    pub env_steps: u64,
+    pub episodes: u64,
+    pub steps_per_sec: f64,
+    pub recent: Option<f64>,
+    pub eval: Option<f64>,
+    pub confirm: Confirm,
+}
+
 /// Shows env steps against the step limit (or a spinner) and a status line.
 #[derive(Debug)]
 pub struct Progress {
@@ -43,15 +54,15 @@ impl Progress {
 
     /// `confirm`: the stop rule's confirming evaluation — under way, or
     /// the latest one's mean — when there has been one.
-    pub fn update(
-        &self,
-        env_steps: u64,
-        episodes: u64,
-        steps_per_sec: f64,
-        recent: Option<f64>,
-        eval: Option<f64>,
-        confirm: Confirm,
-    ) {
+    pub fn update(&self, line: &ProgressLine) {
+        let ProgressLine {
+            env_steps,
+            episodes,
+            steps_per_sec,
+            recent,
+            eval,
+            confirm,
+        } = *line;
         self.bar.set_position(env_steps);
         let fmt = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
         let confirm = match confirm {
@@ -83,18 +94,39 @@ mod tests {
     #[test]
     fn the_status_line_shows_the_confirming_evaluation() {
         let p = Progress::new(false, Some(1000), 0);
-        p.update(500, 7, 1234.0, Some(21.5), Some(480.0), Confirm::None);
+        p.update(&ProgressLine {
+            env_steps: 500,
+            episodes: 7,
+            steps_per_sec: 1234.0,
+            recent: Some(21.5),
+            eval: Some(480.0),
+            confirm: Confirm::None,
+        });
         assert_eq!(
             p.message(),
             "ep 7 | 1234 steps/s | return(20) 21.5 | eval 480.0"
         );
-        p.update(600, 8, 1234.0, Some(21.5), Some(480.0), Confirm::UnderWay);
+        p.update(&ProgressLine {
+            env_steps: 600,
+            episodes: 8,
+            steps_per_sec: 1234.0,
+            recent: Some(21.5),
+            eval: Some(480.0),
+            confirm: Confirm::UnderWay,
+        });
         assert!(
             p.message().ends_with("eval 480.0 | confirming"),
             "{}",
             p.message()
         );
-        p.update(700, 9, 1234.0, None, Some(480.0), Confirm::Latest(466.3));
+        p.update(&ProgressLine {
+            env_steps: 700,
+            episodes: 9,
+            steps_per_sec: 1234.0,
+            recent: None,
+            eval: Some(480.0),
+            confirm: Confirm::Latest(466.3),
+        });
         assert!(
             p.message()
                 .ends_with("| return(20) - | eval 480.0 | confirmed 466.3"),

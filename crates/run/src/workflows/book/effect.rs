@@ -36,29 +36,20 @@ pub enum Effect {
     /// the rows before it are written, and picks where it goes).
     Checkpoint(Box<CheckpointJob>),
     /// The progress bar's figures.
-    Progress(ProgressLine),
+    Progress(crate::workflows::progress::ProgressLine),
 }
+
+/// A distributed run's part of a checkpoint's books, and the lengths of
+/// the files only it writes (`batches.csv`).
+pub type RunBooks = (serde_json::Value, BTreeMap<String, u64>);
 
 /// A checkpoint the book took: [`Effect::Checkpoint`].
 #[derive(Debug)]
 pub struct CheckpointJob {
     pub ck: Checkpoint,
     pub book: BookState,
-    /// The distributed run's books and the lengths of the files only it
-    /// writes.
-    pub run: Option<(serde_json::Value, BTreeMap<String, u64>)>,
+    pub run: Option<RunBooks>,
     /// Written before the desk goes on (the run's last checkpoint), not
     /// queued for the writer thread.
     pub wait: bool,
-}
-
-/// What the progress bar shows.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ProgressLine {
-    pub env_steps: u64,
-    pub episodes: u64,
-    pub steps_per_sec: f64,
-    pub recent: Option<f64>,
-    pub eval: Option<f64>,
-    pub confirm: crate::workflows::progress::Confirm,
 }

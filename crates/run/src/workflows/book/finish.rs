@@ -1,11 +1,10 @@
 //! The end of a run in the book: the weights to score last, the final
 //! evaluations recorded, the last checkpoint queued and the summary.
 
-use super::RunBook;
+use super::{RunBook, RunBooks};
 use crate::workflows::{EvalResult, RunSummary, StopReason};
 use rlfleet_checkpoint::Weights;
 use rlfleet_learning::agents::Agent;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 impl RunBook {
@@ -26,7 +25,7 @@ impl RunBook {
         agent: &dyn Agent,
         finals: &[EvalResult],
         final_version: Option<u64>,
-        run_books: Option<(serde_json::Value, BTreeMap<String, u64>)>,
+        run_books: Option<RunBooks>,
         now: Instant,
     ) -> RunSummary {
         let mut final_eval = None;

@@ -15,7 +15,7 @@ mod snapshot;
 mod target;
 mod telemetry;
 
-pub use effect::{CheckpointJob, Effect, ProgressLine};
+pub use effect::{CheckpointJob, Effect, RunBooks};
 pub use target::{Scored, TargetRule, Verdict};
 
 use super::{EvalResult, StopReason, check_limits};

@@ -1,7 +1,7 @@
 //! Checkpoints of a run: the snapshot of the agent and the books, queued
 //! for the desk, and the due flag distributed runs take them by.
 
-use super::{CheckpointJob, Effect, RunBook};
+use super::{CheckpointJob, Effect, RunBook, RunBooks};
 use crate::state::BookState;
 use rlfleet_checkpoint::Checkpoint;
 use rlfleet_learning::agents::Agent;
@@ -25,12 +25,7 @@ impl RunBook {
     /// files and has the writer thread write it (`wait`: writes it before
     /// going on, after any queued one). `run_books`: a distributed run's
     /// books and the lengths of the files only it writes.
-    pub fn checkpoint(
-        &mut self,
-        agent: &dyn Agent,
-        run_books: Option<(serde_json::Value, BTreeMap<String, u64>)>,
-        wait: bool,
-    ) {
+    pub fn checkpoint(&mut self, agent: &dyn Agent, run_books: Option<RunBooks>, wait: bool) {
         let book = BookState {
             files: BTreeMap::new(),
             recent: self.recent.iter().copied().collect(),

@@ -2,8 +2,8 @@
 //! a checkpoint at their periods, training scalars to TensorBoard, the
 //! progress bar — queued as effects.
 
-use super::{Effect, ProgressLine, RunBook};
-use crate::workflows::progress::Confirm;
+use super::{Effect, RunBook};
+use crate::workflows::progress::{Confirm, ProgressLine};
 use rlfleet_learning::agents::Agent;
 use std::time::Instant;
 

@@ -3,10 +3,9 @@
 //! learning curve.
 
 use super::Desk;
-use crate::workflows::book::RunBook;
+use crate::workflows::book::{RunBook, RunBooks};
 use crate::workflows::{RunSummary, StopReason};
 use rlfleet_learning::agents::Agent;
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 impl Desk {
@@ -18,7 +17,7 @@ impl Desk {
         book: &mut RunBook,
         reason: StopReason,
         agent: &dyn Agent,
-        run_books: Option<(serde_json::Value, BTreeMap<String, u64>)>,
+        run_books: Option<RunBooks>,
     ) -> anyhow::Result<RunSummary> {
         self.perform(book)?;
         self.progress.finish();

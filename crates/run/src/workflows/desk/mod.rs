@@ -65,14 +65,7 @@ impl Desk {
                     }
                 }
                 Effect::Checkpoint(job) => self.checkpoint(*job)?,
-                Effect::Progress(p) => self.progress.update(
-                    p.env_steps,
-                    p.episodes,
-                    p.steps_per_sec,
-                    p.recent,
-                    p.eval,
-                    p.confirm,
-                ),
+                Effect::Progress(line) => self.progress.update(&line),
             }
         }
         Ok(())
@@ -119,13 +112,14 @@ impl Desk {
             self.writer.finish();
             write(&ck, &to)?;
             self.writer = CheckpointWriter::spawn();
-        } else if !self.writer.submit(ck, to) {
+        } else if self.writer.submit(ck, to) {
+            tracing::debug!(env_steps, "checkpoint handed to the writer");
+        } else {
             tracing::warn!(
                 env_steps,
                 "checkpoint skipped: the previous one is still being written"
             );
         }
-        tracing::debug!(env_steps, "checkpoint handed to the writer");
         Ok(())
     }
 }

@@ -9,6 +9,7 @@
 
 use super::Core;
 use crate::state::Journal;
+use crate::workflows::book::RunBooks;
 use crate::workflows::remote::accounts::TallyImage;
 use crate::workflows::remote::ledger::{EpisodeLedger, LedgerImage};
 use serde::{Deserialize, Serialize};
@@ -52,7 +53,7 @@ pub(in crate::workflows::remote) struct Restored {
 impl Core {
     /// The run's books now, and the lengths of the files only the run
     /// writes (`batches.csv`), after flushing them.
-    pub fn books(&self) -> anyhow::Result<(serde_json::Value, BTreeMap<String, u64>)> {
+    pub fn books(&self) -> anyhow::Result<RunBooks> {
         let mut files = BTreeMap::new();
         if let Some(len) = self.accounts.flush_log()? {
             files.insert("batches.csv".to_string(), len);

@@ -3,8 +3,8 @@
 
 use super::{Core, LearnerTime};
 use crate::vocab::RunState;
+use crate::workflows::book::RunBooks;
 use crate::workflows::{LearnerFigures, RunSummary};
-use std::collections::BTreeMap;
 
 impl Core {
     /// Refreshes the status snapshot and the metrics that are not counted
@@ -69,7 +69,7 @@ impl Core {
     /// Closes the run's part of the books: the batch log, the learner's
     /// figures, the agent's end-of-run work; returns the books for the
     /// last checkpoint (the desk then finishes the run).
-    pub fn close(&mut self) -> anyhow::Result<(serde_json::Value, BTreeMap<String, u64>)> {
+    pub fn close(&mut self) -> anyhow::Result<RunBooks> {
         self.accounts.flush();
         let t = self.accounts.tally.lock().expect("tally lock");
         self.book.learner = Some(LearnerFigures {
