@@ -53,6 +53,10 @@ struct ConnectArgs {
     /// Exit when the run ends instead of waiting for the next one.
     #[arg(long)]
     once: bool,
+    /// Serve only this run (its id or name) of a daemon that holds
+    /// several; by default the daemon shares its actors between its runs.
+    #[arg(long, env = "RLFLEET_RUN")]
+    run: Option<String>,
     /// Split the envs over this many connections (actors `ID/0`, `ID/1`,
     /// …) played in turn on one thread: under `seed`, one lane's envs
     /// step while another waits for its actions.
@@ -110,6 +114,7 @@ impl PlayArgs {
             token,
             envs: self.envs.max(1),
             once,
+            run: None,
             inference: self.inference,
             env_factory: None,
         }
@@ -279,15 +284,17 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let mut player = c.play.player(
+        || format!("{}-{}", hostname(), std::process::id()),
+        c.token,
+        c.once,
+    );
+    player.run = c.run;
     let opts = actor_client::remote::ActorOptions {
         server,
         server_name: c.server_name,
         trust,
-        player: c.play.player(
-            || format!("{}-{}", hostname(), std::process::id()),
-            c.token,
-            c.once,
-        ),
+        player,
         liveness: Liveness {
             keep_alive: Duration::from_millis(c.keep_alive_ms),
             idle_timeout: Duration::from_millis(c.idle_timeout_ms),

@@ -76,6 +76,21 @@ pub(crate) enum What {
         #[arg(long)]
         atari: bool,
     },
+    /// Many runs on one daemon sharing one fleet: 1, 2 and 4 concurrent
+    /// runs vs. one, the hand-off when a run ends vs. a fresh actor's
+    /// join, RSS per queued run, and N short runs through one daemon.
+    Fleet {
+        /// Seconds each concurrency level is measured.
+        #[arg(long, default_value_t = 20.0)]
+        secs: f64,
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
+        #[arg(long, default_value_t = 2)]
+        envs: u32,
+        /// Short runs sent through one daemon, one after the other.
+        #[arg(long, default_value_t = 1000)]
+        short_runs: usize,
+    },
     /// Many actor connections against one daemon process for a long time
     /// (`seed` and `async`): its RSS over time, latency vs. few
     /// connections, nothing lost.

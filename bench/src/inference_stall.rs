@@ -44,12 +44,14 @@ pub async fn bench(actors: usize, secs: f64) -> anyhow::Result<Vec<InferenceRow>
             cfg.checkpoint.replay = true;
         }
         let (d, shutdown) = start_daemon(dir.path()).await?;
+        let name = cfg.name.clone();
         let id = d.hub.start_run(cfg, Default::default())?;
         let fig = seed::drive(d.actors_addr, &d.fingerprint, actors, secs, Mode::Learner).await;
-        let snapshots = &d.hub.metrics().checkpoint_snapshot;
+        let run = d.hub.metrics().run(&name, &id);
+        let snapshots = &run.checkpoint_snapshot;
         let taken = snapshots.get_sample_count();
         let snapshot_mean_ms = snapshots.get_sample_sum() * 1e3 / taken.max(1) as f64;
-        let replay_at_end = d.hub.metrics().replay_size.get().max(0) as u64;
+        let replay_at_end = run.replay_size.get().max(0) as u64;
         d.hub.stop_run(&id);
         shutdown.cancel();
         d.wait().await;

@@ -147,13 +147,15 @@ pub async fn bench(
         // A replay that fits: a million CartPole slots, or 50,000 frames.
         cfg.dqn.buffer_size = if o.bytes { 50_000 } else { 1 << 20 };
         let (d, shutdown) = start_daemon(dir.path()).await?;
+        let name = cfg.name.clone();
         let id = d.hub.start_run(cfg, Default::default())?;
+        let run = d.hub.metrics().run(&name, &id);
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let before = d.hub.metrics().transitions_ingested.get();
+        let before = run.transitions_ingested.get();
         let start = Instant::now();
         let acked = drive(d.actors_addr, &d.fingerprint, actors, per_batch, secs, o).await;
         let wall = start.elapsed().as_secs_f64();
-        let counted = d.hub.metrics().transitions_ingested.get() - before;
+        let counted = run.transitions_ingested.get() - before;
         anyhow::ensure!(
             counted == acked,
             "the learner counted {counted} transitions, the actors had {acked} acknowledged"

@@ -46,6 +46,7 @@ mod durability;
 #[cfg(feature = "mpi")]
 mod env_groups;
 mod envs;
+mod fleet;
 mod inference;
 mod inference_stall;
 mod ingest;
@@ -109,6 +110,12 @@ fn main() -> anyhow::Result<()> {
         ),
         What::Inference { secs } => inference::bench(secs, &cli.out),
         What::Products { secs } => products::bench(secs, &cli.out),
+        What::Fleet {
+            secs,
+            actors,
+            envs,
+            short_runs,
+        } => fleet::bench(secs, actors, envs, short_runs, &cli.out),
         What::Learn {
             only,
             eval_episodes,

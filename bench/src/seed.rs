@@ -92,6 +92,8 @@ pub fn hello(i: usize) -> Message {
         session_id: i as u64,
         token: String::new(),
         env_capacity: ENVS as u32,
+        run: String::new(),
+        once: false,
     })
 }
 

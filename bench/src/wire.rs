@@ -34,7 +34,7 @@ pub struct WireRow {
 }
 
 /// The value of an unlabelled (or first-labelled) series in a metrics dump.
-fn metric(prom: &str, name: &str) -> Option<f64> {
+pub(crate) fn metric(prom: &str, name: &str) -> Option<f64> {
     prom.lines()
         .filter(|l| !l.starts_with('#'))
         .find(|l| l.starts_with(name) && l[name.len()..].starts_with([' ', '{']))

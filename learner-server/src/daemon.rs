@@ -48,6 +48,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
         shutdown.clone(),
         a.max_actors,
         Some(state),
+        cfg.runs.clone(),
     );
     let listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await

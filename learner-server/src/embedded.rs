@@ -97,6 +97,7 @@ pub async fn run(
                 token: String::new(),
                 envs: actors.envs_per_actor,
                 once: true,
+                run: None,
                 inference: actor_client::remote::Inference::Rust,
                 env_factory: None,
             };
@@ -242,7 +243,7 @@ pub(crate) fn write_metrics(hub: &crate::hub::Hub, output_dir: &std::path::Path)
 /// fires), then writes the daemon's metrics beside the run's other output
 /// (what `/metrics` served last).
 pub(crate) async fn wait_run(
-    hub: &crate::hub::Hub,
+    hub: &std::sync::Arc<crate::hub::Hub>,
     id: &str,
     cancel: &CancellationToken,
     output_dir: &std::path::Path,

@@ -25,9 +25,11 @@
 //! into this library, so tests drive the same code.
 
 pub mod api;
+pub mod client;
 pub mod daemon;
 pub mod embedded;
 pub mod export;
+pub mod fleet;
 pub mod hub;
 pub mod malloc;
 #[cfg(feature = "mpi")]

@@ -86,6 +86,14 @@ enum Command {
     Mpi(MpiArgs),
     /// Check a run config and print it with every default filled in.
     Check { config: PathBuf },
+    /// Submit, list, show, stop and resume a daemon's runs through its
+    /// control API (`--api`, `RLFLEET_API`; `--token`, `RLFLEET_API_TOKEN`).
+    Runs {
+        #[command(flatten)]
+        api: learner_server::client::ApiArgs,
+        #[command(subcommand)]
+        what: learner_server::client::RunsCommand,
+    },
     /// Write a finished run's policy as a standalone ONNX model.
     Export {
         /// The run's output directory (config.resolved.toml and
@@ -232,6 +240,13 @@ fn main() -> ExitCode {
     init_logging(cli.log_format);
     rlfleet_shared::env::python::set_venv(cli.python_venv.clone());
     match cli.command {
+        Command::Runs { api, what } => match learner_server::client::run(&api, what) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(1)
+            }
+        },
         Command::Check { config } => match load_config(&config) {
             Ok(cfg) => {
                 print!("{}", cfg.to_resolved_toml());

@@ -1,12 +1,15 @@
-//! [`Registry`]: the actors connected to the daemon and the run they are
-//! routed to — what transports need of the daemon. The hub, which builds
-//! and ends runs, publishes the active run here; transports never see it.
+//! [`Registry`]: the actors connected to the daemon and the active runs
+//! they serve — what transports need of the daemon. The hub, which builds
+//! and ends runs, adds and removes active runs here; the [`Fleet`] says
+//! which run each actor serves, and a session whose actor is to move is
+//! told ([`Registry::told_to_move`]). Transports never see the hub.
 
+use crate::fleet::{Fleet, Member, RunShare};
 use rlfleet_run::metrics::Metrics;
 use rlfleet_run::vocab::{ActiveRun, ActorView, ConnId};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, watch};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +18,26 @@ use tokio_util::sync::CancellationToken;
 struct ActorEntry {
     view: ActorView,
     since: Instant,
+    /// Told when the fleet moves this actor to another run.
+    moved: Arc<Notify>,
+}
+
+/// What the registry's lock guards: the actors' views, the active runs
+/// and the fleet that assigns one to the other.
+#[derive(Debug, Default)]
+struct Inner {
+    actors: BTreeMap<ConnId, ActorEntry>,
+    runs: BTreeMap<String, ActiveRun>,
+    fleet: Fleet,
+}
+
+/// What an actor asks of the fleet when it registers.
+#[derive(Debug, Clone, Default)]
+pub struct Wants {
+    /// Serve this run alone (an id or a name).
+    pub pin: Option<String>,
+    /// Leave when the first run ends: never moved.
+    pub once: bool,
 }
 
 /// How long a new actor waits for a slot when every one is taken (a
@@ -22,14 +45,16 @@ struct ActorEntry {
 /// a reconnect usually finds it free within a few milliseconds).
 pub const SLOT_PATIENCE: Duration = Duration::from_secs(2);
 
-/// The daemon's actors and its active run, shared by every transport.
+/// The daemon's actors and its active runs, shared by every transport.
 #[derive(Debug)]
 pub struct Registry {
-    pub metrics: std::sync::Arc<Metrics>,
-    actors: Mutex<BTreeMap<ConnId, ActorEntry>>,
+    pub metrics: Arc<Metrics>,
+    inner: Mutex<Inner>,
     /// Told when a slot is freed.
     freed: Notify,
-    active: watch::Sender<Option<ActiveRun>>,
+    /// Bumped whenever a run is added or removed (actors waiting for a run
+    /// look again).
+    runs_changed: watch::Sender<u64>,
     next_conn: AtomicU64,
     /// How long a new actor waits for a slot ([`SLOT_PATIENCE`]).
     pub(crate) patience: Duration,
@@ -43,20 +68,16 @@ pub struct Registry {
     pub comes_back: AtomicBool,
     /// The latest weights frame, encoded once for every QUIC and MPI
     /// session.
-    pub weights_frames: std::sync::Arc<rlfleet_shared::wire::WeightsFrames>,
+    pub weights_frames: Arc<rlfleet_shared::wire::WeightsFrames>,
 }
 
 impl Registry {
-    pub fn new(
-        metrics: std::sync::Arc<Metrics>,
-        shutdown: CancellationToken,
-        max_actors: u32,
-    ) -> Registry {
+    pub fn new(metrics: Arc<Metrics>, shutdown: CancellationToken, max_actors: u32) -> Registry {
         Registry {
             metrics,
-            actors: Mutex::default(),
+            inner: Mutex::default(),
             freed: Notify::new(),
-            active: watch::Sender::new(None),
+            runs_changed: watch::Sender::new(0),
             next_conn: AtomicU64::new(1),
             weights_frames: Default::default(),
             patience: SLOT_PATIENCE,
@@ -74,18 +95,125 @@ impl Registry {
         !self.comes_back.load(Ordering::Relaxed)
     }
 
-    /// Routes actors to `run` from now on (`None`: to no run).
-    pub fn set_active(&self, run: Option<ActiveRun>) {
-        self.active.send_replace(run);
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("registry lock")
     }
 
-    /// The run actors should join now, waiting for one if none is active.
-    /// `None` on shutdown.
-    pub async fn wait_active(&self) -> Option<ActiveRun> {
-        let mut rx = self.active.subscribe();
-        tokio::select! {
-            r = rx.wait_for(Option::is_some) => r.ok().and_then(|a| a.clone()),
-            _ = self.shutdown.cancelled() => None,
+    /// Routes actors to `run` too from now on: the fleet moves actors to
+    /// it until its share is met.
+    pub fn add_run(&self, run: ActiveRun) {
+        let mut inner = self.lock();
+        inner.fleet.runs.push(RunShare {
+            id: run.id.clone(),
+            name: run.name.clone(),
+            share: run.share.clone(),
+        });
+        inner.runs.insert(run.id.clone(), run);
+        self.rebalance(&mut inner);
+        drop(inner);
+        self.runs_changed.send_modify(|n| *n += 1);
+    }
+
+    /// Run `id` takes no more actors (it is ending); those on their way to
+    /// it go elsewhere, and the rest of the fleet is shared again.
+    pub fn remove_run(&self, id: &str) {
+        let mut inner = self.lock();
+        inner.runs.remove(id);
+        inner.fleet.remove_run(id);
+        for a in inner.actors.values_mut() {
+            a.view.declined.remove(id);
+        }
+        self.rebalance(&mut inner);
+        drop(inner);
+        self.runs_changed.send_modify(|n| *n += 1);
+    }
+
+    /// Envs the fleet counts in run `id`'s share now.
+    pub fn envs_of(&self, id: &str) -> u32 {
+        self.lock().fleet.envs_of(id)
+    }
+
+    /// Tells the sessions of the actors the fleet moves now.
+    fn rebalance(&self, inner: &mut Inner) {
+        for (conn, to) in inner.fleet.rebalance() {
+            if let Some(a) = inner.actors.get(&conn) {
+                tracing::info!(conn, actor = %a.view.actor_id, to = %to, "moving an actor to another run");
+                self.metrics.actors_moved.inc();
+                a.moved.notify_one();
+            }
+        }
+    }
+
+    /// The run actor `conn` should join now, waiting for one that will
+    /// take it. `None` on shutdown.
+    pub async fn assign(&self, conn: ConnId) -> Option<ActiveRun> {
+        let mut changed = self.runs_changed.subscribe();
+        loop {
+            changed.mark_unchanged();
+            {
+                let mut inner = self.lock();
+                if let Some(id) = inner.fleet.pick(conn) {
+                    let run = inner.runs.get(&id).cloned();
+                    if let Some(a) = inner.actors.get_mut(&conn) {
+                        a.view.run = Some(id);
+                    }
+                    if run.is_some() {
+                        return run;
+                    }
+                }
+            }
+            tokio::select! {
+                r = changed.changed() => r.ok()?,
+                _ = self.shutdown.cancelled() => return None,
+            }
+        }
+    }
+
+    /// Resolves when the fleet moves actor `conn` away from the run it
+    /// serves.
+    pub async fn told_to_move(&self, conn: ConnId) {
+        let Some(moved) = self.lock().actors.get(&conn).map(|a| a.moved.clone()) else {
+            return std::future::pending().await;
+        };
+        loop {
+            let told = moved.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            let moving = self
+                .lock()
+                .fleet
+                .members
+                .get(&conn)
+                .is_some_and(|m| m.moving_to.is_some());
+            if moving {
+                return;
+            }
+            told.await;
+        }
+    }
+
+    /// Actor `conn` cannot play run `run` (it said why): the run is not
+    /// offered to it again, and `GET /v1/actors` shows why.
+    pub fn declined(&self, conn: ConnId, run: &str, reason: &str) {
+        let mut inner = self.lock();
+        if let Some(m) = inner.fleet.members.get_mut(&conn) {
+            m.declined.push(run.to_string());
+        }
+        if let Some(a) = inner.actors.get_mut(&conn) {
+            tracing::warn!(conn, actor = %a.view.actor_id, run, "the actor cannot take part in this run: {reason}");
+            a.view.declined.insert(run.to_string(), reason.to_string());
+        }
+    }
+
+    /// Actor `conn` left the run it served (its session took the
+    /// departure): it serves none until assigned again.
+    pub fn actor_left_run(&self, conn: ConnId) {
+        let mut inner = self.lock();
+        if let Some(m) = inner.fleet.members.get_mut(&conn) {
+            m.run = None;
+        }
+        if let Some(a) = inner.actors.get_mut(&conn) {
+            a.view.run = None;
         }
     }
 
@@ -95,7 +223,7 @@ impl Registry {
 
     /// Registers an actor; when `max_actors` are registered, waits a
     /// little for one to leave, then refuses it.
-    pub async fn actor_connected(&self, view: ActorView) -> Result<(), String> {
+    pub async fn actor_connected(&self, view: ActorView, wants: Wants) -> Result<(), String> {
         let deadline = tokio::time::Instant::now() + self.patience;
         loop {
             // Listening before looking, so a slot freed in between is seen.
@@ -103,14 +231,24 @@ impl Registry {
             tokio::pin!(freed);
             freed.as_mut().enable();
             {
-                let mut actors = self.actors.lock().expect("actors lock");
-                if actors.len() < self.max_actors {
+                let mut inner = self.lock();
+                if inner.actors.len() < self.max_actors {
                     self.metrics.connected_actors.inc();
-                    actors.insert(
+                    inner.fleet.members.insert(
+                        view.connection,
+                        Member {
+                            envs: view.env_capacity,
+                            pin: wants.pin.clone(),
+                            once: wants.once,
+                            ..Member::default()
+                        },
+                    );
+                    inner.actors.insert(
                         view.connection,
                         ActorEntry {
                             view,
                             since: Instant::now(),
+                            moved: Arc::default(),
                         },
                     );
                     return Ok(());
@@ -125,29 +263,20 @@ impl Registry {
         }
     }
 
-    pub fn actor_assigned(&self, conn: ConnId, run: Option<String>) {
-        if let Some(a) = self.actors.lock().expect("actors lock").get_mut(&conn) {
-            a.view.run = run;
-        }
-    }
-
     pub fn actor_disconnected(&self, conn: ConnId) {
-        if self
-            .actors
-            .lock()
-            .expect("actors lock")
-            .remove(&conn)
-            .is_some()
-        {
+        let mut inner = self.lock();
+        inner.fleet.members.remove(&conn);
+        if inner.actors.remove(&conn).is_some() {
             self.metrics.connected_actors.dec();
             self.freed.notify_waiters();
+            // Its run may now be short of its share.
+            self.rebalance(&mut inner);
         }
     }
 
     pub fn list_actors(&self) -> Vec<ActorView> {
-        self.actors
-            .lock()
-            .expect("actors lock")
+        self.lock()
+            .actors
             .values()
             .map(|a| ActorView {
                 connected_secs: a.since.elapsed().as_secs_f64(),

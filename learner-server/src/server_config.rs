@@ -1,4 +1,4 @@
-//! `server.toml`: the daemon's listeners, TLS and tokens. Parsed and
+//! `server.toml`: the daemon's listeners, TLS, tokens and run slots. Parsed and
 //! validated before anything binds.
 
 use rlfleet_shared::config::ConfigError;
@@ -16,6 +16,7 @@ pub struct ServerConfig {
     pub state_dir: PathBuf,
     pub actors: ActorsListener,
     pub api: ApiListener,
+    pub runs: RunsConfig,
 }
 
 /// `state_dir` when the config says nothing.
@@ -30,6 +31,7 @@ impl Default for ServerConfig {
             state_dir: PathBuf::from(DEFAULT_STATE_DIR),
             actors: ActorsListener::default(),
             api: ApiListener::default(),
+            runs: RunsConfig::default(),
         }
     }
 }
@@ -88,6 +90,33 @@ impl Default for ActorsListener {
             actor_timeout_secs: 600,
             keep_alive_ms: 1_000,
             idle_timeout_ms: 5_000,
+        }
+    }
+}
+
+/// How many runs the daemon holds at once, and how long an ended run's
+/// series stay in `/metrics`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RunsConfig {
+    /// Runs active at once; one more is accepted `queued` and starts when
+    /// a slot frees (highest `priority` first, then the earliest).
+    pub max_active: u32,
+    /// Seconds an ended run's series stay in `/metrics` (its files keep
+    /// everything).
+    pub metrics_retention_secs: u64,
+    /// Ended runs the API keeps in memory (the oldest beyond this are
+    /// forgotten there; their records and files stay), so a daemon that
+    /// has served thousands of runs holds as little as a new one.
+    pub keep_ended: u32,
+}
+
+impl Default for RunsConfig {
+    fn default() -> Self {
+        RunsConfig {
+            max_active: 4,
+            metrics_retention_secs: 300,
+            keep_ended: 100,
         }
     }
 }
@@ -189,6 +218,13 @@ impl ServerConfig {
                 key: "actors.max_actors",
                 value: self.actors.max_actors.to_string(),
                 allowed: "an integer from 1 to 1000000".into(),
+            });
+        }
+        if !(1..=10_000).contains(&self.runs.max_active) {
+            return Err(ConfigError::OutOfRange {
+                key: "runs.max_active",
+                value: self.runs.max_active.to_string(),
+                allowed: "an integer from 1 to 10000".into(),
             });
         }
         if self.actors.max_unauthenticated == 0 || self.actors.hello_timeout_ms == 0 {

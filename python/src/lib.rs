@@ -217,6 +217,7 @@ fn run_actor(
             token,
             envs: n_envs.max(1),
             once,
+            run: None,
             inference: Inference::Rust,
             env_factory: Some(EnvFactory::new(make)),
         },

@@ -86,12 +86,16 @@ class Stalling(Corridor):
     """A Corridor whose process stops for `RLFLEET_TEST_STALL_SECS` seconds
     at the `RLFLEET_TEST_STALL_AT`-th step it takes (once), when those are
     set in its environment: a slow simulator step (a few seconds), or a
-    hung one (an hour)."""
+    hung one (an hour). With `RLFLEET_TEST_STALL_MARK` set, it creates
+    that file as it stops, so a test can wait for the stall itself."""
 
     def step(self, action):
         global _PROCESS_STEPS
         _PROCESS_STEPS += 1
         if _PROCESS_STEPS == int(os.environ.get("RLFLEET_TEST_STALL_AT", "0")):
+            mark = os.environ.get("RLFLEET_TEST_STALL_MARK")
+            if mark:
+                open(mark, "w").close()
             time.sleep(float(os.environ["RLFLEET_TEST_STALL_SECS"]))
         return super().step(action)
 
@@ -339,3 +343,25 @@ class GroupCounting(gym.Env):
                 f.write(f"{previous + 1} {ranks}")
         obs = np.array([self.tag, self.t, ranks], dtype=np.float32)
         return obs, 1.0, self.t >= self.length, False, {}
+
+
+class BrokenReset(Corridor):
+    """A Corridor that cannot reset in a process where
+    `RLFLEET_TEST_BREAK_RESET` is set (an actor missing what the env
+    needs): every episode it is given fails at once."""
+
+    def reset(self, seed=None, options=None):
+        if os.environ.get("RLFLEET_TEST_BREAK_RESET"):
+            raise RuntimeError("this simulator cannot start here")
+        return super().reset(seed=seed, options=options)
+
+
+class NeedsLicense(Corridor):
+    """A Corridor that cannot be built in a process where
+    `RLFLEET_TEST_NO_LICENSE` is set (a simulator whose license server an
+    actor's node cannot reach)."""
+
+    def __init__(self, **kwargs):
+        if os.environ.get("RLFLEET_TEST_NO_LICENSE"):
+            raise RuntimeError("no license here")
+        super().__init__(**kwargs)

@@ -18,6 +18,8 @@ fn hello(protocol: u32, token: &str) -> Message {
         session_id: 1,
         token: token.into(),
         env_capacity: 1,
+        run: String::new(),
+        once: false,
     })
 }
 

@@ -40,9 +40,16 @@ fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
     let (status, body) = d.post("/v1/runs", "not json");
     assert_eq!(status, 400, "{body}");
 
-    // Create; a second while it runs is a conflict.
+    // Create; a second while it runs is accepted too (and stopped here);
+    // resuming the active one is a conflict.
     let id = d.start_run(&cfg);
-    let (status, body) = d.post("/v1/runs", &serde_json::to_string(&cfg).unwrap());
+    let second = d.start_run(&cfg);
+    assert_ne!(second, id);
+    let (status, body) = d.post(&format!("/v1/runs/{second}/stop"), "");
+    assert_eq!(status, 202, "{body}");
+    let stopped = d.wait_finished(&second, Duration::from_secs(30));
+    assert_eq!(stopped["reason"], "stopped on request", "{stopped}");
+    let (status, body) = d.post(&format!("/v1/runs/{id}/resume"), "");
     assert_eq!(status, 409, "{body}");
     assert!(body.contains(&id), "{body}");
     let actor = d.actor("api-actor", 1, &["--once"]);
@@ -72,8 +79,17 @@ fn runs_can_be_created_listed_read_and_stopped_with_clear_errors() {
     assert!(ok, "the actor did not stop cleanly: {err}");
     assert!(cfg.output_dir.join("checkpoint.safetensors").exists());
     let list = d.json("/v1/runs");
-    assert_eq!(list.as_array().unwrap().len(), 1);
-    assert_eq!(list[0]["id"], Value::String(id));
+    assert_eq!(list.as_array().unwrap().len(), 2, "{list}");
+    assert_eq!(list[0]["id"], Value::String(id.clone()));
+    assert_eq!(list[1]["id"], Value::String(second));
+    // Filtered by state; a state that is none is named in the 400.
+    let finished = d.json("/v1/runs?state=finished");
+    assert_eq!(finished.as_array().unwrap().len(), 2, "{finished}");
+    let running = d.json("/v1/runs?state=running");
+    assert_eq!(running, serde_json::json!([]));
+    let (status, body) = d.get("/v1/runs?state=sleeping");
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("`sleeping`"), "{body}");
 
     // The OpenAPI document is valid OpenAPI.
     let (status, doc) = d.get("/openapi.json");
@@ -154,13 +170,27 @@ fn an_actor_past_max_actors_is_refused_and_the_run_goes_on() {
     assert!(ok, "{err}");
 }
 
-/// Every metric the shipped dashboards query exists in a fresh daemon's
-/// `/metrics`, before any run (a healthy server shows 0, not "no data").
+/// Every metric the shipped dashboards query exists in `/metrics` once a
+/// run has started, before it has counted anything (a healthy server shows
+/// 0, not "no data"); the daemon-wide ones before any run.
 #[test]
-fn a_fresh_daemon_exports_every_metric_the_dashboards_query() {
+fn a_daemon_with_a_new_run_exports_every_metric_the_dashboards_query() {
     let d = Daemon::start("", "");
-    let (status, text) = d.get("/metrics");
+    let (status, fresh) = d.get("/metrics");
     assert_eq!(status, 200);
+    assert!(fresh.contains("rlfleet_connected_actors 0"), "{fresh}");
+    assert!(!fresh.contains("run_id="), "{fresh}");
+    let cfg = short_run("async", 1_000_000, d.dir.path());
+    let id = d.start_run(&cfg);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let text = loop {
+        let (_, text) = d.get("/metrics");
+        if text.contains(&format!("run_id=\"{id}\"")) {
+            break text;
+        }
+        assert!(std::time::Instant::now() < deadline, "{text}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
     let dir = rlfleet_tests::workspace_root().join("dashboards");
     let mut checked = 0;
     for entry in std::fs::read_dir(dir).unwrap() {
@@ -172,7 +202,7 @@ fn a_fresh_daemon_exports_every_metric_the_dashboards_query() {
         for name in rlfleet_run::metrics::dashboard_metrics(&dashboard) {
             assert!(
                 text.lines().any(|l| l.starts_with(name.as_str())),
-                "{} queries `{name}`, which a fresh daemon does not export",
+                "{} queries `{name}`, which a daemon with a new run does not export",
                 path.display()
             );
             checked += 1;

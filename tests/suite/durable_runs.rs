@@ -168,15 +168,7 @@ fn chaos_run(workflow: &str, episodes: u64, events: &[Chaos]) {
         lost,
         "{workflow}"
     );
-    let record: Value = serde_json::from_str(
-        &std::fs::read_to_string(
-            d.dir
-                .path()
-                .join(format!("rlfleet-state/runs/{id}/record.json")),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let record = d.record(&id);
     assert_eq!(record["state"], "finished", "{record}");
     assert_eq!(record["resumes"], learner_kills, "{record}");
     // Checkpoints rotate: at most `checkpoint.keep` stay.

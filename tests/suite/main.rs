@@ -19,6 +19,7 @@ mod gpu_check;
 mod inproc;
 mod learn;
 mod local_actor_failures;
+mod many_runs;
 #[cfg(feature = "mpi")]
 mod mpi_ranks;
 mod onnx_parity;

@@ -61,7 +61,9 @@ fn pass(d: &Daemon, token: Option<&str>, secs: u32, ops: &[&str]) {
 
 fn conforms(api_extra: &str, token: Option<&str>) {
     let _heavy = rlfleet_tests::heavy();
-    let d = Daemon::start("", api_extra);
+    // One slot: a valid config the fuzzer posts is accepted and waits
+    // queued behind the idle run, so no generated run ever plays.
+    let d = Daemon::start("", &format!("{api_extra}\n[runs]\nmax_active = 1"));
     let mut cfg = crate::daemon_accounting::short_run("async", 1_000_000, d.dir.path());
     cfg.stop.max_wall_secs = Some(600.0);
     let id = d.start_run(&cfg);
@@ -70,11 +72,23 @@ fn conforms(api_extra: &str, token: Option<&str>) {
         // The same daemon, asked without the token.
         pass(&d, None, 5, &[]);
     }
-    // Nothing the passes sent started a run or ended the idle one.
+    // Nothing the passes sent started a run or ended the idle one: what
+    // they submitted is queued (or was stopped there); those are stopped
+    // now, so that none starts when the stop pass ends the idle run.
     let runs = d.json("/v1/runs");
-    assert_eq!(runs.as_array().unwrap().len(), 1, "{runs}");
-    assert_eq!(runs[0]["id"], id.as_str(), "{runs}");
-    assert_eq!(runs[0]["state"], "running", "{runs}");
+    let runs = runs.as_array().unwrap();
+    assert_eq!(runs[0]["id"], id.as_str(), "{runs:?}");
+    assert_eq!(runs[0]["state"], "running", "{runs:?}");
+    for r in &runs[1..] {
+        assert!(
+            r["state"] == "queued" || r["reason"] == "stopped while queued",
+            "a generated run played: {r}"
+        );
+        if r["state"] == "queued" {
+            let stop = format!("/v1/runs/{}/stop", r["id"].as_str().unwrap());
+            assert_eq!(d.post(&stop, "").0, 202);
+        }
+    }
     pass(&d, token, 5, &["--include-path", "/v1/runs/{id}/stop"]);
     assert_eq!(d.get("/healthz").0, 200);
 }

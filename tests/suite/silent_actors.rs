@@ -13,7 +13,7 @@ use rlfleet_output::read_episodes;
 use rlfleet_shared::config::TransportKind;
 use rlfleet_tests::daemon::{Daemon, actor_counts, check_episode_books, finish_actor};
 use rlfleet_tests::{counting_probe, heavy};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The test daemon's QUIC idle timeout is 1.5 s; this pause is twice that.
 const SLOW_STEP_SECS: &str = "3";
@@ -62,10 +62,19 @@ fn a_hung_actor_is_dropped_and_its_episodes_finish_elsewhere() {
     let d = Daemon::start("actor_timeout_secs = 3", "");
     let (cfg, id) = start_corridor_run(&d, "hung", "Stalling", "async", EPISODES);
     // It hangs for an hour at its 30th step, holding its episode, while its
-    // connection stays up.
-    let env = stall_env(30, "3600");
+    // connection stays up. The steady actors start once it has hung: started
+    // together, they could play all the episodes before it reached its 30th
+    // step (a loaded machine's Python start-up is slow).
+    let mark = d.dir.path().join("stalled");
+    let mut env: Vec<(&str, String)> = stall_env(30, "3600").into();
+    env.push(("RLFLEET_TEST_STALL_MARK", mark.display().to_string()));
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     let mut hung = d.actor_with_env("hung", 1, &["--once"], &env);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !mark.exists() {
+        assert!(Instant::now() < deadline, "the actor never hung");
+        std::thread::sleep(Duration::from_millis(20));
+    }
     let steady: Vec<_> = (0..2)
         .map(|i| d.actor(&format!("steady-{i}"), 1, &["--once"]))
         .collect();

@@ -304,6 +304,15 @@ impl Daemon {
         }
     }
 
+    /// Run `id`'s `record.json` in the daemon's state directory.
+    pub fn record(&self, id: &str) -> Value {
+        let path = self
+            .dir
+            .path()
+            .join(format!("rlfleet-state/runs/{id}/record.json"));
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    }
+
     /// Sends the daemon SIGTERM.
     pub fn terminate(&self) {
         let status = Command::new("kill")
@@ -383,6 +392,23 @@ pub fn check_episode_books(output_dir: &std::path::Path, episodes: u64, status: 
     assert_eq!(
         lengths + abandoned,
         status["env_steps"].as_u64().unwrap(),
+        "{status}"
+    );
+}
+
+/// Checks a run's batch books as its status gives them: every batch
+/// received was trained or dropped (with a reason).
+pub fn check_batch_books(status: &Value) {
+    let b = &status["batches"];
+    let dropped: u64 = b["dropped"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        b["received"].as_u64().unwrap(),
+        b["trained"].as_u64().unwrap() + dropped,
         "{status}"
     );
 }

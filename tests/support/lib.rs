@@ -96,19 +96,47 @@ pub fn output_within(cmd: &mut Command, limit: std::time::Duration, what: &str) 
     wait_output(child, limit, what)
 }
 
-/// The value of the series `name` (with its labels, if any) in a
-/// Prometheus text dump. Panics when there is no such series: a metric
+/// The value of the series `name` in a Prometheus text dump: the sum of
+/// the series of that family carrying the labels `name` gives, if any (a
+/// run's series carry `run` and `run_id` beside them, so a daemon's one
+/// run reads as it did). Panics when there is no such series: a metric
 /// that is renamed or never exported fails the test that reads it, rather
 /// than reading as 0.
 pub fn metric_value(prom: &str, name: &str) -> f64 {
-    prom.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-        .map(|v| {
-            v.trim()
-                .parse()
-                .unwrap_or_else(|e| panic!("metric `{name}` has value `{v}`: {e}"))
+    let (family, wanted) = split_series(name);
+    let values: Vec<f64> = prom
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let (series, value) = l.rsplit_once(' ')?;
+            let (f, labels) = split_series(series);
+            (f == family && wanted.iter().all(|w| labels.contains(w))).then(|| {
+                value
+                    .trim()
+                    .parse::<f64>()
+                    .unwrap_or_else(|e| panic!("metric `{series}` has value `{value}`: {e}"))
+            })
         })
-        .unwrap_or_else(|| panic!("no series `{name}` in the metrics:\n{prom}"))
+        .collect();
+    assert!(
+        !values.is_empty(),
+        "no series `{name}` in the metrics:\n{prom}"
+    );
+    values.iter().sum()
+}
+
+/// `name{a="x",b="y"}` as its name and its label pairs.
+fn split_series(series: &str) -> (&str, Vec<&str>) {
+    match series.split_once('{') {
+        Some((name, rest)) => (
+            name,
+            rest.trim_end_matches('}')
+                .split(',')
+                .filter(|p| !p.is_empty())
+                .collect(),
+        ),
+        None => (series, Vec::new()),
+    }
 }
 
 /// Serialises the tests that train networks: on a 2-core machine two of

@@ -77,6 +77,8 @@ impl SeedClient {
                 session_id: fresh_rng().random(),
                 token: opts.token.clone(),
                 env_capacity: 1,
+                run: String::new(),
+                once: false,
             }))
             .await?;
             let welcome = match fs.recv().await? {

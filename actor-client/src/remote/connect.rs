@@ -64,6 +64,11 @@ pub async fn run(opts: ActorOptions, cancel: CancellationToken) -> anyhow::Resul
             Ok(SessionEnd::Lost(why)) => {
                 tracing::warn!("connection lost ({why}); reconnecting");
             }
+            // A session settles these itself (declines, or fails).
+            Ok(SessionEnd::Cannot(why)) => {
+                conn.close(1u32.into(), b"error");
+                anyhow::bail!("{why}");
+            }
             Err(e) => {
                 conn.close(1u32.into(), b"error");
                 return Err(e);

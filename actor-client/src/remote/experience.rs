@@ -53,7 +53,10 @@ pub(super) async fn play_experience<L: Link>(
     session_id: u64,
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
-    let mut envs = EnvSlots::new(w, player.env_factory.as_ref())?;
+    let mut envs = match EnvSlots::new(w, player.env_factory.as_ref()) {
+        Ok(envs) => envs,
+        Err(e) => return Ok(SessionEnd::Cannot(format!("{e:#}"))),
+    };
     let mut policy = ActorPolicy::for_welcome(w, envs.spec()).map_err(anyhow::Error::msg)?;
     let ort = player.inference.uses_ort(w);
     tracing::info!(

@@ -73,6 +73,7 @@ mod tests {
                 token: String::new(),
                 envs,
                 once: true,
+                run: None,
                 inference: Inference::Auto,
                 env_factory: None,
             },

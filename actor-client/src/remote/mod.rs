@@ -53,6 +53,8 @@ pub struct Player {
     pub envs: u32,
     /// Exit when the first run ends instead of waiting for the next.
     pub once: bool,
+    /// Serve only this run (its id or name) of a daemon that holds several.
+    pub run: Option<String>,
     /// What runs the policy network.
     pub inference: Inference,
     /// Builds the envs instead of the run's env source (the Python client).
@@ -135,6 +137,9 @@ impl std::fmt::Display for ActorReport {
 enum SessionEnd {
     /// The learner said stop; `shutdown`: it is going away.
     Stopped { shutdown: bool },
+    /// This actor cannot play the run it was welcomed into (its env
+    /// cannot be built here): why.
+    Cannot(String),
     /// The connection dropped.
     Lost(String),
 }
@@ -240,6 +245,8 @@ async fn session<L: Link>(
             session_id,
             token: opts.token.clone(),
             env_capacity: opts.envs,
+            run: opts.run.clone().unwrap_or_default(),
+            once: opts.once,
         });
         let call = fs.call(hello);
         let reply = match (&carry.joined, carry.rejoin_limit) {
@@ -289,6 +296,21 @@ async fn session<L: Link>(
         };
         match end {
             SessionEnd::Stopped { shutdown: false } if !opts.once => continue,
+            // A daemon with other runs offers them instead.
+            SessionEnd::Cannot(why) if !opts.once && opts.run.is_none() => {
+                tracing::warn!(run = %welcome.run_id, "cannot take part in this run ({why}); declined: the learner offers other runs");
+                let decline = Message::Decline(wire::Decline {
+                    run_id: welcome.run_id.clone(),
+                    reason: why,
+                });
+                if let Err(why) = fs.send(decline).await {
+                    return Ok(SessionEnd::Lost(why));
+                }
+                continue;
+            }
+            SessionEnd::Cannot(why) => {
+                anyhow::bail!("cannot take part in run `{}`: {why}", welcome.run_id)
+            }
             end => return Ok(end),
         }
     }

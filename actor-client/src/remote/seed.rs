@@ -15,7 +15,10 @@ pub(super) async fn play_seed<L: Link>(
     w: &Welcome,
     carry: &mut Carry,
 ) -> anyhow::Result<SessionEnd> {
-    let mut envs = EnvSlots::new(w, player.env_factory.as_ref())?;
+    let mut envs = match EnvSlots::new(w, player.env_factory.as_ref()) {
+        Ok(envs) => envs,
+        Err(e) => return Ok(SessionEnd::Cannot(format!("{e:#}"))),
+    };
     envs.start(&w.starts)?;
     // An env that raised in its first reset is idle until the next reply.
     let (ad, n) = (envs.act_dim, envs.slots.len());

@@ -82,14 +82,10 @@ pub(super) fn transport_run(
     let wall = s["wall_secs"].as_float().unwrap_or(0.0);
     let env_steps = s["env_steps"].as_integer().unwrap_or(0) as u64;
     let prom = std::fs::read_to_string(cfg.output_dir.join("metrics.prom"))?;
-    let transitions = prom
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("rlfleet_transitions_ingested_total ")?
-                .parse()
-                .ok()
-        })
-        .unwrap_or(0.0) as u64;
+    // The run's series (labelled with its name and id).
+    let transitions = crate::wire::metric(&prom, "rlfleet_transitions_ingested_total")
+        .ok_or_else(|| anyhow::anyhow!("no rlfleet_transitions_ingested_total in metrics.prom"))?
+        as u64;
     Ok(TransportRow {
         workflow: cfg.workflow.to_string(),
         transport: cfg.transport.to_string(),

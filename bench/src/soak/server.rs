@@ -23,11 +23,17 @@ impl Server {
 
     /// Starts one in `dir`, with its state directory at `dir/state`.
     pub(crate) fn start_in(dir: tempfile::TempDir) -> anyhow::Result<Server> {
+        Server::start_with(dir, "")
+    }
+
+    /// [`Server::start_in`] with `extra` appended to its `server.toml`
+    /// (tables after `[api]`, such as `[runs]`).
+    pub(crate) fn start_with(dir: tempfile::TempDir, extra: &str) -> anyhow::Result<Server> {
         let conf = dir.path().join("server.toml");
         std::fs::write(
             &conf,
             format!(
-                "state_dir = \"{}\"\n[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n",
+                "state_dir = \"{}\"\n[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\n[api]\nlisten = \"127.0.0.1:0\"\n{extra}",
                 dir.path().join("state").display(),
                 dir.path().join("tls").display()
             ),
@@ -78,7 +84,7 @@ impl Server {
         Ok(serde_json::from_str(&body)?)
     }
 
-    pub(super) fn rss_kib(&self) -> u64 {
+    pub(crate) fn rss_kib(&self) -> u64 {
         std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
             .unwrap_or_default()
             .lines()
@@ -87,20 +93,49 @@ impl Server {
             .unwrap_or(0)
     }
 
-    pub(super) fn metric(&self, name: &str) -> anyhow::Result<f64> {
-        let text = self
+    /// What `/metrics` serves now.
+    pub(crate) fn metrics_text(&self) -> anyhow::Result<String> {
+        Ok(self
             .http
             .get(format!("{}/metrics", self.api))
             .call()?
             .body_mut()
-            .read_to_string()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| anyhow::anyhow!("no metric {name}"))
+            .read_to_string()?)
     }
 
-    pub(super) fn start_run(&self, cfg: &RunConfig) -> anyhow::Result<String> {
+    /// `POST path` with an empty body; an error unless it is accepted.
+    pub(crate) fn post(&self, path: &str) -> anyhow::Result<()> {
+        let mut resp = self
+            .http
+            .post(format!("{}{path}", self.api))
+            .header("Content-Type", "application/json")
+            .send("")?;
+        let status = resp.status().as_u16();
+        let body = resp.body_mut().read_to_string()?;
+        anyhow::ensure!(status < 300, "POST {path}: {status} {body}");
+        Ok(())
+    }
+
+    /// The sum of the series of family `name` (a run's series carry its
+    /// `run` and `run_id` labels); an error when there is none.
+    pub(super) fn metric(&self, name: &str) -> anyhow::Result<f64> {
+        let text = self.metrics_text()?;
+        let values: Vec<f64> = text
+            .lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(name)?;
+                let value = match rest.strip_prefix(' ') {
+                    Some(v) => v,
+                    None => rest.strip_prefix('{')?.rsplit_once("} ")?.1,
+                };
+                value.trim().parse().ok()
+            })
+            .collect();
+        anyhow::ensure!(!values.is_empty(), "no metric {name}");
+        Ok(values.iter().sum())
+    }
+
+    pub(crate) fn start_run(&self, cfg: &RunConfig) -> anyhow::Result<String> {
         let mut resp = self
             .http
             .post(format!("{}/v1/runs", self.api))

@@ -10,7 +10,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
-use rlfleet_run::vocab::{ActorView, EpisodeView, RunStatus};
+use rlfleet_run::vocab::{ActorView, EpisodeView, RunState, RunStatus};
 use rlfleet_run::workflows::RunOptions;
 use rlfleet_shared::config::RunConfig;
 use serde::{Deserialize, Serialize};
@@ -39,10 +39,9 @@ pub struct Since {
 #[utoipa::path(post, path = "/v1/runs", tag = "runs",
     request_body(content = RunConfig, description = "A run config, as JSON (the TOML file's schema). Rules across fields (a workflow's agents and transport, buffer sizes at least the batch size, an env that exists and fits the agent) are the server's: a body that breaks one is answered 400 naming it", content_type = "application/json"),
     responses(
-        (status = 201, description = "Started", body = RunRef),
+        (status = 201, description = "Accepted: started, or queued while `[runs] max_active` runs are active", body = RunRef),
         (status = 400, description = "The config is invalid; the message names the field", body = ErrorBody),
         (status = 401, description = "Missing or wrong token", body = ErrorBody),
-        (status = 409, description = "A run is active", body = ErrorBody),
         (status = 500, description = "The run could not be recorded in the state directory", body = ErrorBody),
         (status = 503, description = "The server is shutting down", body = ErrorBody),
     ))]
@@ -71,11 +70,31 @@ pub async fn create_run(
     ))
 }
 
-/// All runs, oldest first.
-#[utoipa::path(get, path = "/v1/runs", tag = "runs",
-    responses((status = 200, body = Vec<RunStatus>), (status = 401, body = ErrorBody)))]
-pub async fn list_runs(State(state): State<Arc<ApiState>>) -> Json<Vec<RunStatus>> {
-    Json(state.hub.list_runs())
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct StateFilter {
+    /// Only runs in this state.
+    #[param(inline)]
+    pub state: Option<RunState>,
+}
+
+/// All runs, oldest first (those in `state`, when given), each with its
+/// state, its share of the fleet (`envs`) and its counters.
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(StateFilter),
+    responses((status = 200, body = Vec<RunStatus>),
+              (status = 400, description = "`state` is not a run state", body = ErrorBody),
+              (status = 401, body = ErrorBody)))]
+pub async fn list_runs(
+    State(state): State<Arc<ApiState>>,
+    query: Result<Query<StateFilter>, QueryRejection>,
+) -> Result<Json<Vec<RunStatus>>, ApiError> {
+    let Query(q) = query.map_err(|e| {
+        ApiError::bad_request(format!(
+            "`state` must be one of queued, running, stopping, finished or failed ({})",
+            e.body_text()
+        ))
+    })?;
+    Ok(Json(state.hub.list_runs(q.state)))
 }
 
 /// One run: state, env steps, episodes, returns, policy version, actors.
@@ -124,8 +143,9 @@ fn start_error(e: StartError) -> ApiError {
 /// checkpoint in the state directory, under the same id: counters, episode
 /// ledger, batch accounts, dedup keys, evaluation history and (with
 /// `checkpoint.replay`) the replay continue; episodes unfinished at the
-/// checkpoint are played again. 409 while another run is active or when
-/// the run finished.
+/// checkpoint are played again. It starts at once while a slot is free,
+/// else it is queued. 409 while the run is active or queued, or when it
+/// finished.
 #[utoipa::path(post, path = "/v1/runs/{id}/resume", tag = "runs",
     params(("id" = String, Path, description = "Run id")),
     responses((status = 202, body = RunRef), (status = 401, body = ErrorBody),

@@ -1,11 +1,12 @@
 //! [`Session`]: one actor's conversation with the learner over any
 //! [`Wire`] — check `Hello` (protocol version, token), register the actor,
-//! route it to the active run (waiting for one if none is active), relay its
-//! requests to the run's [`Intake`] and the run's replies back, and say hello again
-//! for the next run. Transports supply the wire; refusals come back as
+//! route it to the run the fleet assigns (waiting for one if none will
+//! take it), relay its requests to the run's [`Intake`] and the run's
+//! replies back, move it when the fleet says so, and say hello again for
+//! the next run. Transports supply the wire; refusals come back as
 //! [`End`] for the transport to answer and close.
 
-use crate::registry::Registry;
+use crate::registry::{Registry, Wants};
 use crate::server_config::tokens_match;
 use rlfleet_run::vocab::{ActorView, Answer, ConnId, Departed, RunGone, RunInbox};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
@@ -151,18 +152,13 @@ impl<W: Wire> Session<W> {
     }
 
     /// A batch that reached the session after its run ended: counted as
-    /// received and dropped (`run_ended`) — by that run, or in the metrics
-    /// alone when the session never had one.
+    /// received and dropped (`run_ended`) — by that run, or as unrouted
+    /// when the session never had one.
     fn count_late(&self, e: wire::Experience) {
         if let Some(run) = &self.last_run {
             run.late(self.id, e);
         } else if !e.steps.is_empty() {
-            self.registry.metrics.batches_received.inc();
-            self.registry
-                .metrics
-                .batches_dropped
-                .with_label_values(&["run_ended"])
-                .inc();
+            self.registry.metrics.batches_unrouted.inc();
         }
     }
 
@@ -176,6 +172,15 @@ impl<W: Wire> Session<W> {
         tracing::warn!(conn = self.id, "dropped a silent actor: {text}");
         self.registry.metrics.actors_timed_out.inc();
         End::Silent(text)
+    }
+
+    /// What the actor is told when the fleet moves it: its run goes on
+    /// without it; it says hello again and is welcomed into another.
+    fn move_message() -> Message {
+        Message::Stop(wire::Stop {
+            reason: "moved to another run".into(),
+            shutdown: false,
+        })
     }
 
     fn stop_message(&self) -> Message {
@@ -227,7 +232,7 @@ impl<W: Wire> Session<W> {
                 Err(end) => return end,
             };
             if !self.registered {
-                let registered = self.registry.actor_connected(ActorView {
+                let view = ActorView {
                     connection: self.id,
                     actor_id: hello.actor_id.clone(),
                     session_id: hello.session_id,
@@ -235,8 +240,15 @@ impl<W: Wire> Session<W> {
                     software: hello.software.clone(),
                     env_capacity: hello.env_capacity,
                     run: None,
+                    pinned: (!hello.run.is_empty()).then(|| hello.run.clone()),
+                    declined: Default::default(),
                     connected_secs: 0.0,
-                });
+                };
+                let wants = Wants {
+                    pin: view.pinned.clone(),
+                    once: hello.once,
+                };
+                let registered = self.registry.actor_connected(view, wants);
                 if let Err(text) = registered.await {
                     return End::Refused(ErrorCode::TooManyActors, text);
                 }
@@ -245,7 +257,7 @@ impl<W: Wire> Session<W> {
             }
             let (active, rx) = loop {
                 let active = tokio::select! {
-                    a = self.registry.wait_active() => a,
+                    a = self.registry.assign(self.id) => a,
                     _ = self.wire.closed() => return End::Lost,
                 };
                 let Some(active) = active else {
@@ -259,8 +271,6 @@ impl<W: Wire> Session<W> {
                 // That run is ending; wait for the next one.
                 tokio::time::sleep(Duration::from_millis(50)).await;
             };
-            self.registry
-                .actor_assigned(self.id, Some(active.id.clone()));
             let guard = LeaveGuard {
                 run: Some(active.events.clone()),
                 conn: self.id,
@@ -271,7 +281,7 @@ impl<W: Wire> Session<W> {
             // requests may still be queued there: its registry slot (which
             // bounds the run's inbox) is freed only after.
             let _ = guard.leave().await;
-            self.registry.actor_assigned(self.id, None);
+            self.registry.actor_left_run(self.id);
             match outcome {
                 // The run ended: the actor says hello again for the next.
                 Ok(false) if !self.registry.shutdown.is_cancelled() => continue,
@@ -286,9 +296,18 @@ impl<W: Wire> Session<W> {
     /// finished its stream.
     async fn exchange(&mut self, mut reply: Answer, run: &RunInbox) -> Result<bool, End> {
         loop {
+            let registry = self.registry.clone();
             let answer = tokio::select! {
-                r = &mut reply => r.ok(),
+                r = &mut reply => Some(r.ok()),
                 _ = self.wire.closed() => return Err(End::Lost),
+                () = registry.told_to_move(self.id) => None,
+            };
+            let Some(answer) = answer else {
+                // The run's answer, when it comes, goes nowhere: the
+                // actor's open episodes are abandoned when the session
+                // leaves, and played again by others.
+                self.wire.send(Self::move_message()).await?;
+                return Ok(false);
             };
             match answer {
                 Some(Message::Error(e)) => {
@@ -317,11 +336,26 @@ impl<W: Wire> Session<W> {
                     return Ok(false);
                 }
             }
-            let next = match self.actor_timeout {
-                Some(limit) => tokio::time::timeout(limit, self.wire.recv())
-                    .await
-                    .map_err(|_| self.silent(limit))?,
-                None => self.wire.recv().await,
+            let limit = self.actor_timeout;
+            let wire = &mut self.wire;
+            let next = tokio::select! {
+                n = async {
+                    match limit {
+                        Some(l) => tokio::time::timeout(l, wire.recv()).await.map_err(|_| l),
+                        None => Ok(wire.recv().await),
+                    }
+                } => Some(n),
+                () = registry.told_to_move(self.id) => None,
+            };
+            let next = match next {
+                Some(Ok(next)) => next,
+                Some(Err(limit)) => Err(self.silent(limit)),
+                None => {
+                    // What the actor sends after this reaches the next
+                    // hello as late, and is counted by this run.
+                    self.wire.send(Self::move_message()).await?;
+                    return Ok(false);
+                }
             };
             let msg = match next? {
                 Some(
@@ -329,6 +363,12 @@ impl<W: Wire> Session<W> {
                     | Message::Experience(_)
                     | Message::WorkRequest(_)),
                 ) => m,
+                // It cannot play this run: not offered again; it says
+                // hello for another.
+                Some(Message::Decline(d)) => {
+                    self.registry.declined(self.id, &d.run_id, &d.reason);
+                    return Ok(false);
+                }
                 Some(other) => {
                     return Err(End::Refused(
                         ErrorCode::Unexpected,

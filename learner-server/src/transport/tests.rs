@@ -23,6 +23,8 @@ fn hello(session: u64) -> Message {
         session_id: session,
         token: String::new(),
         env_capacity: 1,
+        run: String::new(),
+        once: false,
     })
 }
 
@@ -59,11 +61,21 @@ fn reconnects_under_a_full_inbox_neither_block_nor_overflow() {
         watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
     });
     let opts = RunOptions::new(None, false);
-    let mut run = RemoteRun::new("churn-1", &cfg, &opts, metrics.clone(), shared, 1).unwrap();
-    registry.set_active(Some(ActiveRun {
+    let mut run = RemoteRun::new(
+        "churn-1",
+        &cfg,
+        &opts,
+        metrics.run("churn", "churn-1"),
+        shared,
+        1,
+    )
+    .unwrap();
+    registry.add_run(ActiveRun {
         id: "churn-1".into(),
+        name: "churn".into(),
+        share: cfg.fleet.clone(),
         events: run.inbox(rt.handle()),
-    }));
+    });
     let refused = || {
         metrics
             .protocol_errors

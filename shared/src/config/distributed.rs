@@ -119,6 +119,11 @@ pub struct DistributedConfig {
     /// thread of its own. 0: no limit.
     #[schema(minimum = 0, maximum = 86400)]
     pub env_step_timeout_secs: f64,
+    /// The run fails when its envs raise this many times in a row with no
+    /// episode finished in between (an env that cannot reset on any actor),
+    /// naming the last error, instead of handing its episodes out for ever.
+    #[schema(minimum = 1)]
+    pub max_env_errors_in_a_row: u32,
     /// `nb-async`, `async-window`, `rma*`: batches an actor may have sent
     /// without seeing them acknowledged (it keeps playing meanwhile).
     #[schema(minimum = 1, maximum = 32)]
@@ -169,6 +174,7 @@ impl Default for DistributedConfig {
             max_policy_lag: None,
             max_envs_per_actor: 64,
             env_step_timeout_secs: 0.0,
+            max_env_errors_in_a_row: 100,
             in_flight: 4,
             window_ms: 20,
             data_structure: DataStructure::Queue,

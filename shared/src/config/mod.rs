@@ -34,7 +34,7 @@ pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use model::{CoreKind, ImageLayout, ModelConfig, Torso};
 pub use ppo::PpoConfig;
 pub use r2d2::R2d2Config;
-pub use sections::{CheckpointConfig, EvalConfig, StopConfig};
+pub use sections::{CheckpointConfig, EvalConfig, FleetConfig, StopConfig};
 pub use td3::{DdpgConfig, SacConfig, Td3Config};
 
 use crate::env::EnvSource;
@@ -98,6 +98,10 @@ pub struct RunConfig {
     /// plots. Relative paths are relative to the working directory.
     #[schema(value_type = String)]
     pub output_dir: PathBuf,
+    /// Where a run waits when the daemon is at `[runs] max_active`: the
+    /// highest priority starts first, then the earliest submitted.
+    #[serde(default)]
+    pub priority: i64,
     #[serde(default)]
     pub stop: StopConfig,
     #[serde(default)]
@@ -107,6 +111,9 @@ pub struct RunConfig {
     /// Parameters of the actor/learner workflows.
     #[serde(default)]
     pub distributed: DistributedConfig,
+    /// The run's share of a daemon's actors while other runs are active.
+    #[serde(default)]
+    pub fleet: FleetConfig,
     /// Hyperparameters of the `dqn` agent (its `hidden` widths also shape
     /// the `probe` agent's network).
     #[serde(default)]

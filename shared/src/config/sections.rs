@@ -1,4 +1,4 @@
-//! The run config's `[stop]`, `[eval]` and `[checkpoint]` tables.
+//! The run config's `[stop]`, `[eval]`, `[checkpoint]` and `[fleet]` tables.
 
 use serde::{Deserialize, Serialize};
 
@@ -79,6 +79,33 @@ impl Default for CheckpointConfig {
             period_steps: 0,
             keep: 3,
             replay: false,
+        }
+    }
+}
+
+/// The run's claim on a daemon's shared actor fleet: while several runs
+/// are active, each gets actors (counted in envs) in proportion to its
+/// `weight`, never fewer than `min_envs` (while there are actors to give)
+/// nor more than `max_envs`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetConfig {
+    /// Relative share of the fleet's envs.
+    #[schema(exclusive_minimum = 0.0)]
+    pub weight: f64,
+    /// Envs the run is given first, before shares by weight.
+    pub min_envs: u32,
+    /// Most envs the run takes (unset: no limit).
+    #[schema(minimum = 1)]
+    pub max_envs: Option<u32>,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        FleetConfig {
+            weight: 1.0,
+            min_envs: 0,
+            max_envs: None,
         }
     }
 }

@@ -250,6 +250,16 @@ impl RunConfig {
             (1..=1000).contains(&k),
             "an integer in 1..=1000",
         )?;
+        let f = &self.fleet;
+        positive_finite("fleet.weight", f.weight)?;
+        if let Some(max) = f.max_envs {
+            require(
+                "fleet.max_envs",
+                max,
+                max >= f.min_envs.max(1),
+                "an integer >= 1 and >= fleet.min_envs",
+            )?;
+        }
         Ok(())
     }
 }

@@ -50,6 +50,12 @@ impl RunConfig {
             "a number of seconds in 0..=86400 (0: no limit)",
         )?;
         require(
+            "distributed.max_env_errors_in_a_row",
+            d.max_env_errors_in_a_row,
+            d.max_env_errors_in_a_row >= 1,
+            "an integer >= 1",
+        )?;
+        require(
             "distributed.in_flight",
             d.in_flight,
             (1..=32).contains(&d.in_flight),

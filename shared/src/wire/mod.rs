@@ -29,7 +29,7 @@ pub use welcome::core_msg;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 13;
+pub const PROTOCOL_VERSION: u32 = 14;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

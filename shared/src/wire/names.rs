@@ -17,6 +17,7 @@ impl Message {
             Message::Error(_) => "error",
             Message::WorkRequest(_) => "work request",
             Message::Weights(_) => "weights",
+            Message::Decline(_) => "decline",
         }
     }
 }

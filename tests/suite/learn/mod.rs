@@ -7,6 +7,7 @@
 //! their own, so the same filter finds them.
 
 mod agents;
+mod many_runs;
 mod memory_task;
 mod minatar;
 mod single_dqn;

@@ -33,6 +33,8 @@ fn messages() -> Vec<Message> {
             session_id: 99,
             token: "s3cret".into(),
             env_capacity: 4,
+            run: String::new(),
+            once: false,
         }),
         Message::Welcome(Welcome {
             run_id: "run-1".into(),

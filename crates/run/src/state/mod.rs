@@ -35,6 +35,9 @@ pub enum RecordState {
     Finished,
     /// Ended by an error.
     Failed,
+    /// Accepted and waiting for a slot (`[runs] max_active`): a daemon
+    /// that starts queues it again.
+    Queued,
 }
 
 /// `record.json`.

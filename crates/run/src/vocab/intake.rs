@@ -1,6 +1,6 @@
 //! How a run takes actors' messages: connection ids, the [`Intake`] every
 //! transport's sessions call, the one-shot [`Reply`]/[`Answer`] pair an
-//! answer travels on, and [`ActiveRun`], the run transports route to.
+//! answer travels on, and [`ActiveRun`], a run transports route to.
 
 use rlfleet_shared::wire::{Experience, Hello, Message};
 use std::sync::Arc;
@@ -48,9 +48,12 @@ pub trait Intake: Send + Sync + std::fmt::Debug {
 /// The active run as transports hold it.
 pub type RunInbox = Arc<dyn Intake>;
 
-/// The run actors are routed to.
+/// A run actors are routed to.
 #[derive(Debug, Clone)]
 pub struct ActiveRun {
     pub id: String,
+    pub name: String,
+    /// Its claim on the daemon's actors (`[fleet]`).
+    pub share: rlfleet_shared::config::FleetConfig,
     pub events: RunInbox,
 }

@@ -8,9 +8,11 @@ use std::sync::Mutex;
 use utoipa::ToSchema;
 
 /// Where a run is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
+    /// Accepted, waiting for a slot (`[runs] max_active`).
+    Queued,
     Running,
     Stopping,
     Finished,
@@ -47,6 +49,9 @@ pub struct RunStatus {
     /// were played again): `env_steps` = the finished episodes' lengths +
     /// this + the steps of episodes still being played.
     pub env_steps_abandoned: u64,
+    /// Env steps of episodes still being played (once the run has ended:
+    /// of those its stop cut off).
+    pub env_steps_in_play: u64,
     /// Exceptions the run's environments raised (Python envs); each
     /// episode they broke was re-issued.
     pub env_errors: u64,
@@ -71,6 +76,10 @@ pub struct RunStatus {
     pub inference_requests: u64,
     /// Actor ids taking part now.
     pub actors: Vec<String>,
+    /// Envs of the actors the daemon's fleet gives the run now.
+    pub envs: u32,
+    /// Where it waits while queued (`priority`).
+    pub priority: i64,
     pub wall_secs: f64,
     pub output_dir: String,
 }
@@ -92,6 +101,7 @@ impl RunStatus {
             episodes_issued: 0,
             episodes_reissued: 0,
             env_steps_abandoned: 0,
+            env_steps_in_play: 0,
             env_errors: 0,
             batches_lost: 0,
             resumed_from: None,
@@ -107,6 +117,8 @@ impl RunStatus {
             transitions_ingested: 0,
             inference_requests: 0,
             actors: Vec::new(),
+            envs: 0,
+            priority: cfg.priority,
             wall_secs: 0.0,
             output_dir: cfg.output_dir.display().to_string(),
         }
@@ -165,6 +177,11 @@ pub struct ActorView {
     pub env_capacity: u32,
     /// The run it takes part in, if any.
     pub run: Option<String>,
+    /// The run it serves alone (`actor-client --run`), if any.
+    pub pinned: Option<String>,
+    /// Active runs it cannot take part in, and why (it could not build
+    /// their env, say): they are not offered to it again.
+    pub declined: BTreeMap<String, String>,
     pub connected_secs: f64,
 }
 

@@ -21,6 +21,9 @@ pub struct LearnerFigures {
     pub batches_dropped: BTreeMap<String, u64>,
     /// Env steps of episodes abandoned by actors that left.
     pub env_steps_abandoned: u64,
+    /// Env steps of episodes still in play when the run ended (cut off by
+    /// its stop): `env_steps` = finished lengths + abandoned + these.
+    pub env_steps_cut_off: u64,
     /// Batches received after a checkpoint by a learner process that then
     /// died (over every restart of the run).
     pub batches_lost: u64,
@@ -114,6 +117,7 @@ impl RunSummary {
                 batches_trained: l.batches_trained,
                 batches_lost: l.batches_lost,
                 env_steps_abandoned: l.env_steps_abandoned,
+                env_steps_cut_off: l.env_steps_cut_off,
                 policy_lag_mean: nan(l.policy_lag_mean),
                 inference_batches: l.front.map_or(0, |f| f.batches),
                 inference_batch_mean: nan(l.front.and_then(|f| f.batch_mean())),
@@ -156,6 +160,7 @@ struct LearnerTable {
     batches_trained: u64,
     batches_lost: u64,
     env_steps_abandoned: u64,
+    env_steps_cut_off: u64,
     policy_lag_mean: f64,
     /// The `seed` front's forward passes, envs per pass, envs acted for,
     /// mean request wait and seconds held behind training (0 or `nan`

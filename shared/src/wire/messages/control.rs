@@ -11,6 +11,16 @@ pub struct Stop {
     pub shutdown: bool,
 }
 
+/// Actor to learner, in place of its first request of a run: it cannot
+/// take part (it cannot build the run's env, say). The daemon offers it
+/// other runs; it says hello again at once.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
+pub struct Decline {
+    pub run_id: String,
+    /// Why, for the daemon's log and `GET /v1/actors`.
+    pub reason: String,
+}
+
 /// A refused message: what was wrong with it. The sender closes the stream
 /// or connection after it.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]

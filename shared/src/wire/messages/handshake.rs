@@ -17,6 +17,12 @@ pub struct Hello {
     pub token: String,
     /// How many environments this actor can run.
     pub env_capacity: u32,
+    /// The run (its id or name) this actor serves alone; empty: whichever
+    /// run the daemon assigns it to.
+    pub run: String,
+    /// The actor leaves when its first run ends (`--once`): the daemon
+    /// never moves it to another run.
+    pub once: bool,
 }
 
 /// The assignment, learner to actor, in reply to `Hello` once a run is

@@ -3,7 +3,7 @@
 //! `fn` in this folder). One file per conversation: `handshake.rs`
 //! (hello, welcome, weights), `experience.rs` (batches and their
 //! acknowledgement), `seed.rs` (observations and actions), `control.rs`
-//! (stop and errors). What the types do is in the files beside this
+//! (stop, decline and errors). What the types do is in the files beside this
 //! folder.
 
 mod control;
@@ -11,7 +11,7 @@ mod experience;
 mod handshake;
 mod seed;
 
-pub use control::{ErrorCode, ErrorMsg, Stop};
+pub use control::{Decline, ErrorCode, ErrorMsg, Stop};
 pub use experience::{
     Ack, EnvFaultReport, EpisodeResult, Experience, RUN_GOES_ON, RUN_TERMINATED, RUN_TRUNCATED,
     StepRun, Steps, WorkRequest,
@@ -41,4 +41,5 @@ pub enum Message {
     /// sent without them): a weights frame is encoded once per published
     /// version and the same bytes go to every actor.
     Weights(WeightsMsg),
+    Decline(Decline),
 }

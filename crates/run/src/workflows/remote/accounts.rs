@@ -3,7 +3,7 @@
 //! optional `batches.csv` audit log. Shared by the run thread and, in the
 //! `rma` workflows, the transport tasks that take deposits.
 
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::state::Journal;
 use crate::vocab::DropReason;
 use rlfleet_output::CsvFile;
@@ -104,7 +104,7 @@ struct BatchLog {
 #[derive(Debug)]
 pub(super) struct Accounts {
     pub tally: Mutex<Tally>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<RunMetrics>,
     log: Option<Mutex<BatchLog>>,
     /// The run has ended: a line written now (a late deposit) is flushed
     /// at once, as nothing flushes the log later.
@@ -117,7 +117,7 @@ pub(super) struct Accounts {
 impl Accounts {
     /// With `batch_log`, writes `batches.csv` into `dir` (appending to one
     /// a resumed run left).
-    pub fn new(metrics: Arc<Metrics>, batch_log: bool, dir: &Path) -> anyhow::Result<Accounts> {
+    pub fn new(metrics: Arc<RunMetrics>, batch_log: bool, dir: &Path) -> anyhow::Result<Accounts> {
         let log = if batch_log {
             let file = CsvFile::open(&dir.join("batches.csv"), false)?;
             Some(Mutex::new(BatchLog { file, failed: None }))

@@ -36,7 +36,7 @@ pub use ledger::{EpisodeLedger, Finish};
 use self::core::{Core, stop_message};
 use super::desk::Desk;
 use super::{RunOptions, RunSummary, StopReason};
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::DropReason as Drop;
 use crate::vocab::{Reply, RunInbox, RunShared, RunState};
 use input::{Inbox, Input};
@@ -87,7 +87,7 @@ impl RemoteRun {
         id: &str,
         cfg: &RunConfig,
         opts: &RunOptions,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RunMetrics>,
         shared: Arc<RunShared>,
         max_actors: usize,
     ) -> anyhow::Result<RemoteRun> {
@@ -177,6 +177,9 @@ impl RemoteRun {
                 break StopReason::Cancelled;
             }
             desk.step(core.book_mut())?;
+            if let Some(why) = core.broken() {
+                anyhow::bail!("{why}");
+            }
             let book = core.book_mut().poll(Instant::now());
             if let Some(r) = workflow.poll_stop(&core, book) {
                 break r;

@@ -69,8 +69,15 @@ train_every = 5
         watchdog: Arc::new(crate::notify::Watchdog::from_env()),
     });
     let opts = RunOptions::new(None, false);
-    let run =
-        RemoteRun::new("unit-1", &cfg, &opts, Arc::new(Metrics::new()), shared, 16).expect("a run");
+    let run = RemoteRun::new(
+        "unit-1",
+        &cfg,
+        &opts,
+        Metrics::new().run("unit", "unit-1"),
+        shared,
+        16,
+    )
+    .expect("a run");
     Harness {
         run,
         bypass: None,
@@ -159,6 +166,8 @@ impl Harness {
             session_id: 1,
             token: String::new(),
             env_capacity: envs,
+            run: String::new(),
+            once: false,
         };
         self.input(Input::Join { conn, hello, reply });
         rx

@@ -4,7 +4,7 @@
 //! `actors.rs`, `episodes.rs`, `ingest.rs`).
 
 use super::{ActorSlot, Core};
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::{ConnId, RunShared};
 use crate::workflows::FrontFigures;
 use crate::workflows::book::RunBook;
@@ -51,7 +51,7 @@ impl Core {
         self.agent.as_mut()
     }
 
-    pub fn metrics(&self) -> &Arc<Metrics> {
+    pub fn metrics(&self) -> &Arc<RunMetrics> {
         &self.metrics
     }
 

@@ -7,7 +7,7 @@
 
 use super::Core;
 use super::books::ORPHANED;
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::ConnId;
 use crate::vocab::EpisodeView;
 use crate::workflows::remote::ledger::{EpisodeLedger, Finish, Standing};
@@ -18,7 +18,7 @@ use rlfleet_shared::wire::{EnvFaultReport, EpisodeStart};
 /// allows (the fetch-and-add of the `rma` workflows).
 pub(in crate::workflows::remote) fn issue_starts(
     ledger: &mut EpisodeLedger,
-    metrics: &Metrics,
+    metrics: &RunMetrics,
     seed: u64,
     conn: ConnId,
     envs: &[u32],
@@ -199,6 +199,28 @@ impl Core {
         );
         self.metrics.env_errors.inc();
         self.book.env_errors += 1;
+        self.errors_in_a_row.0 += 1;
+        self.errors_in_a_row.1.clone_from(&f.error);
+    }
+
+    /// Why the run cannot go on, if it cannot: its envs raise and raise
+    /// with no episode finished in between, or its loss is no longer a
+    /// number. The driver fails the run with this.
+    pub fn broken(&self) -> Option<String> {
+        let (n, last) = &self.errors_in_a_row;
+        if *n >= self.cfg().distributed.max_env_errors_in_a_row {
+            return Some(format!(
+                "its environment raised {n} times in a row with no episode finished \
+                 (distributed.max_env_errors_in_a_row); the last: {last}"
+            ));
+        }
+        match self.agent.last_loss() {
+            Some(l) if !l.is_finite() => Some(format!(
+                "training diverged: the loss is {l} after {} gradient steps",
+                self.agent.train_steps()
+            )),
+            _ => None,
+        }
     }
 
     pub(in crate::workflows::remote) fn abandon(&mut self, steps: u64) {
@@ -221,6 +243,7 @@ impl Core {
             tracing::debug!(episode, ?finish, "episode end not counted");
             return Ok(());
         }
+        self.errors_in_a_row.0 = 0;
         self.agent.end_episode(episode);
         self.episode_counted(conn, episode, length);
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);

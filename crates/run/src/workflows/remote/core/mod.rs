@@ -18,7 +18,7 @@ mod status;
 
 pub(super) use episodes::issue_starts;
 
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::RunShared;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::book::RunBook;
@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 
 /// The `Error` a refused request is answered with (the transport then
 /// closes the connection), counted and logged.
-pub(super) fn refusal(metrics: &Metrics, code: ErrorCode, text: String) -> Message {
+pub(super) fn refusal(metrics: &RunMetrics, code: ErrorCode, text: String) -> Message {
     tracing::warn!(code = code.label(), "refused: {text}");
     metrics
         .protocol_errors
@@ -101,6 +101,9 @@ pub(super) struct Core {
     episode_steps: HashMap<(ConnId, u64), i64>,
     /// Env steps of episodes whose actor left before finishing them.
     abandoned: u64,
+    /// Env errors since the last finished episode, and the last one's
+    /// text (`distributed.max_env_errors_in_a_row`).
+    errors_in_a_row: (u32, String),
     /// Batches received after a checkpoint by a learner process that then
     /// died, over the run's restarts.
     batches_lost: u64,
@@ -116,7 +119,7 @@ pub(super) struct Core {
     /// The latest weights, copied out once per version and shared by every
     /// message that carries them.
     weights: Option<WeightsMsg>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<RunMetrics>,
     shared: Arc<RunShared>,
     accounts: Arc<Accounts>,
     /// Env steps already offered to `Learn::train`.
@@ -164,7 +167,7 @@ impl Core {
         agent: Box<dyn Agent>,
         mut book: RunBook,
         spec: EnvSpec,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RunMetrics>,
         shared: Arc<RunShared>,
         max_actors: usize,
     ) -> anyhow::Result<Core> {
@@ -191,6 +194,7 @@ impl Core {
             workflow_books: None,
             episode_steps: HashMap::new(),
             abandoned: 0,
+            errors_in_a_row: (0, String::new()),
             batches_lost: 0,
             weights: None,
             metrics,

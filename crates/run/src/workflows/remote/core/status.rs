@@ -31,6 +31,12 @@ impl Core {
         if let Some(l) = self.agent.last_loss() {
             self.metrics.loss.set(l);
         }
+        if let Some(e) = self.book.last_eval() {
+            self.metrics.last_eval_return.set(e);
+        }
+        if let Some(e) = self.book.best_eval() {
+            self.metrics.best_eval_return.set(e);
+        }
         let (issued, reissued) = {
             let l = self.ledger();
             (l.issued, l.reissued)
@@ -47,6 +53,7 @@ impl Core {
         s.episodes_issued = issued;
         s.episodes_reissued = reissued;
         s.env_steps_abandoned = self.abandoned;
+        s.env_steps_in_play = self.steps_in_play();
         s.batches_lost = self.batches_lost;
         s.env_errors = self.book.env_errors;
         s.recent_return = self.book.recent_mean();
@@ -64,6 +71,8 @@ impl Core {
         s.inference_requests = t.inference_requests;
         drop(t);
         s.actors = self.actors.values().map(|a| a.actor_id.clone()).collect();
+        let envs: u32 = self.actors.values().map(|a| a.n_envs).sum();
+        self.metrics.actor_envs.set(i64::from(envs));
     }
 
     /// Closes the run's part of the books: the batch log, the learner's
@@ -79,6 +88,7 @@ impl Core {
             batches_trained: t.trained,
             batches_dropped: t.dropped_by_label(),
             env_steps_abandoned: self.abandoned,
+            env_steps_cut_off: self.steps_in_play(),
             batches_lost: self.batches_lost,
             policy_lag_mean: match self.book.session_lag {
                 (_, 0) => None,
@@ -89,6 +99,15 @@ impl Core {
         drop(t);
         self.agent.finish_run(&self.cfg().output_dir.clone())?;
         self.books()
+    }
+
+    /// Env steps ingested for episodes not finished nor abandoned yet.
+    fn steps_in_play(&self) -> u64 {
+        self.episode_steps
+            .values()
+            .filter(|&&n| n > 0)
+            .map(|&n| n as u64)
+            .sum()
     }
 
     /// The status fields the summary settles.

@@ -14,7 +14,7 @@ use super::super::core::issue_starts;
 use super::super::core::stop_message;
 use super::super::input::{Bypass, Input, Internal};
 use super::super::ledger::EpisodeLedger;
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::{Answer, ConnId, Reply};
 use rlfleet_shared::config::{DataStructure, Overflow};
 use rlfleet_shared::wire::{EnvFaultReport, Experience, Message, Submission, WeightsMsg};
@@ -98,7 +98,7 @@ pub struct Pools {
     pub(super) rules: PoolRules,
     pub(super) ledger: Arc<Mutex<EpisodeLedger>>,
     pub(super) accounts: Arc<Accounts>,
-    pub(super) metrics: Arc<Metrics>,
+    pub(super) metrics: Arc<RunMetrics>,
     /// Wakes the run thread (at most one wake-up queued).
     wake: Mutex<Option<mpsc::SyncSender<Input>>>,
     wake_queued: AtomicBool,
@@ -135,7 +135,7 @@ impl Pools {
         rules: PoolRules,
         ledger: Arc<Mutex<EpisodeLedger>>,
         accounts: Arc<Accounts>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RunMetrics>,
     ) -> Pools {
         Pools {
             inner: Mutex::default(),

@@ -17,7 +17,7 @@ use super::ladder::Ladder;
 use super::link::SeedLink;
 use super::request::check_observations;
 use super::rows::{ConnStacks, gather};
-use crate::metrics::Metrics;
+use crate::metrics::RunMetrics;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::core::refusal;
 use rlfleet_shared::config::{DistributedConfig, R2d2Config};
@@ -56,7 +56,7 @@ pub struct Front {
     pub(super) requests: Receiver<Request>,
     /// The run's thread.
     run: mpsc::SyncSender<Input>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<RunMetrics>,
     pub(super) cfg: DistributedConfig,
     obs_dim: usize,
     act_dim: usize,
@@ -86,7 +86,7 @@ impl Front {
         link: Arc<SeedLink>,
         requests: Receiver<Request>,
         run: mpsc::SyncSender<Input>,
-        metrics: Arc<Metrics>,
+        metrics: Arc<RunMetrics>,
         cfg: DistributedConfig,
         (obs_dim, act_dim): (usize, usize),
         policy: ActorPolicy,

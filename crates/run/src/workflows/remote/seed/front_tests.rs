@@ -81,7 +81,7 @@ fn serve_with(conns: &[ConnId], distributed: &str) -> Serving {
     }
     let (requests, rx) = mpsc::channel(4);
     let (run, taken) = std::sync::mpsc::sync_channel(16);
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Metrics::new().run("front", "front-1");
     let dims = (spec.obs_dim(), 1);
     let front = Front::new(
         link.clone(),
