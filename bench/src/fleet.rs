@@ -66,14 +66,15 @@ fn kill_all(actors: &mut Vec<Child>) {
     actors.clear();
 }
 
-/// The main job's config, playing until stopped.
-fn endless(name: &str) -> anyhow::Result<RunConfig> {
+/// The main job's config, playing until stopped, its output in `s`'s
+/// folder.
+fn endless(s: &Server, name: &str) -> anyhow::Result<RunConfig> {
     let mut cfg = RunConfig::load(&shipped("config/cartpole-dqn-async.toml"))?;
     cfg.name = name.to_string();
-    cfg.output_dir =
-        std::env::temp_dir().join(format!("rlfleet-fleet-{}-{name}", std::process::id()));
+    cfg.output_dir = s.dir().join(name);
     cfg.stop = Default::default();
     cfg.stop.max_wall_secs = Some(3600.0);
+    cfg.stop.max_episodes = Some(u64::MAX / 2);
     cfg.checkpoint.period_steps = 0;
     Ok(cfg)
 }
@@ -113,7 +114,7 @@ fn serving(s: &Server, id: &str) -> anyhow::Result<usize> {
 fn shares(runs: usize, actors: usize, envs: u32, secs: f64) -> anyhow::Result<ShareRow> {
     let s = Server::start_with(tempfile::tempdir()?, "[runs]\nmax_active = 8\n")?;
     let ids: Vec<String> = (0..runs)
-        .map(|i| s.start_run(&endless(&format!("share-{runs}-{i}"))?))
+        .map(|i| s.start_run(&endless(&s, &format!("share-{runs}-{i}"))?))
         .collect::<anyhow::Result<_>>()?;
     let mut fleet: Vec<Child> = (0..actors)
         .map(|i| actor(&s, &format!("fleet-{i}"), envs))
@@ -145,7 +146,7 @@ fn shares(runs: usize, actors: usize, envs: u32, secs: f64) -> anyhow::Result<Sh
 /// (handoff, fresh join) in ms.
 fn handoff(actors: usize, envs: u32) -> anyhow::Result<(f64, f64)> {
     let s = Server::start_with(tempfile::tempdir()?, "")?;
-    let a = s.start_run(&endless("handoff-a")?)?;
+    let a = s.start_run(&endless(&s, "handoff-a")?)?;
     let t0 = Instant::now();
     let mut fleet = vec![actor(&s, "first", envs)?];
     while serving(&s, &a)? < 1 {
@@ -156,7 +157,7 @@ fn handoff(actors: usize, envs: u32) -> anyhow::Result<(f64, f64)> {
     for i in 1..actors {
         fleet.push(actor(&s, &format!("fleet-{i}"), envs)?);
     }
-    let b = s.start_run(&endless("handoff-b")?)?;
+    let b = s.start_run(&endless(&s, "handoff-b")?)?;
     let t1 = Instant::now();
     while serving(&s, &a)? + serving(&s, &b)? < actors {
         anyhow::ensure!(
@@ -182,12 +183,12 @@ fn handoff(actors: usize, envs: u32) -> anyhow::Result<(f64, f64)> {
 /// (RSS with one run, per queued run), in KiB.
 fn queued_rss(queued: usize) -> anyhow::Result<(u64, f64)> {
     let s = Server::start_with(tempfile::tempdir()?, "[runs]\nmax_active = 1\n")?;
-    let active = s.start_run(&endless("rss-active")?)?;
+    let active = s.start_run(&endless(&s, "rss-active")?)?;
     wait_state(&s, &active, "running")?;
     std::thread::sleep(Duration::from_secs(1));
     let base = s.rss_kib();
     for i in 0..queued {
-        s.start_run(&endless(&format!("rss-queued-{i}"))?)?;
+        s.start_run(&endless(&s, &format!("rss-queued-{i}"))?)?;
     }
     std::thread::sleep(Duration::from_secs(1));
     let with = s.rss_kib();
@@ -200,13 +201,12 @@ fn short_runs(n: usize) -> anyhow::Result<(u64, u64, usize, usize)> {
         tempfile::tempdir()?,
         "[runs]\nmax_active = 4\nmetrics_retention_secs = 0\n",
     )?;
-    let out = tempfile::tempdir()?;
     let mut fleet: Vec<Child> = (0..2)
         .map(|i| actor(&s, &format!("short-{i}"), 1))
         .collect::<anyhow::Result<_>>()?;
     let mut at_100 = (0, 0);
     for i in 1..=n {
-        let cfg = rlfleet_tests_free_counting(&format!("short-{i}"), out.path());
+        let cfg = counting(&format!("short-{i}"), s.dir());
         let id = s.start_run(&cfg)?;
         wait_state(&s, &id, "finished")?;
         if i == 100 || i == n {
@@ -225,7 +225,7 @@ fn short_runs(n: usize) -> anyhow::Result<(u64, u64, usize, usize)> {
 }
 
 /// A `probe` run of 5 `Counting-v0` episodes over QUIC.
-fn rlfleet_tests_free_counting(name: &str, dir: &std::path::Path) -> RunConfig {
+fn counting(name: &str, dir: &std::path::Path) -> RunConfig {
     let text = format!(
         "name = \"{name}\"\nenv = \"Counting-v0\"\nagent = \"probe\"\nworkflow = \"async\"\n\
          transport = \"{}\"\noutput_dir = \"{}\"\n[stop]\nmax_episodes = 5\n\

@@ -73,6 +73,12 @@ impl Server {
         })
     }
 
+    /// The folder it runs in (its state directory, TLS identity, and
+    /// whatever a benchmark puts there), removed on drop.
+    pub(crate) fn dir(&self) -> &std::path::Path {
+        self._dir.path()
+    }
+
     /// `GET path` as JSON.
     pub(crate) fn json(&self, path: &str) -> anyhow::Result<serde_json::Value> {
         let body = self
