@@ -29,6 +29,9 @@ struct Inner {
     actors: BTreeMap<ConnId, ActorEntry>,
     runs: BTreeMap<String, ActiveRun>,
     fleet: Fleet,
+    /// The active runs each actor (by its id, which outlives a
+    /// reconnect) declined, and why.
+    declined: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// What an actor asks of the fleet when it registers.
@@ -123,6 +126,10 @@ impl Registry {
         for a in inner.actors.values_mut() {
             a.view.declined.remove(id);
         }
+        inner.declined.retain(|_, runs| {
+            runs.remove(id);
+            !runs.is_empty()
+        });
         self.rebalance(&mut inner);
         drop(inner);
         self.runs_changed.send_modify(|n| *n += 1);
@@ -194,15 +201,23 @@ impl Registry {
 
     /// Actor `conn` cannot play run `run` (it said why): the run is not
     /// offered to it again, and `GET /v1/actors` shows why.
+    /// The actor is known by its id, so a reconnect does not forget it.
     pub fn declined(&self, conn: ConnId, run: &str, reason: &str) {
         let mut inner = self.lock();
         if let Some(m) = inner.fleet.members.get_mut(&conn) {
             m.declined.push(run.to_string());
         }
-        if let Some(a) = inner.actors.get_mut(&conn) {
-            tracing::warn!(conn, actor = %a.view.actor_id, run, "the actor cannot take part in this run: {reason}");
-            a.view.declined.insert(run.to_string(), reason.to_string());
-        }
+        let Some(a) = inner.actors.get_mut(&conn) else {
+            return;
+        };
+        tracing::warn!(conn, actor = %a.view.actor_id, run, "the actor cannot take part in this run: {reason}");
+        a.view.declined.insert(run.to_string(), reason.to_string());
+        let actor = a.view.actor_id.clone();
+        inner
+            .declined
+            .entry(actor)
+            .or_default()
+            .insert(run.to_string(), reason.to_string());
     }
 
     /// Actor `conn` left the run it served (its session took the
@@ -234,15 +249,24 @@ impl Registry {
                 let mut inner = self.lock();
                 if inner.actors.len() < self.max_actors {
                     self.metrics.connected_actors.inc();
+                    // What this actor declined before a reconnect.
+                    let declined = inner
+                        .declined
+                        .get(&view.actor_id)
+                        .cloned()
+                        .unwrap_or_default();
                     inner.fleet.members.insert(
                         view.connection,
                         Member {
                             envs: view.env_capacity,
                             pin: wants.pin.clone(),
                             once: wants.once,
+                            declined: declined.keys().cloned().collect(),
                             ..Member::default()
                         },
                     );
+                    let mut view = view;
+                    view.declined = declined;
                     inner.actors.insert(
                         view.connection,
                         ActorEntry {
@@ -283,5 +307,53 @@ impl Registry {
                 ..a.view.clone()
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(conn: ConnId, actor: &str) -> ActorView {
+        ActorView {
+            connection: conn,
+            actor_id: actor.into(),
+            session_id: conn,
+            address: "127.0.0.1:1".into(),
+            software: "test".into(),
+            env_capacity: 1,
+            run: None,
+            pinned: None,
+            declined: BTreeMap::new(),
+            connected_secs: 0.0,
+        }
+    }
+
+    /// A run an actor declined stays declined when it reconnects (a new
+    /// connection, the same actor id), until that run is gone.
+    #[tokio::test]
+    async fn a_declined_run_stays_declined_across_a_reconnect() {
+        let r = Registry::new(Arc::new(Metrics::new()), CancellationToken::new(), 8);
+        r.actor_connected(view(1, "a"), Wants::default())
+            .await
+            .unwrap();
+        r.declined(1, "needy-1", "no license here");
+        r.actor_disconnected(1);
+        r.actor_connected(view(2, "a"), Wants::default())
+            .await
+            .unwrap();
+        let listed = r.list_actors();
+        assert_eq!(listed[0].declined["needy-1"], "no license here");
+        assert_eq!(
+            r.lock().fleet.members[&2].declined,
+            vec!["needy-1".to_string()]
+        );
+        r.remove_run("needy-1");
+        assert!(r.list_actors()[0].declined.is_empty());
+        r.actor_disconnected(2);
+        r.actor_connected(view(3, "a"), Wants::default())
+            .await
+            .unwrap();
+        assert!(r.lock().fleet.members[&3].declined.is_empty());
     }
 }

@@ -337,7 +337,7 @@ fn an_actor_that_cannot_build_a_runs_env_declines_it_and_serves_another() {
     let _ = unlicensed.kill();
     let out = unlicensed.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.matches("declined").count(), 1, "{err}");
+    assert_eq!(err.matches("declined").count(), 1, "{err}\n{}", d.log());
     kill_all(vec![licensed]);
 }
 

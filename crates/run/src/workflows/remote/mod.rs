@@ -169,9 +169,9 @@ impl RemoteRun {
         // The inboxes and helpers hold the other senders.
         drop(sender);
         // systemd's watchdog is pinged from this loop while the run lasts:
-        // a stuck run thread stops the pings.
-        let watchdog = core.shared().watchdog.clone();
-        watchdog.hold(true);
+        // a stuck run thread stops the pings. The hold goes however the
+        // loop ends (an error included).
+        let watchdog = core.shared().watchdog.hold();
         let reason = loop {
             if cancel.is_cancelled() {
                 break StopReason::Cancelled;
@@ -249,7 +249,7 @@ impl RemoteRun {
                 watchdog.ping(Some(&status));
             }
         };
-        watchdog.hold(false);
+        drop(watchdog);
         let text = reason.to_string();
         core.stop_parked(&text);
         workflow.stop(&mut core, &text)?;
