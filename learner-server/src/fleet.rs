@@ -41,6 +41,12 @@ pub struct Fleet {
     pub members: BTreeMap<u64, Member>,
 }
 
+/// Whether run `r`, holding `have` envs, can take `envs` more without
+/// passing its maximum.
+fn has_room(r: &RunShare, have: u32, envs: u32) -> bool {
+    r.share.max_envs.is_none_or(|max| have + envs <= max)
+}
+
 /// Where a run stands: below its minimum first, then by envs per unit of
 /// weight (lower is hungrier).
 fn hunger(r: &RunShare, envs: u32) -> (bool, f64) {
@@ -81,11 +87,18 @@ impl Fleet {
             .sum()
     }
 
-    /// Whether run `r` can take `envs` more without passing its maximum.
-    fn has_room(&self, r: &RunShare, envs: u32) -> bool {
-        r.share
-            .max_envs
-            .is_none_or(|max| self.envs_of(&r.id) + envs <= max)
+    /// Envs counted in each active run's share, in one pass over the
+    /// members (the choices below read it per run and per candidate).
+    fn counts(&self) -> BTreeMap<&str, u32> {
+        let mut counts: BTreeMap<&str, u32> =
+            self.runs.iter().map(|r| (r.id.as_str(), 0)).collect();
+        for m in self.members.values() {
+            let to = m.moving_to.as_deref().or(m.run.as_deref());
+            if let Some(n) = to.and_then(|id| counts.get_mut(id)) {
+                *n += m.counted();
+            }
+        }
+        counts
     }
 
     /// The run actor `conn` should serve now (recorded), or `None` when no
@@ -93,16 +106,17 @@ impl Fleet {
     pub fn pick(&mut self, conn: u64) -> Option<String> {
         let m = self.members.get(&conn)?;
         let envs = m.counted();
+        let counts = self.counts();
         let chosen = match m.moving_to.as_ref() {
-            Some(to) if self.runs.iter().any(|r| r.id == *to) => Some(to.clone()),
+            Some(to) if counts.contains_key(to.as_str()) => Some(to.clone()),
             _ => self
                 .runs
                 .iter()
-                .filter(|r| m.may_serve(r) && self.has_room(r, envs))
+                .filter(|r| m.may_serve(r) && has_room(r, counts[r.id.as_str()], envs))
                 .min_by(|a, b| {
                     let (ha, hb) = (
-                        hunger(a, self.envs_of(&a.id)),
-                        hunger(b, self.envs_of(&b.id)),
+                        hunger(a, counts[a.id.as_str()]),
+                        hunger(b, counts[b.id.as_str()]),
                     );
                     ha.partial_cmp(&hb).expect("finite shares")
                 })
@@ -127,6 +141,7 @@ impl Fleet {
 
     /// The one move that helps most, if any helps.
     fn best_move(&self) -> Option<(u64, String)> {
+        let counts = self.counts();
         let mut best: Option<(f64, u64, String)> = None;
         for (&conn, m) in self.members.iter().filter(|(_, m)| m.movable()) {
             let from = m.run.as_deref().expect("movable members serve a run");
@@ -134,17 +149,17 @@ impl Fleet {
                 continue;
             };
             let e = m.counted();
-            let have = self.envs_of(from);
+            let have = counts[from];
             let over_max = donor.share.max_envs.is_some_and(|max| have > max);
             if !over_max && have - e < donor.share.min_envs {
                 continue;
             }
             let donor_load = f64::from(have) / donor.share.weight;
             for r in self.runs.iter().filter(|r| r.id != from && m.may_serve(r)) {
-                if !self.has_room(r, e) {
+                let theirs = counts[r.id.as_str()];
+                if !has_room(r, theirs, e) {
                     continue;
                 }
-                let theirs = self.envs_of(&r.id);
                 let below_min = theirs < r.share.min_envs;
                 let after = f64::from(theirs + e) / r.share.weight;
                 if !(over_max || below_min || after < donor_load) {

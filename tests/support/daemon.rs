@@ -4,6 +4,7 @@
 use crate::binary;
 use rlfleet_shared::config::RunConfig;
 use serde_json::Value;
+use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -394,6 +395,33 @@ pub fn check_episode_books(output_dir: &std::path::Path, episodes: u64, status: 
         status["env_steps"].as_u64().unwrap(),
         "{status}"
     );
+}
+
+/// Checks the books of a run that ended however it ended: every episode
+/// id in `episodes.csv` once, env steps = finished lengths + abandoned +
+/// cut off at the end (`env_steps_in_play`), and the batch books. Returns
+/// the actor indexes that finished its episodes.
+pub fn check_run_books(output_dir: &std::path::Path, status: &Value) -> BTreeSet<u32> {
+    let eps = rlfleet_output::read_episodes(&output_dir.join("episodes.csv")).unwrap();
+    let ids: BTreeSet<u64> = eps.iter().map(|e| e.episode).collect();
+    assert_eq!(ids.len(), eps.len(), "an id finished twice: {status}");
+    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
+    let n = |k: &str| status[k].as_u64().unwrap();
+    assert_eq!(
+        lengths + n("env_steps_abandoned") + n("env_steps_in_play"),
+        n("env_steps"),
+        "{status}"
+    );
+    check_batch_books(status);
+    eps.iter().map(|e| e.actor).collect()
+}
+
+/// Kills actor processes that would otherwise wait for the next run.
+pub fn kill_all(actors: Vec<Child>) {
+    for mut a in actors {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
 }
 
 /// Checks a run's batch books as its status gives them: every batch

@@ -7,10 +7,9 @@
 
 use crate::python_envs::corridor_config;
 use rlfleet_shared::config::RunConfig;
-use rlfleet_tests::daemon::Daemon;
+use rlfleet_tests::daemon::{Daemon, check_run_books, kill_all};
 use rlfleet_tests::{heavy, workspace_root};
 use serde_json::Value;
-use std::collections::BTreeSet;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
@@ -18,31 +17,6 @@ fn shipped(name: &str, dir: &std::path::Path) -> RunConfig {
     let mut cfg = RunConfig::load(&workspace_root().join(format!("config/{name}.toml"))).unwrap();
     cfg.output_dir = dir.join(name);
     cfg
-}
-
-/// A run's books, exact on their own: every episode id once, env steps =
-/// finished lengths + abandoned + cut off at the end, batches received =
-/// trained + dropped. Returns the actor indexes that finished episodes.
-fn check_books(cfg: &RunConfig, status: &Value) -> BTreeSet<u32> {
-    let eps = rlfleet_output::read_episodes(&cfg.output_dir.join("episodes.csv")).unwrap();
-    let ids: BTreeSet<u64> = eps.iter().map(|e| e.episode).collect();
-    assert_eq!(ids.len(), eps.len(), "{}: an id finished twice", cfg.name);
-    let lengths: u64 = eps.iter().map(|e| u64::from(e.length)).sum();
-    let n = |k: &str| status[k].as_u64().unwrap();
-    assert_eq!(
-        lengths + n("env_steps_abandoned") + n("env_steps_in_play"),
-        n("env_steps"),
-        "{status}"
-    );
-    rlfleet_tests::daemon::check_batch_books(status);
-    eps.iter().map(|e| e.actor).collect()
-}
-
-fn kill_all(actors: Vec<Child>) {
-    for mut a in actors {
-        let _ = a.kill();
-        let _ = a.wait();
-    }
 }
 
 fn state(d: &Daemon, id: &str) -> Value {
@@ -103,7 +77,7 @@ fn dqn_async_and_ppo_seed_a2c_learn_at_once_on_one_fleet() {
         assert_eq!(status["state"], "finished", "{status}");
         assert_eq!(status["target_reached"], true, "{status}");
         // Each run had actors of its own (both were served at once).
-        let actors = check_books(cfg, status);
+        let actors = check_run_books(&cfg.output_dir, status);
         assert!(actors.len() >= 2, "{}: {actors:?}", cfg.name);
         let evals = rlfleet_output::read_evals(&cfg.output_dir.join("evals.csv")).unwrap();
         let confirmed = evals
@@ -153,5 +127,5 @@ fn a_run_whose_env_cannot_reset_fails_alone_while_another_reaches_its_target() {
     assert_eq!(done["state"], "finished", "{done}");
     assert_eq!(done["target_reached"], true, "{done}");
     assert_eq!(done["env_errors"], 0, "{done}");
-    check_books(&good, &done);
+    check_run_books(&good.output_dir, &done);
 }
