@@ -18,8 +18,39 @@ use tokio_util::sync::CancellationToken;
 struct ActorEntry {
     view: ActorView,
     since: Instant,
-    /// Told when the fleet moves this actor to another run.
-    moved: Arc<Notify>,
+    /// Set, and told, when the fleet moves this actor to another run.
+    moved: Arc<MoveSignal>,
+}
+
+/// Whether the fleet is moving one actor to another run: a flag its
+/// session reads on every exchange without the registry's lock, and a
+/// wake-up when it is set. It mirrors the fleet member's `moving_to`.
+#[derive(Debug, Default)]
+pub struct MoveSignal {
+    moving: AtomicBool,
+    told: Notify,
+}
+
+impl MoveSignal {
+    fn set(&self, moving: bool) {
+        self.moving.store(moving, Ordering::Release);
+        if moving {
+            self.told.notify_one();
+        }
+    }
+
+    /// Resolves once the actor is to move.
+    pub async fn moved(&self) {
+        loop {
+            let told = self.told.notified();
+            tokio::pin!(told);
+            told.as_mut().enable();
+            if self.moving.load(Ordering::Acquire) {
+                return;
+            }
+            told.await;
+        }
+    }
 }
 
 /// What the registry's lock guards: the actors' views, the active runs
@@ -123,8 +154,16 @@ impl Registry {
         let mut inner = self.lock();
         inner.runs.remove(id);
         inner.fleet.remove_run(id);
-        for a in inner.actors.values_mut() {
+        let Inner { actors, fleet, .. } = &mut *inner;
+        for (conn, a) in actors.iter_mut() {
             a.view.declined.remove(id);
+            // Those on their way to it are no longer moving.
+            a.moved.set(
+                fleet
+                    .members
+                    .get(conn)
+                    .is_some_and(|m| m.moving_to.is_some()),
+            );
         }
         inner.declined.retain(|_, runs| {
             runs.remove(id);
@@ -146,7 +185,7 @@ impl Registry {
             if let Some(a) = inner.actors.get(&conn) {
                 tracing::info!(conn, actor = %a.view.actor_id, to = %to, "moving an actor to another run");
                 self.metrics.actors_moved.inc();
-                a.moved.notify_one();
+                a.moved.set(true);
             }
         }
     }
@@ -163,6 +202,7 @@ impl Registry {
                     let run = inner.runs.get(&id).cloned();
                     if let Some(a) = inner.actors.get_mut(&conn) {
                         a.view.run = Some(id);
+                        a.moved.set(false);
                     }
                     if run.is_some() {
                         return run;
@@ -176,27 +216,10 @@ impl Registry {
         }
     }
 
-    /// Resolves when the fleet moves actor `conn` away from the run it
-    /// serves.
-    pub async fn told_to_move(&self, conn: ConnId) {
-        let Some(moved) = self.lock().actors.get(&conn).map(|a| a.moved.clone()) else {
-            return std::future::pending().await;
-        };
-        loop {
-            let told = moved.notified();
-            tokio::pin!(told);
-            told.as_mut().enable();
-            let moving = self
-                .lock()
-                .fleet
-                .members
-                .get(&conn)
-                .is_some_and(|m| m.moving_to.is_some());
-            if moving {
-                return;
-            }
-            told.await;
-        }
+    /// What tells actor `conn`'s session that the fleet moves it away
+    /// from the run it serves (`None`: no such actor).
+    pub fn move_signal(&self, conn: ConnId) -> Option<Arc<MoveSignal>> {
+        self.lock().actors.get(&conn).map(|a| a.moved.clone())
     }
 
     /// Actor `conn` cannot play run `run` (it said why): the run is not

@@ -6,7 +6,7 @@
 //! the next run. Transports supply the wire; refusals come back as
 //! [`End`] for the transport to answer and close.
 
-use crate::registry::{Registry, Wants};
+use crate::registry::{MoveSignal, Registry, Wants};
 use crate::server_config::tokens_match;
 use rlfleet_run::vocab::{ActorView, Answer, ConnId, Departed, RunGone, RunInbox};
 use rlfleet_shared::wire::{self, ErrorCode, Hello, Message};
@@ -67,6 +67,14 @@ impl Drop for LeaveGuard {
     }
 }
 
+/// Resolves when the fleet moves the actor (never without a signal).
+async fn moved(moves: &Option<Arc<MoveSignal>>) {
+    match moves {
+        Some(m) => m.moved().await,
+        None => std::future::pending().await,
+    }
+}
+
 /// One actor's conversation with the learner, whatever carries it.
 #[derive(Debug)]
 pub struct Session<W> {
@@ -84,6 +92,8 @@ pub struct Session<W> {
     /// The last run this actor took part in: batches it had in flight
     /// when that run ended are accounted there.
     last_run: Option<RunInbox>,
+    /// Set once registered: says when the fleet moves this actor.
+    moves: Option<Arc<MoveSignal>>,
 }
 
 impl<W: Wire> Session<W> {
@@ -97,6 +107,7 @@ impl<W: Wire> Session<W> {
             hello_timeout: None,
             actor_timeout: None,
             last_run: None,
+            moves: None,
         }
     }
 
@@ -253,6 +264,7 @@ impl<W: Wire> Session<W> {
                     return End::Refused(ErrorCode::TooManyActors, text);
                 }
                 self.registered = true;
+                self.moves = self.registry.move_signal(self.id);
                 tracing::info!(%addr, actor = %hello.actor_id, session = hello.session_id, "actor connected");
             }
             let (active, rx) = loop {
@@ -296,11 +308,11 @@ impl<W: Wire> Session<W> {
     /// finished its stream.
     async fn exchange(&mut self, mut reply: Answer, run: &RunInbox) -> Result<bool, End> {
         loop {
-            let registry = self.registry.clone();
+            let moves = self.moves.clone();
             let answer = tokio::select! {
                 r = &mut reply => Some(r.ok()),
                 _ = self.wire.closed() => return Err(End::Lost),
-                () = registry.told_to_move(self.id) => None,
+                () = moved(&moves) => None,
             };
             let Some(answer) = answer else {
                 // The run's answer, when it comes, goes nowhere: the
@@ -345,7 +357,7 @@ impl<W: Wire> Session<W> {
                         None => Ok(wire.recv().await),
                     }
                 } => Some(n),
-                () = registry.told_to_move(self.id) => None,
+                () = moved(&moves) => None,
             };
             let next = match next {
                 Some(Ok(next)) => next,
