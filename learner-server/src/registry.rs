@@ -39,8 +39,16 @@ impl MoveSignal {
         }
     }
 
+    /// Resolves once the actor of `signal` is to move (never without one).
+    pub async fn wait(signal: Option<&MoveSignal>) {
+        match signal {
+            Some(s) => s.moved().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// Resolves once the actor is to move.
-    pub async fn moved(&self) {
+    async fn moved(&self) {
         loop {
             let told = self.told.notified();
             tokio::pin!(told);

@@ -67,14 +67,6 @@ impl Drop for LeaveGuard {
     }
 }
 
-/// Resolves when the fleet moves the actor (never without a signal).
-async fn moved(moves: &Option<Arc<MoveSignal>>) {
-    match moves {
-        Some(m) => m.moved().await,
-        None => std::future::pending().await,
-    }
-}
-
 /// One actor's conversation with the learner, whatever carries it.
 #[derive(Debug)]
 pub struct Session<W> {
@@ -312,7 +304,7 @@ impl<W: Wire> Session<W> {
             let answer = tokio::select! {
                 r = &mut reply => Some(r.ok()),
                 _ = self.wire.closed() => return Err(End::Lost),
-                () = moved(&moves) => None,
+                () = MoveSignal::wait(moves.as_deref()) => None,
             };
             let Some(answer) = answer else {
                 // The run's answer, when it comes, goes nowhere: the
@@ -357,7 +349,7 @@ impl<W: Wire> Session<W> {
                         None => Ok(wire.recv().await),
                     }
                 } => Some(n),
-                () = moved(&moves) => None,
+                () = MoveSignal::wait(moves.as_deref()) => None,
             };
             let next = match next {
                 Some(Ok(next)) => next,
