@@ -13,6 +13,7 @@
 //!   (feature `mpi`): envs that span several ranks.
 //! - [`random_rollout`]: local episodes with a random policy.
 
+pub mod control;
 #[cfg(feature = "mpi")]
 pub mod env_group;
 pub mod envs;

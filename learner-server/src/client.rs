@@ -1,10 +1,10 @@
-//! `learner-server runs …`: a command-line client of a daemon's control
-//! API, as `squeue`/`scancel` are for Slurm's — submit a run config, list
-//! the runs, show one, stop or resume it. The daemon's address and token
+//! `learner-server runs …`, `sweeps …`, `populations …`: a command-line
+//! client of a daemon's control API, as `squeue`/`scancel` are for
+//! Slurm's — submit a run config or a study's spec, list, show one, stop
+//! or resume it. The daemon's address and token
 //! come from flags or the environment (`RLFLEET_API`, `RLFLEET_API_TOKEN`).
 
-use rlfleet_shared::config::RunConfig;
-use serde_json::Value;
+use actor_client::control::{Control, config_json, spec_json};
 use std::path::PathBuf;
 
 /// What to ask the daemon.
@@ -28,6 +28,20 @@ pub enum RunsCommand {
     Resume { id: String },
 }
 
+/// What to ask of a daemon's sweeps or populations.
+#[derive(clap::Subcommand, Debug)]
+pub enum StudiesCommand {
+    /// Submit a spec (TOML; its `base` names a run config file or holds
+    /// one): its first runs start at once or wait queued.
+    Submit { spec: PathBuf },
+    /// Every one the daemon holds: id, state, and its runs' states.
+    List,
+    /// One, as JSON (its trials or members and lineage).
+    Show { id: String },
+    /// Stop one and its runs (they checkpoint first).
+    Stop { id: String },
+}
+
 /// The daemon's control API.
 #[derive(clap::Args, Debug)]
 pub struct ApiArgs {
@@ -39,68 +53,18 @@ pub struct ApiArgs {
     pub token: Option<String>,
 }
 
-/// A client of one daemon's API.
-struct Api {
-    base: String,
-    token: Option<String>,
-    http: ureq::Agent,
-}
-
-impl Api {
-    fn new(args: &ApiArgs) -> Api {
-        Api {
-            base: args.api.trim_end_matches('/').to_string(),
-            token: args.token.clone().filter(|t| !t.is_empty()),
-            http: ureq::Agent::config_builder()
-                .http_status_as_error(false)
-                .build()
-                .into(),
-        }
-    }
-
-    /// `method path` with `body`; the JSON answer, or the daemon's error.
-    fn call(&self, method: &str, path: &str, body: Option<String>) -> anyhow::Result<Value> {
-        let url = format!("{}{path}", self.base);
-        let auth = self.token.as_ref().map(|t| format!("Bearer {t}"));
-        let sent = match (method, body) {
-            ("GET", _) => {
-                let mut req = self.http.get(&url);
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.call()
-            }
-            (_, body) => {
-                let mut req = self
-                    .http
-                    .post(&url)
-                    .header("Content-Type", "application/json");
-                if let Some(a) = &auth {
-                    req = req.header("Authorization", a);
-                }
-                req.send(body.unwrap_or_default())
-            }
-        };
-        let mut resp =
-            sent.map_err(|e| anyhow::anyhow!("cannot reach the daemon at {}: {e}", self.base))?;
-        let status = resp.status().as_u16();
-        let text = resp.body_mut().read_to_string()?;
-        let v: Value = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
-        if status >= 400 {
-            let why = v["error"].as_str().map_or(text.as_str(), |e| e).to_string();
-            anyhow::bail!("{method} {path}: {status}: {why}");
-        }
-        Ok(v)
+impl ApiArgs {
+    fn control(&self) -> Control {
+        Control::new(&self.api, self.token.clone())
     }
 }
 
 /// Runs `cmd` against the daemon; prints what it answered.
 pub fn run(api: &ApiArgs, cmd: RunsCommand) -> anyhow::Result<()> {
-    let api = Api::new(api);
+    let api = api.control();
     match cmd {
         RunsCommand::Submit { config } => {
-            let cfg = RunConfig::load(&config)?;
-            let v = api.call("POST", "/v1/runs", Some(serde_json::to_string(&cfg)?))?;
+            let v = api.call("POST", "/v1/runs", Some(config_json(&config)?))?;
             let id = v["id"].as_str().unwrap_or_default();
             let state = api.call("GET", &format!("/v1/runs/{id}"), None)?;
             println!("{id} {}", state["state"].as_str().unwrap_or("?"));
@@ -141,6 +105,47 @@ pub fn run(api: &ApiArgs, cmd: RunsCommand) -> anyhow::Result<()> {
             api.call("POST", &format!("/v1/runs/{id}/resume"), None)?;
             let state = api.call("GET", &format!("/v1/runs/{id}"), None)?;
             println!("{id} {}", state["state"].as_str().unwrap_or("?"));
+        }
+    }
+    Ok(())
+}
+
+/// Runs `cmd` on the daemon's `kind` (`sweeps` or `populations`).
+pub fn studies(api: &ApiArgs, kind: &str, cmd: StudiesCommand) -> anyhow::Result<()> {
+    let api = api.control();
+    match cmd {
+        StudiesCommand::Submit { spec } => {
+            let body = spec_json(&spec)?.to_string();
+            let v = api.call("POST", &format!("/v1/{kind}"), Some(body))?;
+            println!("{}", v["id"].as_str().unwrap_or("?"));
+        }
+        StudiesCommand::List => {
+            let all = api.call("GET", &format!("/v1/{kind}"), None)?;
+            println!("{:<32} {:<9} RUNS", "ID", "STATE");
+            for s in all.as_array().into_iter().flatten() {
+                let runs = s["trials"].as_array().or(s["members"].as_array());
+                let mut by_state = std::collections::BTreeMap::<String, usize>::new();
+                for r in runs.into_iter().flatten() {
+                    *by_state
+                        .entry(r["state"].as_str().unwrap_or("?").to_string())
+                        .or_default() += 1;
+                }
+                let runs: Vec<String> = by_state.iter().map(|(k, n)| format!("{n} {k}")).collect();
+                println!(
+                    "{:<32} {:<9} {}",
+                    s["id"].as_str().unwrap_or("?"),
+                    s["state"].as_str().unwrap_or("?"),
+                    runs.join(", ")
+                );
+            }
+        }
+        StudiesCommand::Show { id } => {
+            let v = api.call("GET", &format!("/v1/{kind}/{id}"), None)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+        }
+        StudiesCommand::Stop { id } => {
+            api.call("POST", &format!("/v1/{kind}/{id}/stop"), None)?;
+            println!("{id} stopping");
         }
     }
     Ok(())

@@ -22,6 +22,8 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug)]
 pub struct Daemon {
     pub hub: Arc<Hub>,
+    /// Its sweeps and populations.
+    pub studies: Arc<crate::studies::Studies>,
     pub actors_addr: SocketAddr,
     pub api_addr: SocketAddr,
     /// SHA-256 of the certificate actors see (for `--pin`).
@@ -54,8 +56,10 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
         .await
         .with_context(|| format!("cannot bind the control API on {}", cfg.api.listen))?;
     let api_addr = listener.local_addr()?;
+    let studies = crate::studies::Studies::new(hub.clone());
     let state = Arc::new(ApiState {
         hub: hub.clone(),
+        studies: studies.clone(),
         token: cfg.api.token.clone(),
         open_metrics: cfg.api.open_metrics,
         open_healthz: cfg.api.open_healthz,
@@ -105,6 +109,7 @@ pub async fn start(cfg: &ServerConfig, shutdown: CancellationToken) -> anyhow::R
     );
     Ok(Daemon {
         hub,
+        studies,
         actors_addr,
         api_addr,
         fingerprint: identity.fingerprint.clone(),

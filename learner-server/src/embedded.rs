@@ -27,7 +27,7 @@ pub struct LocalActors {
     pub binary: Option<PathBuf>,
 }
 
-fn actor_binary(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+pub(crate) fn actor_binary(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(b) = given {
         return Ok(b.clone());
     }
@@ -86,47 +86,8 @@ pub async fn run(
             d.actors_addr, d.fingerprint
         );
     }
-    let mut children = Vec::new();
-    let mut tasks = Vec::new();
     let stop_tasks = CancellationToken::new();
-    for i in 0..actors.count {
-        if inproc {
-            let link = crate::transport::inproc::connect(&d.hub.registry);
-            let player = actor_client::remote::Player {
-                actor_id: format!("local-{i}"),
-                token: String::new(),
-                envs: actors.envs_per_actor,
-                once: true,
-                run: None,
-                inference: actor_client::remote::Inference::Rust,
-                env_factory: None,
-            };
-            let stop = stop_tasks.clone();
-            tasks.push(tokio::spawn(async move {
-                actor_client::remote::run_inproc(&player, link, stop).await
-            }));
-            continue;
-        }
-        let mut cmd = tokio::process::Command::new(binary.as_ref().expect("set when count > 0"));
-        cmd.arg("--server")
-            .arg(d.actors_addr.to_string())
-            .arg("--pin")
-            .arg(&d.fingerprint)
-            .arg("--envs")
-            .arg(actors.envs_per_actor.to_string())
-            .arg("--lanes")
-            .arg(actors.lanes_per_actor.to_string())
-            .arg("--actor-id")
-            .arg(format!("local-{i}"))
-            .arg("--once")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .kill_on_drop(true);
-        if std::env::var_os("RUST_LOG").is_none() {
-            cmd.env("RUST_LOG", "warn");
-        }
-        children.push(cmd.spawn().context("starting an actor-client process")?);
-    }
+    let (children, tasks) = start_actors(&d, &actors, binary.as_deref(), true, &stop_tasks)?;
     // The run is stopped as on a signal when every actor process has
     // failed: with none left, it would wait for actors forever.
     let stop_run = cancel.child_token();
@@ -135,15 +96,7 @@ pub async fn run(
     let actors_failed = stop_run.is_cancelled() && !cancel.is_cancelled();
     shutdown.cancel();
     d.wait().await;
-    stop_tasks.cancel();
-    for t in tasks {
-        match t.await {
-            Ok(Ok(report)) => eprintln!("{report}"),
-            Ok(Err(e)) => tracing::warn!("an in-process actor failed: {e:#}"),
-            Err(e) => tracing::warn!("an in-process actor panicked: {e}"),
-        }
-    }
-    let first_failure = watch.finish().await;
+    let first_failure = finish_actors(&stop_tasks, tasks, watch).await;
     if actors_failed {
         anyhow::bail!(
             "every local actor-client failed before the run ended (the first: {}; its own error is above); \
@@ -154,16 +107,96 @@ pub async fn run(
     result
 }
 
+/// An in-process actor's task.
+pub(crate) type ActorTask =
+    tokio::task::JoinHandle<anyhow::Result<actor_client::remote::ActorReport>>;
+
+/// Starts `actors.count` local actors on daemon `d`: `actor-client`
+/// processes of `binary`, or in-process tasks when it is `None`. `once`:
+/// each leaves when its first run ends (else it serves run after run).
+pub(crate) fn start_actors(
+    d: &daemon::Daemon,
+    actors: &LocalActors,
+    binary: Option<&std::path::Path>,
+    once: bool,
+    stop_tasks: &CancellationToken,
+) -> anyhow::Result<(Vec<tokio::process::Child>, Vec<ActorTask>)> {
+    let mut children = Vec::new();
+    let mut tasks = Vec::new();
+    for i in 0..actors.count {
+        let Some(binary) = binary else {
+            let link = crate::transport::inproc::connect(&d.hub.registry);
+            let player = actor_client::remote::Player {
+                actor_id: format!("local-{i}"),
+                token: String::new(),
+                envs: actors.envs_per_actor,
+                once,
+                run: None,
+                inference: actor_client::remote::Inference::Rust,
+                env_factory: None,
+            };
+            let stop = stop_tasks.clone();
+            tasks.push(tokio::spawn(async move {
+                actor_client::remote::run_inproc(&player, link, stop).await
+            }));
+            continue;
+        };
+        let mut cmd = tokio::process::Command::new(binary);
+        cmd.arg("--server")
+            .arg(d.actors_addr.to_string())
+            .arg("--pin")
+            .arg(&d.fingerprint)
+            .arg("--envs")
+            .arg(actors.envs_per_actor.to_string())
+            .arg("--lanes")
+            .arg(actors.lanes_per_actor.to_string())
+            .arg("--actor-id")
+            .arg(format!("local-{i}"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        if once {
+            cmd.arg("--once");
+        }
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "warn");
+        }
+        children.push(cmd.spawn().context("starting an actor-client process")?);
+    }
+    Ok((children, tasks))
+}
+
+/// Stops the in-process actors and waits for them and the processes;
+/// returns the first failed exit of a process, if any.
+pub(crate) async fn finish_actors(
+    stop_tasks: &CancellationToken,
+    tasks: Vec<ActorTask>,
+    watch: LocalProcesses,
+) -> Option<String> {
+    stop_tasks.cancel();
+    for t in tasks {
+        match t.await {
+            Ok(Ok(report)) => eprintln!("{report}"),
+            Ok(Err(e)) => tracing::warn!("an in-process actor failed: {e:#}"),
+            Err(e) => tracing::warn!("an in-process actor panicked: {e}"),
+        }
+    }
+    watch.finish().await
+}
+
 /// The local actor processes, each awaited by a task of its own: a failed
 /// exit is logged when it happens, and when every process has failed (none
 /// was ever told to leave: leaving is a success), `stop` fires.
-struct LocalProcesses {
+pub(crate) struct LocalProcesses {
     waits: Vec<tokio::task::JoinHandle<()>>,
     monitor: tokio::task::JoinHandle<Option<String>>,
 }
 
 impl LocalProcesses {
-    fn watch(children: Vec<tokio::process::Child>, stop: CancellationToken) -> LocalProcesses {
+    pub(crate) fn watch(
+        children: Vec<tokio::process::Child>,
+        stop: CancellationToken,
+    ) -> LocalProcesses {
         let count = children.len();
         let (tx, mut exits) = tokio::sync::mpsc::unbounded_channel();
         let waits = children

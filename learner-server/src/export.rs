@@ -21,6 +21,24 @@ pub struct Exported {
     pub bytes: usize,
 }
 
+/// `learner-server export`: exports and says what it wrote.
+pub fn command(run_dir: &Path, out: &Path, latest: bool) -> anyhow::Result<()> {
+    let e = export_onnx(run_dir, out, latest)?;
+    let eval = e
+        .eval_mean
+        .map(|m| format!(", evaluation mean {m:.1}"))
+        .unwrap_or_default();
+    println!(
+        "wrote {}: output `{}`, {} parameters of policy version {}{eval}, {} bytes",
+        out.display(),
+        e.output,
+        e.parameters,
+        e.version,
+        e.bytes
+    );
+    Ok(())
+}
+
 /// Writes the run's best evaluated weights (or with `latest`, the weights
 /// at its last checkpoint) as an ONNX model to `out`.
 pub fn export_onnx(run_dir: &Path, out: &Path, latest: bool) -> anyhow::Result<Exported> {

@@ -9,10 +9,13 @@
 //! - [`registry`]: the actors connected to the daemon and the run they are
 //!   routed to.
 //! - [`hub`]: the daemon's runs: started, recorded, resumed, ended.
+//! - [`studies`]: sweeps and population-based training, driven through
+//!   the hub's runs.
 //! - [`transport`]: what carries actors' messages (QUIC, in-process
 //!   channels, MPI ranks) to the active run's `rlfleet_run::vocab::Intake`.
 //! - [`api`]: the axum control API and its OpenAPI document.
-//! - [`daemon`], [`embedded`]: `serve` and `run --local-actors N`;
+//! - [`daemon`], [`embedded`], [`embedded_study`]: `serve`, `run
+//!   --local-actors N`, and `sweep`/`pbt` (a study with local actors);
 //!   `mpi_run` (feature `mpi`): `learner-server mpi`, the learner rank.
 //! - [`export`]: `learner-server export`, a policy as an ONNX model.
 //!
@@ -28,6 +31,7 @@ pub mod api;
 pub mod client;
 pub mod daemon;
 pub mod embedded;
+pub mod embedded_study;
 pub mod export;
 pub mod fleet;
 pub mod hub;
@@ -36,4 +40,5 @@ pub mod malloc;
 pub mod mpi_run;
 pub mod registry;
 pub mod server_config;
+pub mod studies;
 pub mod transport;

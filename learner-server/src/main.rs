@@ -94,6 +94,26 @@ enum Command {
         #[command(subcommand)]
         what: learner_server::client::RunsCommand,
     },
+    /// Embedded sweep: the daemon on loopback runs the spec's trials with
+    /// local actors, then prints `sweep.csv`.
+    Sweep(learner_server::embedded_study::StudyArgs),
+    /// Embedded population-based training: the daemon on loopback runs
+    /// the spec's members with local actors, then prints `population.csv`.
+    Pbt(learner_server::embedded_study::StudyArgs),
+    /// Submit, list, show and stop a daemon's sweeps (as `runs`).
+    Sweeps {
+        #[command(flatten)]
+        api: learner_server::client::ApiArgs,
+        #[command(subcommand)]
+        what: learner_server::client::StudiesCommand,
+    },
+    /// Submit, list, show and stop a daemon's populations (as `runs`).
+    Populations {
+        #[command(flatten)]
+        api: learner_server::client::ApiArgs,
+        #[command(subcommand)]
+        what: learner_server::client::StudiesCommand,
+    },
     /// Write a finished run's policy as a standalone ONNX model.
     Export {
         /// The run's output directory (config.resolved.toml and
@@ -198,13 +218,7 @@ fn mpi_command(a: MpiArgs) -> ExitCode {
     };
     // Before the signal thread: it sets an environment variable.
     rlfleet_shared::mpi::steer_components();
-    let token = CancellationToken::new();
-    let signals = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("tokio runtime");
-    let t = token.clone();
-    std::thread::spawn(move || signals.block_on(cancel_on_signal(t)));
+    let token = signal_token();
     match learner_server::mpi_run::run(args, token) {
         // A helper learner: the lead prints the run's summary.
         Ok(None) => ExitCode::SUCCESS,
@@ -234,19 +248,51 @@ fn resume_choice(resume: Option<Option<PathBuf>>, continue_: bool) -> (Option<Pa
     }
 }
 
+/// A token cancelled on SIGINT or SIGTERM, by a thread of its own (for
+/// commands that run without the daemon's runtime at hand).
+fn signal_token() -> CancellationToken {
+    let token = CancellationToken::new();
+    let signals = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let t = token.clone();
+    std::thread::spawn(move || signals.block_on(cancel_on_signal(t)));
+    token
+}
+
+/// `sweep` and `pbt`, stopped by SIGINT or SIGTERM.
+fn study_command(args: learner_server::embedded_study::StudyArgs, population: bool) -> ExitCode {
+    let token = signal_token();
+    learner_server::embedded_study::command(args, population, token)
+}
+
+/// The exit code of a client command.
+fn client_exit(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     learner_server::malloc::keep_tensors_in_the_heap();
     let cli = Cli::parse();
     init_logging(cli.log_format);
     rlfleet_shared::env::python::set_venv(cli.python_venv.clone());
     match cli.command {
-        Command::Runs { api, what } => match learner_server::client::run(&api, what) {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::from(1)
-            }
-        },
+        Command::Runs { api, what } => client_exit(learner_server::client::run(&api, what)),
+        Command::Sweeps { api, what } => {
+            client_exit(learner_server::client::studies(&api, "sweeps", what))
+        }
+        Command::Populations { api, what } => {
+            client_exit(learner_server::client::studies(&api, "populations", what))
+        }
+        Command::Sweep(args) => study_command(args, false),
+        Command::Pbt(args) => study_command(args, true),
         Command::Check { config } => match load_config(&config) {
             Ok(cfg) => {
                 print!("{}", cfg.to_resolved_toml());
@@ -258,27 +304,7 @@ fn main() -> ExitCode {
             run_dir,
             onnx,
             latest,
-        } => match learner_server::export::export_onnx(&run_dir, &onnx, latest) {
-            Ok(e) => {
-                let eval = e
-                    .eval_mean
-                    .map(|m| format!(", evaluation mean {m:.1}"))
-                    .unwrap_or_default();
-                println!(
-                    "wrote {}: output `{}`, {} parameters of policy version {}{eval}, {} bytes",
-                    onnx.display(),
-                    e.output,
-                    e.parameters,
-                    e.version,
-                    e.bytes
-                );
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                ExitCode::FAILURE
-            }
-        },
+        } => client_exit(learner_server::export::command(&run_dir, &onnx, latest)),
         Command::Mpi(args) => mpi_command(args),
         Command::Serve { config, ready_file } => {
             let cfg = match ServerConfig::load(&config) {
@@ -303,6 +329,7 @@ fn main() -> ExitCode {
                             .comes_back
                             .store(true, std::sync::atomic::Ordering::Relaxed);
                         d.hub.resume_interrupted();
+                        d.studies.resume();
                         if let Some(path) = ready_file
                             && let Err(e) = d.write_ready_file(&path)
                         {

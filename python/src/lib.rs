@@ -1,9 +1,12 @@
 //! The `rlfleet` Python module (built with maturin, `python/pyproject.toml`):
 //! `rlfleet.Client`, a simulator that owns its main loop driving a `seed`
 //! run (central inference: no model in the simulator), and
-//! `rlfleet.run_actor`, an actor process whose envs a Python factory builds.
+//! `rlfleet.run_actor`, an actor process whose envs a Python factory builds,
+//! and `rlfleet.Control`, the daemon's control API (`control.rs`).
 //! Both run rlfleet's own Rust actor code; the GIL is released while it
 //! waits on the network.
+
+mod control;
 
 use actor_client::envs::EnvFactory;
 use actor_client::remote::{ActorOptions, ClientOptions, Inference, Player, RunEnded, SeedClient};
@@ -241,6 +244,7 @@ fn rlfleet(m: &Bound<'_, PyModule>) -> PyResult<()> {
     // Envs built here import from the Python that loaded this module.
     rlfleet_shared::env::python::use_host_interpreter();
     m.add_class::<Client>()?;
+    m.add_class::<control::Control>()?;
     m.add_function(wrap_pyfunction!(run_actor, m)?)?;
     m.add("RunEndedError", m.py().get_type::<RunEndedError>())?;
     Ok(())

@@ -32,6 +32,7 @@ mod resume;
 mod silent_actors;
 #[cfg(feature = "mpi")]
 mod slurm_job;
+mod studies;
 mod systemd_notify;
 mod systemd_units;
 mod tensorboard;

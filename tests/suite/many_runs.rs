@@ -183,14 +183,22 @@ fn eight_actors_follow_the_weights_and_a_queued_run_takes_its_share() {
     }
 }
 
-/// SIGKILL with three runs active and one queued: the daemon started again
-/// on the same state directory resumes the three from their checkpoints,
-/// queues the fourth again, and every run's episodes finish once.
+/// SIGKILL with three runs active, one queued and a sweep in progress:
+/// the daemon started again on the same state directory resumes the three
+/// from their checkpoints, queues the fourth again, takes the sweep back
+/// (its trial resumes, the rest start), and every run's episodes finish
+/// once.
 #[test]
-fn a_killed_daemon_takes_back_its_active_and_queued_runs() {
+fn a_killed_daemon_takes_back_its_active_and_queued_runs_and_its_sweep() {
     const EPISODES: u64 = 1_500;
+    const TRIAL_EPISODES: u64 = 400;
     let _heavy = rlfleet_tests::heavy();
-    let mut d = Daemon::start("", "[runs]\nmax_active = 3");
+    let mut d = Daemon::start("", "[runs]\nmax_active = 4");
+    let spec = crate::studies::probe_sweep("kept-sweep", d.dir.path(), 3, &[1], 1, TRIAL_EPISODES);
+    let sweep = crate::studies::start_study(&d, "sweeps", &spec);
+    crate::studies::wait_study(&d, "sweeps", &sweep, Duration::from_secs(30), |v| {
+        v["trials"][0]["state"] == "running"
+    });
     let cfgs: Vec<RunConfig> = (0..4)
         .map(|i| {
             let name = format!("kept-{i}");
@@ -211,6 +219,16 @@ fn a_killed_daemon_takes_back_its_active_and_queued_runs() {
             v["episodes_finished"].as_u64().unwrap() >= 200
         });
     }
+    let before = d.json(&format!("/v1/sweeps/{sweep}"));
+    assert_eq!(before["state"], "active", "{before}");
+    assert!(
+        before["trials"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["state"] != "finished"),
+        "{before}"
+    );
     d.crash_and_restart();
     for id in &ids[..3] {
         let v = d.wait_until(id, Duration::from_secs(30), |v| {
@@ -234,7 +252,30 @@ fn a_killed_daemon_takes_back_its_active_and_queued_runs() {
         let record = d.record(id);
         assert_eq!(record["state"], "finished", "{record}");
     }
+    let end = crate::studies::wait_study(&d, "sweeps", &sweep, Duration::from_secs(300), |v| {
+        v["state"] != "active"
+    });
     kill_all(actors);
+    assert_eq!(end["state"], "finished", "{before}\n{end}");
+    for t in end["trials"].as_array().unwrap() {
+        assert_eq!(t["state"], "finished", "{end}");
+        let run = t["run_id"].as_str().unwrap();
+        let out = d
+            .dir
+            .path()
+            .join(format!("kept-sweep/{sweep}/{}", t["trial"]));
+        match d.get(&format!("/v1/runs/{run}")) {
+            (200, body) => {
+                let status: Value = serde_json::from_str(&body).unwrap();
+                rlfleet_tests::daemon::check_episode_books(&out, TRIAL_EPISODES, &status);
+            }
+            // It finished before the kill: its files hold its episodes.
+            _ => {
+                let (ids, _) = rlfleet_tests::episode_ids_and_steps(&out);
+                assert_eq!(ids, (0..TRIAL_EPISODES).collect::<Vec<_>>(), "{t}");
+            }
+        }
+    }
 }
 
 /// An ended run's series leave `/metrics` after `[runs]

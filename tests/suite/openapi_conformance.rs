@@ -7,6 +7,8 @@
 //! its generated `output_dir` says, so an idle run is kept active through
 //! the passes that post runs (a valid body is answered 409), and the stop
 //! operation, which could end it, is tried in a pass of its own, last.
+//! Sweeps and populations the fuzzer submits queue their runs behind it
+//! the same way, and are stopped before that last pass.
 
 use rlfleet_tests::daemon::Daemon;
 use rlfleet_tests::{wait_output, workspace_root};
@@ -71,6 +73,14 @@ fn conforms(api_extra: &str, token: Option<&str>) {
     if token.is_some() {
         // The same daemon, asked without the token.
         pass(&d, None, 5, &[]);
+    }
+    // Sweeps and populations the passes submitted are stopped first, so
+    // that none submits another run.
+    for kind in ["sweeps", "populations"] {
+        for s in d.json(&format!("/v1/{kind}")).as_array().unwrap() {
+            let stop = format!("/v1/{kind}/{}/stop", s["id"].as_str().unwrap());
+            assert_eq!(d.post(&stop, "").0, 202);
+        }
     }
     // Nothing the passes sent started a run or ended the idle one: what
     // they submitted is queued (or was stopped there); those are stopped

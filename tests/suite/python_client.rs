@@ -136,3 +136,55 @@ fn run_actor_plays_a_run_with_envs_a_python_factory_builds() {
         "one actor played them all"
     );
 }
+
+/// `rlfleet.Control`, the control API from Python, with a token: a run
+/// submitted from its TOML file, listed, stopped and resumed; a sweep
+/// whose spec names its base file submitted, shown and stopped; an error
+/// answer raised with the daemon's message.
+#[test]
+fn control_submits_stops_and_resumes_runs_and_sweeps_from_python() {
+    let d = Daemon::start("", "token = \"tok\"\n[runs]\nmax_active = 1");
+    let mut cfg = rlfleet_tests::counting_probe(
+        "pyctl",
+        "async",
+        rlfleet_shared::config::TransportKind::Quic,
+        1,
+        1 << 40,
+        &d.dir.path().join("pyctl"),
+    );
+    cfg.stop.max_wall_secs = Some(300.0);
+    let run_toml = d.dir.path().join("run.toml");
+    std::fs::write(&run_toml, cfg.to_resolved_toml()).unwrap();
+    let sweep_toml = d.dir.path().join("sweep.toml");
+    std::fs::write(
+        &sweep_toml,
+        "name = \"pysw\"\nbase = \"run.toml\"\nseeds = [1, 2, 3]\n",
+    )
+    .unwrap();
+    let out = python(
+        "control.py",
+        &[
+            &d.api,
+            "tok",
+            run_toml.to_str().unwrap(),
+            sweep_toml.to_str().unwrap(),
+        ],
+    );
+    let r: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let rid = r["run_id"].as_str().unwrap();
+    assert!(rid.starts_with("pyctl-"), "{r}");
+    assert_eq!(r["running"], serde_json::json!([rid]), "{r}");
+    assert!(r["resumed"] == "running" || r["resumed"] == "queued", "{r}");
+    assert_eq!(r["sweep_id"], "pysw-1", "{r}");
+    assert_eq!(r["sweeps"], serde_json::json!(["pysw-1"]), "{r}");
+    assert_eq!(r["trials"], 3, "{r}");
+    assert_eq!(r["populations"], serde_json::json!([]), "{r}");
+    let e = r["error"].as_str().unwrap();
+    assert!(e.contains("404") && e.contains("no-such-run"), "{r}");
+    // What Python asked for happened: the run and the sweep stopped.
+    let run = d.wait_finished(rid, Duration::from_secs(60));
+    assert_eq!(run["reason"], "stopped on request", "{run}");
+    assert_eq!(d.record(rid)["state"], "stopped");
+    let sweep = d.json("/v1/sweeps/pysw-1");
+    assert_eq!(sweep["state"], "stopped", "{sweep}");
+}

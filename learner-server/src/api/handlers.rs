@@ -128,7 +128,7 @@ pub async fn stop_run(
 }
 
 /// The answer to a run that cannot start or resume.
-fn start_error(e: StartError) -> ApiError {
+pub(super) fn start_error(e: StartError) -> ApiError {
     match e {
         StartError::Conflict(_) | StartError::Finished(_) | StartError::Held(_) => {
             ApiError::conflict(e.to_string())
@@ -136,6 +136,7 @@ fn start_error(e: StartError) -> ApiError {
         StartError::ShuttingDown => ApiError::unavailable(e.to_string()),
         StartError::NotFound(id) => ApiError::not_found("recorded run", &id),
         StartError::State(_) => ApiError::internal(e.to_string()),
+        StartError::Invalid(_) => ApiError::bad_request(e.to_string()),
     }
 }
 

@@ -1,4 +1,5 @@
 //! The HTTP control API (axum, JSON): create, list, get and stop runs,
+//! sweeps and populations,
 //! episode curves, connected actors, Prometheus metrics, health, and the
 //! OpenAPI document. [`router`] builds it without a socket, so tests can
 //! drive it directly.
@@ -6,6 +7,7 @@
 mod error;
 mod handlers;
 mod openapi;
+mod studies;
 
 pub use error::ApiError;
 pub use openapi::{Access, openapi_json};
@@ -24,6 +26,8 @@ use std::sync::atomic::AtomicBool;
 #[derive(Debug)]
 pub struct ApiState {
     pub hub: Arc<Hub>,
+    /// Sweeps and populations, over the hub's runs.
+    pub studies: Arc<crate::studies::Studies>,
     /// Bearer token, when configured.
     pub token: Option<String>,
     pub open_metrics: bool,
@@ -42,6 +46,18 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/v1/runs/{id}/stop", post(handlers::stop_run))
         .route("/v1/runs/{id}/resume", post(handlers::resume_run))
         .route("/v1/runs/{id}/episodes", get(handlers::run_episodes))
+        .route(
+            "/v1/sweeps",
+            post(studies::create_sweep).get(studies::list_sweeps),
+        )
+        .route("/v1/sweeps/{id}", get(studies::get_sweep))
+        .route("/v1/sweeps/{id}/stop", post(studies::stop_sweep))
+        .route(
+            "/v1/populations",
+            post(studies::create_population).get(studies::list_populations),
+        )
+        .route("/v1/populations/{id}", get(studies::get_population))
+        .route("/v1/populations/{id}/stop", post(studies::stop_population))
         .route("/v1/actors", get(handlers::list_actors))
         .route("/metrics", get(handlers::metrics))
         .route("/healthz", get(handlers::healthz))

@@ -4,6 +4,12 @@
 use super::ApiState;
 use super::error::ErrorBody;
 use super::handlers::{self, RunRef};
+use super::studies;
+use crate::studies::population::{
+    Change, Exploit, MemberView, Metric, PopulationSpec, PopulationView,
+};
+use crate::studies::store::StudyState;
+use crate::studies::sweep::{SweepSpec, SweepView, TrialRow};
 use axum::extract::State;
 use axum::http::header;
 use axum::response::IntoResponse;
@@ -27,7 +33,7 @@ impl Modify for BearerAuth {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "rlfleet learner control API", description = "Start, stop and observe training runs."),
+    info(title = "rlfleet learner control API", description = "Start, stop and observe training runs, sweeps and populations."),
     paths(
         handlers::create_run,
         handlers::list_runs,
@@ -35,12 +41,21 @@ impl Modify for BearerAuth {
         handlers::stop_run,
         handlers::resume_run,
         handlers::run_episodes,
+        studies::create_sweep,
+        studies::list_sweeps,
+        studies::get_sweep,
+        studies::stop_sweep,
+        studies::create_population,
+        studies::list_populations,
+        studies::get_population,
+        studies::stop_population,
         handlers::list_actors,
         handlers::metrics,
         handlers::healthz,
         handlers::readyz,
     ),
-    components(schemas(RunConfig, RunRef, RunStatus, RunState, BatchTally, ResumedFrom, EpisodeView, ActorView, ErrorBody)),
+    components(schemas(RunConfig, RunRef, RunStatus, RunState, BatchTally, ResumedFrom, EpisodeView, ActorView, ErrorBody,
+        SweepSpec, SweepView, TrialRow, StudyState, PopulationSpec, PopulationView, MemberView, Exploit, Change, Metric)),
     modifiers(&BearerAuth),
     security(("bearer" = [])),
 )]

@@ -55,6 +55,9 @@ pub enum StartError {
     Finished(String),
     #[error("{0}")]
     State(String),
+    /// A sweep or population spec that cannot run (names the problem).
+    #[error("{0}")]
+    Invalid(String),
     /// Another process holds the run's lock.
     #[error("{0}")]
     Held(String),

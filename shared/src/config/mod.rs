@@ -14,6 +14,7 @@ mod impala;
 mod keyed;
 mod kinds;
 mod model;
+mod overrides;
 mod ppo;
 mod r2d2;
 mod sections;

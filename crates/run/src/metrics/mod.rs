@@ -44,6 +44,9 @@ pub struct Metrics {
     pub queued_runs: IntGauge,
     /// Actors moved from one run to another to keep the runs' shares.
     pub actors_moved: IntCounter,
+    /// Population-based training: members that copied a better member
+    /// (and perturbed its hyperparameters), by population id.
+    pub pbt_exploits: IntCounterVec,
 }
 
 fn counter(r: &Registry, name: &str, help: &str) -> IntCounter {
@@ -142,6 +145,12 @@ impl Metrics {
                 &r,
                 "rlfleet_actors_moved_total",
                 "Actors moved from one active run to another to keep the runs' shares of the fleet.",
+            ),
+            pbt_exploits: counter_vec(
+                &r,
+                "rlfleet_pbt_exploits_total",
+                "Population members that copied a better member's state and perturbed its hyperparameters.",
+                "population",
             ),
             registry: r,
         };

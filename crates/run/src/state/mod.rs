@@ -67,6 +67,11 @@ impl StateDir {
         })
     }
 
+    /// The directory itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// Records a new run of `cfg`: `<name>-<n>` with `n` one more than
     /// any run recorded here (the directory is created exclusively, so two
     /// processes sharing the state directory never take the same id).
@@ -127,6 +132,14 @@ impl StateDir {
         })
     }
 
+    /// The newest run named `name`, whatever its state.
+    pub fn latest_named(&self, name: &str) -> Option<RunRecord> {
+        self.records()
+            .into_iter()
+            .rev()
+            .find(|r| r.id.rsplit_once('-').is_some_and(|(n, _)| n == name))
+    }
+
     /// The newest run named `name` that did not finish.
     pub fn latest_unfinished(&self, name: &str) -> Option<RunRecord> {
         self.records().into_iter().rev().find(|r| {
@@ -163,6 +176,15 @@ impl RunRecord {
         let text = std::fs::read_to_string(&path)
             .with_context(|| format!("cannot read `{}`", path.display()))?;
         Ok(RunConfig::from_toml(&text, &path.display().to_string())?)
+    }
+
+    /// Replaces the config the run resumes with (a population member's
+    /// new hyperparameters).
+    pub fn write_config(&self, cfg: &RunConfig) -> std::io::Result<()> {
+        write_atomically(
+            &self.dir.join("run.toml"),
+            cfg.to_resolved_toml().as_bytes(),
+        )
     }
 
     pub fn info(&self) -> anyhow::Result<RecordInfo> {
