@@ -39,6 +39,7 @@ pub mod malloc;
 #[cfg(feature = "mpi")]
 pub mod mpi_run;
 pub mod registry;
+pub mod run_command;
 pub mod server_config;
 pub mod studies;
 pub mod transport;

@@ -4,11 +4,10 @@
 
 use clap::{Parser, Subcommand, ValueEnum};
 use learner_server::daemon;
-use learner_server::embedded::{self, LocalActors};
+use learner_server::run_command::load_config;
+#[cfg(feature = "mpi")]
+use learner_server::run_command::{finish, resume_choice};
 use learner_server::server_config::ServerConfig;
-use rlfleet_run::state::Start;
-use rlfleet_run::workflows::{self, RunOptions, StopReason};
-use rlfleet_shared::config::RunConfig;
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,39 +36,7 @@ enum LogFormat {
 #[derive(Subcommand, Debug)]
 enum Command {
     /// Embedded mode: run one config to its stop condition, then exit.
-    Run {
-        /// The run config (TOML).
-        config: PathBuf,
-        /// Resume: with a checkpoint file, a new run from that checkpoint
-        /// (weights, optimizer state, counters, books); alone, the newest
-        /// run of this config's name in the state directory that did not
-        /// finish, from its latest checkpoint, under its id.
-        #[arg(long, value_name = "CHECKPOINT", num_args = 0..=1)]
-        resume: Option<Option<PathBuf>>,
-        /// Resume the newest unfinished run of this config's name if the
-        /// state directory holds one, else start a new run (what a systemd
-        /// unit or a requeued job runs each time).
-        #[arg(long = "continue", conflicts_with = "resume")]
-        continue_: bool,
-        /// Where runs are recorded (config, state, rotated checkpoints).
-        #[arg(long, default_value = learner_server::server_config::DEFAULT_STATE_DIR)]
-        state_dir: PathBuf,
-        /// Do not draw the progress bar.
-        #[arg(long)]
-        no_progress: bool,
-        /// Distributed workflows: start this many `actor-client` processes
-        /// on loopback QUIC (0: wait for actors started elsewhere).
-        #[arg(long, default_value_t = 4)]
-        local_actors: usize,
-        /// Environments each local actor runs.
-        #[arg(long, default_value_t = 1)]
-        envs_per_actor: u32,
-        /// Connections each local actor process splits its envs over
-        /// (`actor-client --lanes`): under `seed`, one lane's envs step
-        /// while another waits for its actions.
-        #[arg(long, default_value_t = 1)]
-        lanes_per_actor: u32,
-    },
+    Run(learner_server::run_command::RunArgs),
     /// Daemon mode: serve actors (QUIC) and the control API (HTTP) until
     /// SIGINT/SIGTERM.
     Serve {
@@ -85,7 +52,12 @@ enum Command {
     /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
     Mpi(MpiArgs),
     /// Check a run config and print it with every default filled in.
-    Check { config: PathBuf },
+    Check {
+        config: PathBuf,
+        /// Override a config key (as `run --set`).
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
+    },
     /// Submit, list, show, stop and resume a daemon's runs through its
     /// control API (`--api`, `RLFLEET_API`; `--token`, `RLFLEET_API_TOKEN`).
     Runs {
@@ -180,37 +152,12 @@ async fn cancel_on_signal(token: CancellationToken) {
     token.cancel();
 }
 
-fn load_config(path: &std::path::Path) -> Result<RunConfig, ExitCode> {
-    RunConfig::load(path).map_err(|e| {
-        eprintln!("error: {e}");
-        ExitCode::from(2)
-    })
-}
-
-/// The exit code of a finished run, printing its summary or error.
-fn finish(result: anyhow::Result<workflows::RunSummary>) -> ExitCode {
-    match result {
-        Ok(summary) => {
-            println!("{summary}");
-            if summary.reason == StopReason::Cancelled {
-                ExitCode::from(130)
-            } else {
-                ExitCode::SUCCESS
-            }
-        }
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
-        }
-    }
-}
-
 #[cfg(feature = "mpi")]
 fn mpi_command(a: MpiArgs) -> ExitCode {
     let (checkpoint, start) = resume_choice(a.resume, a.continue_);
     let args = learner_server::mpi_run::MpiRun {
         config: a.config,
-        options: RunOptions::new(checkpoint, false),
+        options: rlfleet_run::workflows::RunOptions::new(checkpoint, false),
         server_config: a.server_config,
         ready_file: a.ready_file,
         start,
@@ -234,18 +181,6 @@ fn mpi_command(_: MpiArgs) -> ExitCode {
          (needs an MPI library and libclang: scripts/setup.sh installs OpenMPI and libclang from Debian)"
     );
     ExitCode::from(2)
-}
-
-/// What `--resume [CHECKPOINT]` or `--continue` asks for: a new run (from
-/// a checkpoint file, if one is named), the newest unfinished recorded run,
-/// or that if there is one and a new run if not.
-fn resume_choice(resume: Option<Option<PathBuf>>, continue_: bool) -> (Option<PathBuf>, Start) {
-    match resume {
-        None if continue_ => (None, Start::Continue),
-        None => (None, Start::New),
-        Some(Some(path)) => (Some(path), Start::New),
-        Some(None) => (None, Start::ResumeLatest),
-    }
 }
 
 /// A token cancelled on SIGINT or SIGTERM, by a thread of its own (for
@@ -293,7 +228,7 @@ fn main() -> ExitCode {
         }
         Command::Sweep(args) => study_command(args, false),
         Command::Pbt(args) => study_command(args, true),
-        Command::Check { config } => match load_config(&config) {
+        Command::Check { config, set } => match load_config(&config, &set) {
             Ok(cfg) => {
                 print!("{}", cfg.to_resolved_toml());
                 ExitCode::SUCCESS
@@ -345,53 +280,6 @@ fn main() -> ExitCode {
                 }
             })
         }
-        Command::Run {
-            config,
-            resume,
-            continue_,
-            state_dir,
-            no_progress,
-            local_actors,
-            envs_per_actor,
-            lanes_per_actor,
-        } => {
-            let cfg = match load_config(&config) {
-                Ok(cfg) => cfg,
-                Err(code) => return code,
-            };
-            let (checkpoint, start) = resume_choice(resume, continue_);
-            let opts = RunOptions::new(checkpoint, !no_progress && std::io::stderr().is_terminal());
-            let runtime = tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all()
-                .build()
-                .expect("tokio runtime");
-            let token = CancellationToken::new();
-            runtime.spawn(cancel_on_signal(token.clone()));
-            let result = runtime.block_on(async {
-                let t = token.clone();
-                if cfg.workflow.is_distributed() {
-                    let actors = LocalActors {
-                        count: local_actors,
-                        envs_per_actor,
-                        lanes_per_actor,
-                        binary: None,
-                    };
-                    Ok(embedded::run(cfg, opts, start, &state_dir, actors, t).await)
-                } else {
-                    tokio::task::spawn_blocking(move || {
-                        workflows::run_recorded(&cfg, opts, start, &state_dir, t)
-                    })
-                    .await
-                }
-            });
-            match result {
-                Ok(r) => finish(r),
-                Err(e) => {
-                    eprintln!("error: the run panicked: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
+        Command::Run(args) => learner_server::run_command::command(args, signal_token()),
     }
 }

@@ -78,3 +78,50 @@ fn out_of_range_value() {
         "{err}"
     );
 }
+
+/// `--set KEY=VALUE` overrides a config's keys (`check` prints the result,
+/// `run` runs it); a bad key or value is exit code 2 naming it, with the
+/// key that was meant.
+#[test]
+fn set_overrides_keys_and_a_bad_one_is_named() {
+    let check = |sets: &[&str]| {
+        let mut cmd = Command::new(binary("learner-server"));
+        cmd.arg("check")
+            .arg(workspace_root().join("config/cartpole-dqn-async.toml"));
+        for s in sets {
+            cmd.args(["--set", s]);
+        }
+        let out = rlfleet_tests::output_within(
+            &mut cmd,
+            std::time::Duration::from_secs(60),
+            "learner-server check --set",
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, err) = check(&[
+        "dqn.lr=0.001",
+        "seed = 7",
+        "dqn.hidden=[64, 64]",
+        "name=cp-7",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let cfg = rlfleet_shared::config::RunConfig::from_toml(&out, "check").unwrap();
+    assert_eq!(
+        (cfg.dqn.lr, cfg.seed, cfg.name.as_str()),
+        (0.001, 7, "cp-7")
+    );
+    assert_eq!(cfg.dqn.hidden, [64, 64]);
+    let (code, _, err) = check(&["dqn.lrr=0.1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("lrr") && err.contains("`lr`"), "{err}");
+    let (code, _, err) = check(&["dqn.gamma=2.0"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("gamma"), "{err}");
+    let (code, _, err) = check(&["dqn.lr"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("KEY=VALUE"), "{err}");
+}

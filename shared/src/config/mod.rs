@@ -33,6 +33,7 @@ pub use impala::ImpalaConfig;
 pub use keyed::{from_json_keyed, from_toml_keyed};
 pub use kinds::{AgentKind, MPI_LAUNCH, TransportKind, WorkflowKind};
 pub use model::{CoreKind, ImageLayout, ModelConfig, Torso};
+pub use overrides::parse_assignment;
 pub use ppo::PpoConfig;
 pub use r2d2::R2d2Config;
 pub use sections::{CheckpointConfig, EvalConfig, FleetConfig, StopConfig};

@@ -6,6 +6,26 @@
 use super::{ConfigError, RunConfig, from_json_keyed};
 use serde_json::Value;
 
+/// `KEY=VALUE` (`--set`): the key path and the value read as TOML
+/// (`0.001`, `true`, `[64, 64]`, `"text"`), or as a string when it is not
+/// TOML (`CartPole-v1`).
+pub fn parse_assignment(text: &str) -> Result<(String, Value), String> {
+    let (key, value) = text
+        .split_once('=')
+        .ok_or("expected KEY=VALUE, e.g. dqn.lr=0.001")?;
+    let key = key.trim();
+    if key.is_empty() {
+        return Err("the key before `=` is empty".into());
+    }
+    let value = value.trim();
+    let parsed = toml::from_str::<toml::Table>(&format!("v = {value}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .map(|v| serde_json::to_value(v).expect("TOML values are JSON"))
+        .unwrap_or_else(|| Value::String(value.to_string()));
+    Ok((key.to_string(), parsed))
+}
+
 impl RunConfig {
     /// The value at dotted key `path` (after defaults), if there is one.
     pub fn value_at(&self, path: &str) -> Option<Value> {
@@ -88,6 +108,21 @@ mod tests {
             .unwrap();
         assert_eq!((c.dqn.lr, c.dqn.batch_size, c.seed), (0.001, 32, 7));
         assert_eq!(c.dqn.gamma, base.dqn.gamma);
+    }
+
+    #[test]
+    fn assignments_read_toml_values_or_strings() {
+        let p = |s: &str| parse_assignment(s).unwrap();
+        assert_eq!(p("dqn.lr=0.001"), ("dqn.lr".into(), json!(0.001)));
+        assert_eq!(p("seed = 3"), ("seed".into(), json!(3)));
+        assert_eq!(
+            p("dqn.hidden=[64, 64]"),
+            ("dqn.hidden".into(), json!([64, 64]))
+        );
+        assert_eq!(p("env=CartPole-v1"), ("env".into(), json!("CartPole-v1")));
+        assert_eq!(p("name=\"x y\""), ("name".into(), json!("x y")));
+        assert!(parse_assignment("dqn.lr").is_err());
+        assert!(parse_assignment("=3").is_err());
     }
 
     #[test]
