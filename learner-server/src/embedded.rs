@@ -27,6 +27,35 @@ pub struct LocalActors {
     pub binary: Option<PathBuf>,
 }
 
+/// The local-actor flags of `run`, `sweep` and `pbt`.
+#[derive(clap::Args, Debug)]
+pub struct LocalActorFlags {
+    /// Start this many `actor-client` processes on loopback QUIC (tasks in
+    /// this process when the transport is "inproc"; 0: wait for actors
+    /// started elsewhere).
+    #[arg(long, default_value_t = 4)]
+    pub local_actors: usize,
+    /// Environments each local actor runs.
+    #[arg(long, default_value_t = 1)]
+    pub envs_per_actor: u32,
+    /// Connections each local actor process splits its envs over
+    /// (`actor-client --lanes`): under `seed`, one lane's envs step
+    /// while another waits for its actions.
+    #[arg(long, default_value_t = 1)]
+    pub lanes_per_actor: u32,
+}
+
+impl LocalActorFlags {
+    pub fn actors(&self) -> LocalActors {
+        LocalActors {
+            count: self.local_actors,
+            envs_per_actor: self.envs_per_actor,
+            lanes_per_actor: self.lanes_per_actor,
+            binary: None,
+        }
+    }
+}
+
 pub(crate) fn actor_binary(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     if let Some(b) = given {
         return Ok(b.clone());

@@ -129,17 +129,9 @@ pub struct StudyArgs {
     /// Where runs and studies are recorded.
     #[arg(long, default_value = crate::server_config::DEFAULT_STATE_DIR)]
     pub state_dir: PathBuf,
-    /// `actor-client` processes started on loopback QUIC, serving the
-    /// study's runs one after another (tasks in this process when the base
-    /// config's transport is "inproc").
-    #[arg(long, default_value_t = 4)]
-    pub local_actors: usize,
-    /// Environments each local actor runs.
-    #[arg(long, default_value_t = 1)]
-    pub envs_per_actor: u32,
-    /// Connections each local actor process splits its envs over.
-    #[arg(long, default_value_t = 1)]
-    pub lanes_per_actor: u32,
+    /// The local actors, serving the study's runs one after another.
+    #[command(flatten)]
+    pub actors: crate::embedded::LocalActorFlags,
 }
 
 /// `learner-server sweep|pbt`: reads the spec, runs the study, prints
@@ -163,12 +155,7 @@ pub fn command(
             return ExitCode::from(2);
         }
     };
-    let actors = LocalActors {
-        count: args.local_actors,
-        envs_per_actor: args.envs_per_actor,
-        lanes_per_actor: args.lanes_per_actor,
-        binary: None,
-    };
+    let actors = args.actors.actors();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

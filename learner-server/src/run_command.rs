@@ -2,7 +2,7 @@
 //! KEY=VALUE` overrides), and the exit code of the run it starts (0 done,
 //! 2 bad config, 1 error, 130 stopped by a signal).
 
-use crate::embedded::{self, LocalActors};
+use crate::embedded;
 use rlfleet_run::state::Start;
 use rlfleet_run::workflows::{self, RunOptions, StopReason};
 use rlfleet_shared::config::{RunConfig, parse_assignment};
@@ -38,18 +38,9 @@ pub struct RunArgs {
     /// Do not draw the progress bar.
     #[arg(long)]
     pub no_progress: bool,
-    /// Distributed workflows: start this many `actor-client` processes
-    /// on loopback QUIC (0: wait for actors started elsewhere).
-    #[arg(long, default_value_t = 4)]
-    pub local_actors: usize,
-    /// Environments each local actor runs.
-    #[arg(long, default_value_t = 1)]
-    pub envs_per_actor: u32,
-    /// Connections each local actor process splits its envs over
-    /// (`actor-client --lanes`): under `seed`, one lane's envs step
-    /// while another waits for its actions.
-    #[arg(long, default_value_t = 1)]
-    pub lanes_per_actor: u32,
+    /// Distributed workflows: the local actors.
+    #[command(flatten)]
+    pub actors: embedded::LocalActorFlags,
 }
 
 /// Reads a config, applies `--set` overrides, validates; a problem is
@@ -121,12 +112,7 @@ pub fn command(a: RunArgs, cancel: CancellationToken) -> ExitCode {
     let state_dir = a.state_dir;
     let result = runtime.block_on(async {
         if cfg.workflow.is_distributed() {
-            let actors = LocalActors {
-                count: a.local_actors,
-                envs_per_actor: a.envs_per_actor,
-                lanes_per_actor: a.lanes_per_actor,
-                binary: None,
-            };
+            let actors = a.actors.actors();
             Ok(embedded::run(cfg, opts, start, &state_dir, actors, cancel).await)
         } else {
             tokio::task::spawn_blocking(move || {
