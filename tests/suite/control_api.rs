@@ -180,19 +180,8 @@ fn a_daemon_with_a_new_run_exports_every_metric_the_dashboards_query() {
     assert_eq!(status, 200);
     assert!(fresh.contains("rlfleet_connected_actors 0"), "{fresh}");
     assert!(!fresh.contains("run_id="), "{fresh}");
-    let cfg = short_run("async", 1_000_000, d.dir.path());
-    let id = d.start_run(&cfg);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let text = loop {
-        let (_, text) = d.get("/metrics");
-        if text.contains(&format!("run_id=\"{id}\"")) {
-            break text;
-        }
-        assert!(std::time::Instant::now() < deadline, "{text}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
     let dir = rlfleet_tests::workspace_root().join("dashboards");
-    let mut checked = 0;
+    let mut queried = Vec::new();
     for entry in std::fs::read_dir(dir).unwrap() {
         let path = entry.unwrap().path();
         if path.extension().is_none_or(|e| e != "json") {
@@ -200,13 +189,30 @@ fn a_daemon_with_a_new_run_exports_every_metric_the_dashboards_query() {
         }
         let dashboard = std::fs::read_to_string(&path).unwrap();
         for name in rlfleet_run::metrics::dashboard_metrics(&dashboard) {
-            assert!(
-                text.lines().any(|l| l.starts_with(name.as_str())),
-                "{} queries `{name}`, which a daemon with a new run does not export",
-                path.display()
-            );
-            checked += 1;
+            queried.push((path.display().to_string(), name));
         }
+    }
+    let checked = queried.len();
+    let cfg = short_run("async", 1_000_000, d.dir.path());
+    let id = d.start_run(&cfg);
+    // A run's series are created one after another as it starts: a scrape
+    // in between sees some of them, so the check waits for the whole set.
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, text) = d.get("/metrics");
+        let missing: Vec<String> = queried
+            .iter()
+            .filter(|(_, name)| !text.lines().any(|l| l.starts_with(name.as_str())))
+            .map(|(path, name)| format!("{path} queries `{name}`"))
+            .collect();
+        if text.contains(&format!("run_id=\"{id}\"")) && missing.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a daemon with a new run does not export what the dashboards query: {missing:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
     }
     assert!(checked >= 15, "only {checked} metrics checked");
 }
