@@ -304,7 +304,8 @@ fn between_generations(
     }
 }
 
-/// A member's env steps: its status, else its latest checkpoint.
+/// A member's env steps: its status, else its latest checkpoint's (from
+/// the file's name: this runs every tick).
 fn env_steps_of(look: &Look) -> Option<u64> {
     match look {
         Look::Unstarted => None,
@@ -312,7 +313,7 @@ fn env_steps_of(look: &Look) -> Option<u64> {
         Look::Ended {
             status: Some(s), ..
         } => Some(s.env_steps),
-        Look::Ended { record, .. } => transplant::latest(record).ok().map(|(_, c)| c.env_steps),
+        Look::Ended { record, .. } => record.latest_checkpoint_env_steps(),
     }
 }
 

@@ -87,8 +87,7 @@ impl SweepSpec {
                 let mut values = point.clone();
                 values.push(("seed".into(), Value::from(seed)));
                 let mut cfg = self.base.with_values(&values).map_err(|e| e.to_string())?;
-                cfg.name = format!("{id}-{number}");
-                cfg.output_dir = self.base.output_dir.join(id).join(number.to_string());
+                self.place(&mut cfg, id, number);
                 trials.push(Trial {
                     number,
                     seed,
@@ -98,6 +97,15 @@ impl SweepSpec {
             }
         }
         Ok(trials)
+    }
+}
+
+impl SweepSpec {
+    /// Names trial `number` of sweep `id` and puts its output under the
+    /// base's (name and folder are all that differ between ids).
+    fn place(&self, cfg: &mut RunConfig, id: &str, number: usize) {
+        cfg.name = format!("{id}-{number}");
+        cfg.output_dir = self.base.output_dir.join(id).join(number.to_string());
     }
 }
 
@@ -216,10 +224,12 @@ impl Studies {
             return Err(StartError::ShuttingDown);
         }
         // Checked before anything is written: a bad spec leaves no trace.
-        spec.trials("x").map_err(StartError::Invalid)?;
+        let mut trials = spec.trials("x").map_err(StartError::Invalid)?;
         let dir = StudyDir::create(state.root(), "sweeps", &spec.name)
             .map_err(|e| StartError::State(format!("{e:#}")))?;
-        let trials = spec.trials(&dir.id).map_err(StartError::Invalid)?;
+        for t in &mut trials {
+            spec.place(&mut t.cfg, &dir.id, t.number);
+        }
         let record = SweepRecord {
             spec,
             state: StudyState::Active,

@@ -246,6 +246,17 @@ impl RunRecord {
         checkpoints_in(&self.checkpoints_dir())
     }
 
+    /// The env steps of the latest checkpoint, read from its name (no
+    /// file is opened).
+    pub fn latest_checkpoint_env_steps(&self) -> Option<u64> {
+        let path = self.latest_checkpoint()?;
+        let name = path.file_name()?.to_str()?;
+        name.strip_prefix("ck-")?
+            .strip_suffix(".safetensors")?
+            .parse()
+            .ok()
+    }
+
     pub fn latest_checkpoint(&self) -> Option<PathBuf> {
         self.checkpoints().pop()
     }
@@ -326,6 +337,7 @@ mod tests {
             std::fs::write(a.checkpoint_path(steps), b"x").unwrap();
         }
         assert_eq!(a.latest_checkpoint(), Some(a.checkpoint_path(100)));
+        assert_eq!(a.latest_checkpoint_env_steps(), Some(100));
         let held = a.lock().unwrap();
         let e = a.lock().unwrap_err().to_string();
         assert!(e.contains("another process"), "{e}");
