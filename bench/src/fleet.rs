@@ -7,7 +7,9 @@
 //!   against the time a fresh actor process takes to connect and join;
 //! - the daemon's RSS per idle queued run, against its RSS with one run;
 //! - N short runs through one daemon: RSS and `/metrics` size at the
-//!   100th and the Nth.
+//!   100th and the Nth;
+//! - two learner-bound runs of weights 1 and 3 sharing the device, free
+//!   and in weighted turns ([`crate::fleet_turns`]).
 
 use crate::soak::Server;
 use crate::workflows::shipped;
@@ -45,6 +47,7 @@ pub struct FleetReport {
     pub rss_at_end_kib: u64,
     pub metrics_bytes_at_100: usize,
     pub metrics_bytes_at_end: usize,
+    pub device_turns: Vec<crate::fleet_turns::TurnsRow>,
 }
 
 fn actor(s: &Server, id: &str, envs: u32) -> anyhow::Result<Child> {
@@ -68,7 +71,7 @@ fn kill_all(actors: &mut Vec<Child>) {
 
 /// The main job's config, playing until stopped, its output in `s`'s
 /// folder.
-fn endless(s: &Server, name: &str) -> anyhow::Result<RunConfig> {
+pub(crate) fn endless(s: &Server, name: &str) -> anyhow::Result<RunConfig> {
     let mut cfg = RunConfig::load(&shipped("config/cartpole-dqn-async.toml"))?;
     cfg.name = name.to_string();
     cfg.output_dir = s.dir().join(name);
@@ -279,6 +282,7 @@ pub fn bench(
         rss_end as f64 / rss100 as f64,
         m_end as f64 / m100 as f64
     );
+    let device_turns = crate::fleet_turns::turns(secs)?;
     let report = FleetReport {
         actors,
         envs_per_actor: envs,
@@ -295,6 +299,7 @@ pub fn bench(
         rss_at_end_kib: rss_end,
         metrics_bytes_at_100: m100,
         metrics_bytes_at_end: m_end,
+        device_turns,
     };
     crate::measure::write_json(out, "fleet", &report)
 }

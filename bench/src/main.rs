@@ -47,6 +47,7 @@ mod durability;
 mod env_groups;
 mod envs;
 mod fleet;
+mod fleet_turns;
 mod inference;
 mod inference_stall;
 mod ingest;

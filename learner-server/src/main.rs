@@ -231,6 +231,17 @@ fn main() -> ExitCode {
         Command::Check { config, set } => match load_config(&config, &set) {
             Ok(cfg) => {
                 print!("{}", cfg.to_resolved_toml());
+                // What a daemon's `[runs] device_memory_mb` reserves for it.
+                if let Ok(spec) = cfg.env_source().spec() {
+                    let how = match cfg.fleet.device_memory_mb {
+                        Some(_) => "stated",
+                        None => "estimated",
+                    };
+                    println!(
+                        "# device memory: {} MB ({how})",
+                        cfg.device_memory_mb(&spec)
+                    );
+                }
                 ExitCode::SUCCESS
             }
             Err(code) => code,

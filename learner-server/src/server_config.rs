@@ -109,6 +109,27 @@ pub struct RunsConfig {
     /// forgotten there; their records and files stay), so a daemon that
     /// has served thousands of runs holds as little as a new one.
     pub keep_ended: u32,
+    /// Device memory the active runs may reserve together, in MB (unset:
+    /// no limit). Each run reserves its `[fleet] device_memory_mb`, or the
+    /// daemon's estimate; one that would pass the limit waits queued (the
+    /// queue's head first), and one that could never fit is refused.
+    pub device_memory_mb: Option<u64>,
+    /// How active runs share the learner's device.
+    pub device_turns: DeviceTurnsMode,
+}
+
+/// How active runs share the learner's device (`[runs] device_turns`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeviceTurnsMode {
+    /// `weighted` on a GPU, `free` on the CPU.
+    Auto,
+    /// Gradient steps take turns on the device, one run at a time, each
+    /// run's share of the device's time following its `[fleet] weight`.
+    Weighted,
+    /// Every run's gradient steps at once, as the operating system
+    /// schedules their threads.
+    Free,
 }
 
 impl Default for RunsConfig {
@@ -117,6 +138,21 @@ impl Default for RunsConfig {
             max_active: 4,
             metrics_retention_secs: 300,
             keep_ended: 100,
+            device_memory_mb: None,
+            device_turns: DeviceTurnsMode::Auto,
+        }
+    }
+}
+
+impl RunsConfig {
+    /// The device's turns, `auto` resolved for a device that is a GPU or not.
+    pub fn sharing(&self, gpu: bool) -> rlfleet_run::turns::Sharing {
+        use rlfleet_run::turns::Sharing;
+        match self.device_turns {
+            DeviceTurnsMode::Weighted => Sharing::Weighted,
+            DeviceTurnsMode::Free => Sharing::Free,
+            DeviceTurnsMode::Auto if gpu => Sharing::Weighted,
+            DeviceTurnsMode::Auto => Sharing::Free,
         }
     }
 }
@@ -225,6 +261,13 @@ impl ServerConfig {
                 key: "runs.max_active",
                 value: self.runs.max_active.to_string(),
                 allowed: "an integer from 1 to 10000".into(),
+            });
+        }
+        if self.runs.device_memory_mb == Some(0) {
+            return Err(ConfigError::OutOfRange {
+                key: "runs.device_memory_mb",
+                value: "0".into(),
+                allowed: "an integer >= 1 (or unset: no limit)".into(),
             });
         }
         if self.actors.max_unauthenticated == 0 || self.actors.hello_timeout_ms == 0 {

@@ -10,6 +10,7 @@ mod conformance;
 mod control_api;
 mod csv_files;
 mod daemon_accounting;
+mod device_share;
 mod durable_runs;
 #[cfg(feature = "mpi")]
 mod env_groups;

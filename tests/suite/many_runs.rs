@@ -14,7 +14,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 /// A `probe` run on `Counting-v0` over QUIC that plays until stopped.
-fn endless(name: &str, weight: f64, dir: &std::path::Path) -> RunConfig {
+pub(crate) fn endless(name: &str, weight: f64, dir: &std::path::Path) -> RunConfig {
     let mut cfg = counting_probe(
         name,
         "async",

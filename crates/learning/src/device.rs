@@ -37,6 +37,11 @@ pub fn current() -> Device {
     }
 }
 
+/// Whether [`select`] picks a GPU.
+pub fn is_gpu() -> bool {
+    current().is_cuda()
+}
+
 /// `data` as a tensor of `shape` on `device`. To a GPU the values cross
 /// straight from the slice, as `torch.from_numpy(a).to("cuda")` does, with
 /// no host copy first (`Tensor::from_slice` makes one: a megabyte of

@@ -5,6 +5,7 @@
 //!
 //! Layout:
 //! - [`notify`]: systemd's readiness, status and watchdog notifications.
+//! - [`turns`]: the learner's device shared by runs, in turns by weight.
 //! - [`state`]: the state directory: run records, checkpoints, the
 //!   received-batch journal.
 //! - [`vocab`]: what every layer above the run's state shares — connection
@@ -20,5 +21,6 @@
 pub mod metrics;
 pub mod notify;
 pub mod state;
+pub mod turns;
 pub mod vocab;
 pub mod workflows;

@@ -13,6 +13,7 @@ use crate::server_config::RunsConfig;
 use queue::Plan;
 use rlfleet_run::metrics::Metrics;
 use rlfleet_run::state::{RecordState, RunRecord, StateDir};
+use rlfleet_run::turns::DeviceTurns;
 use rlfleet_run::vocab::{EpisodeView, RunShared, RunState, RunStatus};
 use rlfleet_run::workflows::{self, RunOptions, RunSummary};
 use rlfleet_shared::config::RunConfig;
@@ -30,6 +31,8 @@ struct RunEntry {
     done_tx: Arc<watch::Sender<Option<Result<RunSummary, String>>>>,
     /// What starts it, while it waits for a slot.
     waiting: Option<Plan>,
+    /// Device memory it reserves once started, in MB.
+    device_mb: u64,
 }
 
 impl RunEntry {
@@ -82,6 +85,8 @@ pub struct Hub {
     /// The daemon's tokio runtime (a `seed` run's inference front and the
     /// metrics' retention timers run there).
     rt: Mutex<Option<tokio::runtime::Handle>>,
+    /// The learner's device, shared by the active runs' gradient steps.
+    pub device: Arc<DeviceTurns>,
 }
 
 impl Hub {
@@ -99,6 +104,7 @@ impl Hub {
             next_seq: AtomicU64::new(1),
             watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
             state,
+            device: DeviceTurns::new(limits.sharing(rlfleet_learning::device::is_gpu())),
             limits,
             rt: Mutex::new(None),
         })
@@ -113,6 +119,7 @@ impl Hub {
         mut opts: RunOptions,
     ) -> Result<String, StartError> {
         self.remember_runtime();
+        let device_mb = self.device_mb(&cfg)?;
         let mut runs = self.runs.lock().expect("runs lock");
         self.may_accept()?;
         let id = match &self.state {
@@ -135,6 +142,7 @@ impl Hub {
             opts,
             false,
             self.next_seq.fetch_add(1, Ordering::Relaxed),
+            device_mb,
         );
         self.accept(&mut runs, id.clone(), plan);
         Ok(id)
@@ -175,6 +183,7 @@ impl Hub {
                 .lock()
                 .map_err(|e| StartError::Held(format!("{e:#}")))?,
         );
+        let device_mb = self.device_mb(&cfg)?;
         // A run queued before it ever started starts from scratch.
         let resume = info.state != RecordState::Queued || record.latest_checkpoint().is_some();
         let opts = RunOptions {
@@ -182,12 +191,14 @@ impl Hub {
             progress: false,
             learners,
             record: Some(record),
+            device: None,
         };
         let plan = Plan::new(
             cfg,
             opts,
             resume,
             self.next_seq.fetch_add(1, Ordering::Relaxed),
+            device_mb,
         );
         self.accept(&mut runs, id.to_string(), plan);
         Ok(id.to_string())

@@ -2,7 +2,7 @@
 //! [`Plan`]; when a slot frees, the waiting run of highest `priority`
 //! starts, the earliest submitted among equals.
 
-use super::{Hub, RunEntry};
+use super::{Hub, RunEntry, StartError};
 use rlfleet_run::vocab::{RunShared, RunState, RunStatus};
 use rlfleet_run::workflows::RunOptions;
 use rlfleet_shared::config::RunConfig;
@@ -18,15 +18,18 @@ pub(super) struct Plan {
     pub resume: bool,
     /// Submission order.
     pub seq: u64,
+    /// Device memory it reserves while active, in MB.
+    pub device_mb: u64,
 }
 
 impl Plan {
-    pub fn new(cfg: RunConfig, opts: RunOptions, resume: bool, seq: u64) -> Plan {
+    pub fn new(cfg: RunConfig, opts: RunOptions, resume: bool, seq: u64, device_mb: u64) -> Plan {
         Plan {
             cfg,
             opts,
             resume,
             seq,
+            device_mb,
         }
     }
 
@@ -44,6 +47,7 @@ impl Hub {
         runs.retain(|r| r.id != id);
         let mut status = RunStatus::starting(&id, &plan.cfg);
         status.state = RunState::Queued;
+        status.device_memory_mb = plan.device_mb;
         if let Some(record) = &plan.opts.record {
             record.set_state(rlfleet_run::state::RecordState::Queued, None);
         }
@@ -60,6 +64,7 @@ impl Hub {
             done,
             done_tx: Arc::new(done_tx),
             waiting: Some(plan),
+            device_mb: 0,
         });
         self.registry.metrics.queued_runs.inc();
         self.start_waiting(runs);
@@ -77,26 +82,97 @@ impl Hub {
         });
     }
 
-    /// Starts waiting runs, best first, while fewer than `max_active` run.
+    /// Starts waiting runs, best first, while fewer than `max_active` run
+    /// and the best fits the device memory the active runs leave; tells
+    /// each run left waiting why.
     pub(super) fn start_waiting(self: &Arc<Self>, runs: &mut [RunEntry]) {
         if self.registry.shutdown.is_cancelled() {
             return;
         }
-        loop {
-            let active = runs.iter().filter(|r| r.active()).count();
-            if active >= self.limits.max_active as usize {
-                return;
-            }
+        let why = loop {
             let Some(next) = runs
-                .iter_mut()
-                .filter(|r| r.waiting.is_some())
-                .max_by_key(|r| r.waiting.as_ref().expect("waiting").rank())
+                .iter()
+                .enumerate()
+                .filter_map(|(i, r)| r.waiting.as_ref().map(|p| (i, p)))
+                .max_by_key(|(_, p)| p.rank())
+                .map(|(i, _)| i)
             else {
                 return;
             };
+            let active = runs.iter().filter(|r| r.active()).count();
+            if active >= self.limits.max_active as usize {
+                break format!(
+                    "waiting for a slot: {active} runs are active ([runs] max_active = {})",
+                    self.limits.max_active
+                );
+            }
+            let plan = runs[next].waiting.as_ref().expect("waiting");
+            if let Some(limit) = self.limits.device_memory_mb {
+                let reserved: u64 = runs
+                    .iter()
+                    .filter(|r| r.active())
+                    .map(|r| r.device_mb)
+                    .sum();
+                if reserved + plan.device_mb > limit {
+                    let head = format!(
+                        "waiting for device memory: needs {} MB, {reserved} of {limit} MB are reserved by active runs ([runs] device_memory_mb)",
+                        plan.device_mb
+                    );
+                    let behind = format!(
+                        "waiting behind run `{}`, which waits for device memory",
+                        runs[next].id
+                    );
+                    for (i, r) in runs.iter().enumerate() {
+                        if r.waiting.is_some() {
+                            let reason = if i == next { &head } else { &behind };
+                            r.shared.status.lock().expect("status lock").queued_reason =
+                                Some(reason.clone());
+                        }
+                    }
+                    return;
+                }
+            }
+            let next = &mut runs[next];
             let plan = next.waiting.take().expect("waiting");
             self.registry.metrics.queued_runs.dec();
+            next.device_mb = plan.device_mb;
+            next.shared
+                .status
+                .lock()
+                .expect("status lock")
+                .queued_reason = None;
             self.spawn_run(next, plan);
+        };
+        for r in runs.iter().filter(|r| r.waiting.is_some()) {
+            r.shared.status.lock().expect("status lock").queued_reason = Some(why.clone());
         }
+    }
+
+    /// Device memory run `cfg` reserves while active, in MB: what it
+    /// states, else (while `[runs] device_memory_mb` is set) the estimate
+    /// over its env's spec; refused when it could never fit.
+    pub fn device_mb(&self, cfg: &RunConfig) -> Result<u64, StartError> {
+        let Some(limit) = self.limits.device_memory_mb else {
+            return Ok(cfg.fleet.device_memory_mb.unwrap_or(0));
+        };
+        let mb = match cfg.fleet.device_memory_mb {
+            Some(mb) => mb,
+            None => match cfg.env_source().spec() {
+                Ok(spec) => cfg.device_memory_mb(&spec),
+                // The run fails with this when it starts; until then it
+                // reserves the least a run takes.
+                Err(e) => {
+                    tracing::warn!(run = %cfg.name, "cannot estimate the run's device memory: {e}");
+                    rlfleet_shared::config::RUN_OVERHEAD_MB
+                }
+            },
+        };
+        if mb > limit {
+            return Err(StartError::Invalid(format!(
+                "run `{}` needs {mb} MB of device memory ([fleet] device_memory_mb, or the daemon's estimate), more than the daemon's [runs] device_memory_mb = {limit}: it could never start",
+                cfg.name
+            )));
+        }
+        Ok(mb)
     }
 }

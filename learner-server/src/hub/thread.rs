@@ -50,6 +50,7 @@ impl Hub {
                 record.set_state(RecordState::Active, None);
             }
         }
+        opts.device = Some(self.device.seat(cfg.fleet.weight));
         entry.shared.status.lock().expect("status lock").state = RunState::Running;
         self.registry.metrics.runs_started.inc();
         self.registry.metrics.active_runs.inc();

@@ -268,8 +268,10 @@ impl Studies {
         spec.check().map_err(StartError::Invalid)?;
         let members = spec.first_params();
         for (i, m) in members.iter().enumerate() {
-            spec.member_cfg("x", i as u32 + 1, &m.params, spec.interval_env_steps)
+            let cfg = spec
+                .member_cfg("x", i as u32 + 1, &m.params, spec.interval_env_steps)
                 .map_err(StartError::Invalid)?;
+            self.hub.device_mb(&cfg)?;
         }
         let dir = StudyDir::create(state.root(), "populations", &spec.name)
             .map_err(|e| StartError::State(format!("{e:#}")))?;

@@ -225,6 +225,9 @@ impl Studies {
         }
         // Checked before anything is written: a bad spec leaves no trace.
         let mut trials = spec.trials("x").map_err(StartError::Invalid)?;
+        for t in &trials {
+            self.hub.device_mb(&t.cfg)?;
+        }
         let dir = StudyDir::create(state.root(), "sweeps", &spec.name)
             .map_err(|e| StartError::State(format!("{e:#}")))?;
         for t in &mut trials {

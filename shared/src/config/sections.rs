@@ -98,6 +98,11 @@ pub struct FleetConfig {
     /// Most envs the run takes (unset: no limit).
     #[schema(minimum = 1)]
     pub max_envs: Option<u32>,
+    /// Device memory the run needs, in MB, for a daemon's `[runs]
+    /// device_memory_mb` (unset: the daemon estimates it from the
+    /// networks and batch sizes).
+    #[schema(minimum = 1)]
+    pub device_memory_mb: Option<u64>,
 }
 
 impl Default for FleetConfig {
@@ -106,6 +111,7 @@ impl Default for FleetConfig {
             weight: 1.0,
             min_envs: 0,
             max_envs: None,
+            device_memory_mb: None,
         }
     }
 }

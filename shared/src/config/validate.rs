@@ -260,6 +260,9 @@ impl RunConfig {
                 "an integer >= 1 and >= fleet.min_envs",
             )?;
         }
+        if let Some(mb) = f.device_memory_mb {
+            require("fleet.device_memory_mb", mb, mb >= 1, "an integer >= 1")?;
+        }
         Ok(())
     }
 }

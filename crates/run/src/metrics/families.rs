@@ -253,7 +253,7 @@ impl RunFamilies {
             loop_seconds: float_counter(
                 r,
                 "rlfleet_run_loop_seconds_total",
-                "Seconds the learner loop spent training or waiting for data.",
+                "Seconds the learner loop spent: `train` (busy) or `wait` (for data); of `train`, `device` holding the daemon's device for gradient steps and `device_wait` waiting for other runs' turns on it.",
                 Some("activity"),
             ),
             last_eval_return: float_gauge(

@@ -66,7 +66,9 @@ pub struct RunMetrics {
     pub replay_bytes: IntGauge,
     pub train_steps: IntCounter,
     pub loss: Gauge,
-    /// Seconds the run's loop spent, by activity (`train`, `wait`).
+    /// Seconds the run's loop spent, by activity (`train`, `wait`; and of
+    /// `train`, `device` holding the daemon's device for gradient steps
+    /// and `device_wait` waiting for other runs' turns on it).
     pub loop_seconds: ByLabel<CounterVec>,
     /// Mean return of the latest evaluation (screening or confirming).
     pub last_eval_return: Gauge,
@@ -80,7 +82,7 @@ pub struct RunMetrics {
 }
 
 /// The values of the extra labels, each series made at a run's start.
-const ACTIVITIES: [&str; 2] = ["train", "wait"];
+const ACTIVITIES: [&str; 4] = ["train", "wait", "device", "device_wait"];
 const ZERO_CAUSES: [&str; 2] = ["episode", "session"];
 
 impl RunFamilies {

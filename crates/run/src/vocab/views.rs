@@ -80,6 +80,15 @@ pub struct RunStatus {
     pub envs: u32,
     /// Where it waits while queued (`priority`).
     pub priority: i64,
+    /// Why it waits, while queued (a slot, or device memory).
+    pub queued_reason: Option<String>,
+    /// Device memory the daemon reserves for it (`[fleet]
+    /// device_memory_mb`, or the daemon's estimate), in MB.
+    pub device_memory_mb: u64,
+    /// Seconds its gradient steps held the daemon's device.
+    pub device_secs: f64,
+    /// Seconds its gradient steps waited for other runs' turns on it.
+    pub device_wait_secs: f64,
     pub wall_secs: f64,
     pub output_dir: String,
 }
@@ -119,6 +128,10 @@ impl RunStatus {
             actors: Vec::new(),
             envs: 0,
             priority: cfg.priority,
+            queued_reason: None,
+            device_memory_mb: 0,
+            device_secs: 0.0,
+            device_wait_secs: 0.0,
             wall_secs: 0.0,
             output_dir: cfg.output_dir.display().to_string(),
         }

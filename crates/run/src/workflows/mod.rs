@@ -43,6 +43,9 @@ pub struct RunOptions {
     /// The run's record in the state directory: its checkpoints go there
     /// and its received batches are journaled there.
     pub record: Option<crate::state::RunRecord>,
+    /// The run's seat at the daemon's device: its gradient steps wait for
+    /// their turn there (distributed workflows).
+    pub device: Option<crate::turns::Turn>,
 }
 
 impl RunOptions {
@@ -52,6 +55,7 @@ impl RunOptions {
             progress,
             learners: None,
             record: None,
+            device: None,
         }
     }
 }

@@ -106,6 +106,7 @@ impl RemoteRun {
         }
         let (book, desk) = Desk::open(cfg, opts, agent.as_mut())?;
         let mut core = Core::new(id, agent, book, spec, metrics, shared, max_actors)?;
+        core.seat(opts.device.clone());
         core.resume(desk.record().map(|r| r.journal()).transpose()?)?;
         if core.book().resumed_from.is_some() {
             // The API's curve holds what the files hold.

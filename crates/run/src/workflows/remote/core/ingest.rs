@@ -215,11 +215,20 @@ impl Core {
     }
 
     /// Offers every ingested env step to the agent's training schedule.
+    /// The gradient steps take a turn on the daemon's device.
     pub fn train_pending(&mut self) {
+        if self.trained_upto >= self.book.counters.env_steps {
+            return;
+        }
         let before = self.agent.train_steps();
+        let turn = self.device.as_ref().map(crate::turns::Turn::hold);
         while self.trained_upto < self.book.counters.env_steps {
             self.trained_upto += 1;
             self.agent.train(self.trained_upto);
+        }
+        if let Some((held, waited)) = turn.map(crate::turns::Held::release) {
+            self.time.device += held;
+            self.time.device_wait += waited;
         }
         self.count_train_steps(before);
     }

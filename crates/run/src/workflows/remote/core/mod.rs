@@ -83,6 +83,10 @@ pub(super) struct ActorSlot {
 pub struct LearnerTime {
     pub train: Duration,
     pub wait: Duration,
+    /// Of `train`: holding the daemon's device for gradient steps.
+    pub device: Duration,
+    /// Of `train`: waiting for other runs' turns on the device.
+    pub device_wait: Duration,
 }
 
 /// What every workflow of a run shares; owned by the run thread.
@@ -128,6 +132,8 @@ pub(super) struct Core {
     /// not by the agent's schedule.
     paced: bool,
     time: LearnerTime,
+    /// The run's seat at the daemon's device (none: the device is its own).
+    device: Option<crate::turns::Turn>,
     /// What the `seed` front did, put here by the workflow when the run
     /// ends (`seed` and `seed-a2c` only).
     front: Option<crate::workflows::FrontFigures>,
@@ -206,7 +212,13 @@ impl Core {
             fixed_epsilon: None,
             in_flight: 1,
             max_actors,
+            device: None,
         })
+    }
+
+    /// Seats the run at the daemon's device: its gradient steps take turns.
+    pub fn seat(&mut self, device: Option<crate::turns::Turn>) {
+        self.device = device;
     }
 
     /// The driver tells the core the time before each call into it.

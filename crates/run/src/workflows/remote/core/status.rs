@@ -17,7 +17,12 @@ impl Core {
         published: &mut LearnerTime,
     ) {
         let (t, p) = (self.time, *published);
-        for (activity, now, before) in [("train", t.train, p.train), ("wait", t.wait, p.wait)] {
+        for (activity, now, before) in [
+            ("train", t.train, p.train),
+            ("wait", t.wait, p.wait),
+            ("device", t.device, p.device),
+            ("device_wait", t.device_wait, p.device_wait),
+        ] {
             self.metrics
                 .loop_seconds
                 .with_label_values(&[activity])
@@ -50,6 +55,8 @@ impl Core {
         s.env_steps = c.env_steps;
         s.episodes_finished = c.episodes;
         s.wall_secs = c.wall_secs;
+        s.device_secs = t.device.as_secs_f64();
+        s.device_wait_secs = t.device_wait.as_secs_f64();
         s.episodes_issued = issued;
         s.episodes_reissued = reissued;
         s.env_steps_abandoned = self.abandoned;
