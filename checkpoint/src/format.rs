@@ -326,11 +326,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default()
     ));
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)?;
+    let written = (|| {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        drop(f);
+        std::fs::rename(&tmp, path)
+    })();
+    if written.is_err() {
+        // A half-written file (a full disk) takes no space from the next try.
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written?;
     std::fs::File::open(dir)?.sync_all()
 }
 

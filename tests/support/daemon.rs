@@ -123,7 +123,17 @@ impl Daemon {
 
     /// [`Daemon::start`] with these environment variables set for it.
     pub fn start_with_env(extra: &str, api_extra: &str, env: &[(&str, &str)]) -> Daemon {
-        let dir = tempfile::tempdir().unwrap();
+        Daemon::start_in(tempfile::tempdir().unwrap(), extra, api_extra, env)
+    }
+
+    /// [`Daemon::start_with_env`] in `dir` (its state directory is
+    /// `dir/rlfleet-state`, which the caller may have made first).
+    pub fn start_in(
+        dir: tempfile::TempDir,
+        extra: &str,
+        api_extra: &str,
+        env: &[(&str, &str)],
+    ) -> Daemon {
         let cfg = format!(
             "[actors]\nlisten = \"127.0.0.1:0\"\ntls_dir = \"{}\"\nkeep_alive_ms = 200\nidle_timeout_ms = 1500\n{extra}\n\
              [api]\nlisten = \"127.0.0.1:0\"\n{api_extra}\n",

@@ -71,6 +71,12 @@ pub struct CheckpointConfig {
     /// Store the replay's contents too (uniform or prioritized, with its
     /// priorities), so a resumed run trains at once instead of refilling.
     pub replay: bool,
+    /// Seconds checkpoints may keep failing to be written (a full disk,
+    /// an I/O error, a permission) before the run stops with the error.
+    /// Until then a failed write is retried with back-off while training
+    /// goes on, and the last good checkpoint stays the resume point.
+    #[schema(exclusive_minimum = 0.0)]
+    pub max_failed_secs: f64,
 }
 
 impl Default for CheckpointConfig {
@@ -79,6 +85,7 @@ impl Default for CheckpointConfig {
             period_steps: 0,
             keep: 3,
             replay: false,
+            max_failed_secs: 3600.0,
         }
     }
 }

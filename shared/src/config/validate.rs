@@ -243,6 +243,10 @@ impl RunConfig {
             (0.0..1.0).contains(&e.epsilon),
             "a probability in [0, 1) (0: greedy)",
         )?;
+        positive_finite(
+            "checkpoint.max_failed_secs",
+            self.checkpoint.max_failed_secs,
+        )?;
         let k = self.checkpoint.keep;
         require(
             "checkpoint.keep",

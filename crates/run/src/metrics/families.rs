@@ -25,6 +25,7 @@ pub(super) struct RunFamilies {
     pub(super) batches_dropped: IntCounterVec,
     pub(super) batch_transitions: HistogramVec,
     pub(super) batches_lost: IntCounterVec,
+    pub(super) checkpoint_failures: IntCounterVec,
     pub(super) checkpoint_snapshot: HistogramVec,
     pub(super) transitions_ingested: IntCounterVec,
     pub(super) transitions_unstacked: IntCounterVec,
@@ -174,6 +175,12 @@ impl RunFamilies {
                 r,
                 "rlfleet_batches_lost_total",
                 "Batches a learner process received after its run's last checkpoint and lost when it died (counted by the process that resumed the run).",
+                None,
+            ),
+            checkpoint_failures: counter(
+                r,
+                "rlfleet_checkpoint_failures_total",
+                "Checkpoint writes that failed (a full disk, an I/O error, a permission); each is retried with back-off while training goes on.",
                 None,
             ),
             checkpoint_snapshot: histogram(

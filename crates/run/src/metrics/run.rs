@@ -48,6 +48,7 @@ pub struct RunMetrics {
     pub batch_transitions: Histogram,
     pub batches_lost: IntCounter,
     pub checkpoint_snapshot: Histogram,
+    pub checkpoint_failures: IntCounter,
     pub transitions_ingested: IntCounter,
     /// Steps counted but not trained on: their frame stack misses frames
     /// of a batch that never reached the learner (`frame_stack` > 1).
@@ -124,6 +125,7 @@ impl RunFamilies {
             batch_transitions: self.batch_transitions.with_label_values(&l),
             batches_lost: self.batches_lost.with_label_values(&l),
             checkpoint_snapshot: self.checkpoint_snapshot.with_label_values(&l),
+            checkpoint_failures: self.checkpoint_failures.with_label_values(&l),
             transitions_ingested: self.transitions_ingested.with_label_values(&l),
             transitions_unstacked: self.transitions_unstacked.with_label_values(&l),
             inference_requests: self.inference_requests.with_label_values(&l),
@@ -170,6 +172,7 @@ impl RunFamilies {
             &self.batches_received,
             &self.batches_trained,
             &self.batches_lost,
+            &self.checkpoint_failures,
             &self.transitions_ingested,
             &self.transitions_unstacked,
             &self.inference_requests,

@@ -89,6 +89,12 @@ pub struct RunStatus {
     pub device_secs: f64,
     /// Seconds its gradient steps waited for other runs' turns on it.
     pub device_wait_secs: f64,
+    /// Checkpoint writes that failed (each try; they are retried).
+    pub checkpoint_failures: u64,
+    /// Why checkpoints fail, while they do.
+    pub checkpoint_error: Option<String>,
+    /// Env steps of the last checkpoint written (the resume point).
+    pub checkpoint_env_steps: Option<u64>,
     pub wall_secs: f64,
     pub output_dir: String,
 }
@@ -132,6 +138,9 @@ impl RunStatus {
             device_memory_mb: 0,
             device_secs: 0.0,
             device_wait_secs: 0.0,
+            checkpoint_failures: 0,
+            checkpoint_error: None,
+            checkpoint_env_steps: None,
             wall_secs: 0.0,
             output_dir: cfg.output_dir.display().to_string(),
         }

@@ -11,7 +11,7 @@ mod open;
 use super::Evaluator;
 use super::book::{CheckpointJob, Effect, RunBook};
 use super::progress::Progress;
-use crate::state::writer::write;
+use crate::state::writer::{RETRY_FIRST, WriteHealth};
 use crate::state::{Books, CheckpointWriter, Destination, RunRecord, file_len};
 use rlfleet_output::RunOutput;
 
@@ -26,6 +26,8 @@ pub struct Desk {
     record: Option<RunRecord>,
     /// Checkpoints kept in the record (`checkpoint.keep`).
     keep: usize,
+    /// How long checkpoints may keep failing (`checkpoint.max_failed_secs`).
+    max_failed: std::time::Duration,
 }
 
 impl Desk {
@@ -33,9 +35,26 @@ impl Desk {
         self.record.as_ref()
     }
 
+    /// How the run's checkpoint writes are going.
+    pub fn checkpoint_health(&self) -> WriteHealth {
+        self.writer.health()
+    }
+
     /// Feeds the evaluations that finished into `book`, then does what
-    /// the book asked for.
+    /// the book asked for. Fails once checkpoints have failed for
+    /// `checkpoint.max_failed_secs`.
     pub fn step(&mut self, book: &mut RunBook) -> anyhow::Result<()> {
+        let health = self.writer.health();
+        if let Some(since) = health.failing_since
+            && since.elapsed() > self.max_failed
+        {
+            anyhow::bail!(
+                "checkpoints have failed for {:.0} s ([checkpoint] max_failed_secs = {}): {}",
+                since.elapsed().as_secs_f64(),
+                self.max_failed.as_secs_f64(),
+                health.error.unwrap_or_default()
+            );
+        }
         while let Some(r) = self.evaluator.as_ref().and_then(Evaluator::try_result) {
             book.evaluated(&r);
         }
@@ -110,8 +129,8 @@ impl Desk {
         };
         if wait {
             self.writer.finish();
-            write(&ck, &to)?;
-            self.writer = CheckpointWriter::spawn();
+            self.writer.write_now(&ck, &to)?;
+            self.writer = CheckpointWriter::with_health(self.writer.health_handle(), RETRY_FIRST);
         } else if self.writer.submit(ck, to) {
             tracing::debug!(env_steps, "checkpoint handed to the writer");
         } else {

@@ -61,6 +61,7 @@ impl Desk {
             progress,
             record: opts.record.clone(),
             keep: cfg.checkpoint.keep as usize,
+            max_failed: std::time::Duration::from_secs_f64(cfg.checkpoint.max_failed_secs),
         };
         Ok((book, desk))
     }

@@ -240,13 +240,21 @@ impl RemoteRun {
             if last_status.elapsed() > STATUS_PERIOD {
                 last_status = Instant::now();
                 core.publish_status(RunState::Running, None, &mut time_published);
+                let health = desk.checkpoint_health();
+                core.show_checkpoints(&health);
                 let c = &core.book().counters;
-                let status = format!(
+                let mut status = format!(
                     "run {}: {} env steps, {} episodes",
                     core.id(),
                     c.env_steps,
                     c.episodes
                 );
+                if let (Some(since), Some(e)) = (health.failing_since, &health.error) {
+                    status += &format!(
+                        "; checkpoints failing for {:.0} s: {e}",
+                        since.elapsed().as_secs_f64()
+                    );
+                }
                 watchdog.ping(Some(&status));
             }
         };
@@ -264,6 +272,7 @@ impl RemoteRun {
         // batches itself).
         drop(events);
         core.publish_status(RunState::Stopping, Some(text), &mut time_published);
+        core.show_checkpoints(&desk.checkpoint_health());
         core.tell_time(Instant::now());
         let books = core.close()?;
         let (book, agent) = core.book_with_agent();

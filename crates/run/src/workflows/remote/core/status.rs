@@ -82,6 +82,17 @@ impl Core {
         self.metrics.actor_envs.set(i64::from(envs));
     }
 
+    /// Shows how checkpoint writes go (`health`, from the desk): in the
+    /// status, and the failures since the last call in the metric.
+    pub fn show_checkpoints(&mut self, health: &crate::state::writer::WriteHealth) {
+        let mut s = self.shared.status.lock().expect("status lock");
+        let new = health.failures.saturating_sub(s.checkpoint_failures);
+        self.metrics.checkpoint_failures.inc_by(new);
+        s.checkpoint_failures = health.failures;
+        s.checkpoint_error.clone_from(&health.error);
+        s.checkpoint_env_steps = health.last_good;
+    }
+
     /// Closes the run's part of the books: the batch log, the learner's
     /// figures, the agent's end-of-run work; returns the books for the
     /// last checkpoint (the desk then finishes the run).
