@@ -1,8 +1,9 @@
-//! A run whose state directory fills up (a size-limited tmpfs the test
-//! mounts): checkpoints that cannot be written are counted, shown and
-//! retried while training goes on; once space is back the next one
-//! lands, and a daemon killed then resumes the run from it with its books
-//! exact.
+//! A run whose state and output directories fill up (a size-limited
+//! tmpfs the test mounts): checkpoints that cannot be written are
+//! counted, shown and retried while training goes on, and the rows of
+//! `episodes.csv` wait in memory; once space is back the rows and the
+//! next checkpoint land, and a daemon killed then resumes the run from it
+//! with its books exact (every episode's row once, none cut in half).
 
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::daemon::{Daemon, check_run_books, kill_all};
@@ -74,9 +75,8 @@ fn checkpoints_on_a_full_disk_are_retried_while_training_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("rlfleet-state");
     let disk = Tmpfs::mount(&state, 12);
-    let out = tempfile::tempdir().unwrap();
     let mut d = Daemon::start_in(dir, "", "", &[]);
-    let cfg = config(&out.path().join("run"));
+    let cfg = config(&disk.0.join("out/run"));
     let id = d.start_run(&cfg);
     let actors: Vec<Child> = (0..2)
         .map(|i| d.actor(&format!("disk-{i}"), 2, &[]))
@@ -109,6 +109,12 @@ fn checkpoints_on_a_full_disk_are_retried_while_training_goes_on() {
         d.log()
     );
 
+    assert!(
+        d.log()
+            .contains("output files not written (rows kept and retried)"),
+        "{}",
+        d.log()
+    );
     // Space comes back: the next checkpoint lands.
     std::fs::remove_file(filler).unwrap();
     let s = d.wait_until(&id, long, |v| {

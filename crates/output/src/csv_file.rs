@@ -3,16 +3,20 @@
 //! [`read_csv`], which reads such a file back field by field — quoting
 //! handled both ways, integers read as integers.
 
+use crate::append::Appender;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::fs::{File, OpenOptions};
 use std::marker::PhantomData;
 use std::path::Path;
 
-/// Rows of `T` appended to one file.
+/// Rows of `T` appended to one file, through an [`Appender`]: rows wait
+/// in memory until a flush writes all of them (or, on a failing disk,
+/// none: they wait for the next).
 #[derive(Debug)]
 pub struct CsvFile<T> {
-    writer: csv::Writer<File>,
+    file: Appender,
+    /// The header goes before the next row (a new file).
+    header: bool,
     rows: PhantomData<fn(&T)>,
 }
 
@@ -21,38 +25,36 @@ impl<T: Serialize> CsvFile<T> {
     /// `truncate`, empties it; the header (from `T`'s field names) goes
     /// first when the file is empty. Creates the directory.
     pub fn open(path: &Path, truncate: bool) -> std::io::Result<CsvFile<T>> {
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        let file = OpenOptions::new()
-            .create(true)
-            .write(true)
-            .append(!truncate)
-            .truncate(truncate)
-            .open(path)?;
-        let fresh = file.metadata()?.len() == 0;
-        let writer = csv::WriterBuilder::new()
-            .has_headers(fresh)
-            .from_writer(file);
+        let file = Appender::open(path, truncate)?;
         Ok(CsvFile {
-            writer,
+            header: file.len_on_disk() == 0,
+            file,
             rows: PhantomData,
         })
     }
 
-    /// Appends one row (buffered: see [`CsvFile::flush`]).
+    /// Appends one row (kept in memory until [`CsvFile::flush`]).
     pub fn write(&mut self, row: &T) -> std::io::Result<()> {
-        self.writer.serialize(row).map_err(into_io)
+        let mut w = csv::WriterBuilder::new()
+            .has_headers(self.header)
+            .buffer_capacity(256)
+            .from_writer(Vec::new());
+        w.serialize(row).map_err(into_io)?;
+        let bytes = w.into_inner().map_err(|e| e.into_error())?;
+        self.file.push(&bytes);
+        self.header = false;
+        Ok(())
     }
 
+    /// Writes every row so far to the file, or none.
     pub fn flush(&mut self) -> std::io::Result<()> {
-        self.writer.flush()
+        self.file.flush_to_disk()
     }
 
     /// Flushes, then the file's length in bytes.
     pub fn file_len(&mut self) -> std::io::Result<u64> {
-        self.writer.flush()?;
-        Ok(self.writer.get_ref().metadata()?.len())
+        self.flush()?;
+        Ok(self.file.len_on_disk())
     }
 }
 

@@ -1,12 +1,15 @@
 //! What a run leaves on disk: the resolved config, `episodes.csv`,
 //! `evals.csv` (`records.rs`, through `csv_file.rs`), TensorBoard event
-//! files, the checkpoint, a learning-curve PNG and `summary.toml`.
+//! files, the checkpoint, a learning-curve PNG and `summary.toml`. Rows
+//! and events are appended through `append.rs`: all of a flush or none.
 
+mod append;
 mod csv_file;
 mod plot;
 mod records;
 mod tensorboard;
 
+pub use append::Appender;
 pub use csv_file::{CsvFile, format, read_csv};
 pub use plot::plot_learning_curve;
 pub use records::{

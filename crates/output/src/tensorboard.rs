@@ -3,8 +3,8 @@
 //! `syntaxdot-summary`), so `tensorboard --logdir runs/` shows every run
 //! by its directory name. The x axis is env steps.
 
-use std::fs::File;
-use std::io::{BufWriter, Write};
+use crate::append::Appender;
+use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -15,18 +15,19 @@ use syntaxdot_summary::SummaryWriter;
 /// a system call per scalar).
 const FLUSH_EVERY: Duration = Duration::from_secs(2);
 
-/// A buffered file shared by the summary writer and [`Board::flush`].
+/// The event file, shared by the summary writer and [`Board::flush`]:
+/// events wait in memory until a flush writes all of them, or none.
 #[derive(Clone)]
-struct Shared(Arc<Mutex<(BufWriter<File>, Instant)>>);
+struct Shared(Arc<Mutex<(Appender, Instant)>>);
 
 impl Shared {
-    /// Flushes the file when `now` says so or [`FLUSH_EVERY`] has passed
-    /// since the last flush.
+    /// Writes the events to the file when `now` says so or
+    /// [`FLUSH_EVERY`] has passed since the last flush.
     fn flush_if(&self, now: bool) -> std::io::Result<()> {
         let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if now || g.1.elapsed() >= FLUSH_EVERY {
-            g.0.flush()?;
             g.1 = Instant::now();
+            g.0.flush_to_disk()?;
         }
         Ok(())
     }
@@ -35,12 +36,16 @@ impl Shared {
 impl Write for Shared {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
         let mut g = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        g.0.write(buf)
+        g.0.push(buf);
+        Ok(buf.len())
     }
 
-    /// What the summary writer calls after every event: paced.
+    /// What the summary writer calls after every event: paced, and a
+    /// failure is not the event's (it waits in memory for the next
+    /// flush; [`Board::flush`] reports it).
     fn flush(&mut self) -> std::io::Result<()> {
-        self.flush_if(false)
+        let _ = self.flush_if(false);
+        Ok(())
     }
 }
 
@@ -72,7 +77,7 @@ impl Board {
             std::process::id()
         );
         let file = Shared(Arc::new(Mutex::new((
-            BufWriter::new(File::create(dir.join(name))?),
+            Appender::open(&dir.join(name), true)?,
             Instant::now(),
         ))));
         Ok(Board {

@@ -115,6 +115,12 @@ impl CheckpointWriter {
         self.health.clone()
     }
 
+    /// A checkpoint that failed before it reached the writer (its output
+    /// files could not be written first): counted as a failed write.
+    pub fn failed(&self, e: &anyhow::Error) {
+        self.health.lock().expect("health lock").failed(e);
+    }
+
     /// Writes `ck` at once, on this thread, reporting to the health.
     pub fn write_now(&self, ck: &Checkpoint, to: &Destination) -> anyhow::Result<()> {
         attempt(ck, to, &self.health)

@@ -28,11 +28,29 @@ pub struct Desk {
     keep: usize,
     /// How long checkpoints may keep failing (`checkpoint.max_failed_secs`).
     max_failed: std::time::Duration,
+    /// The last write of the output files failed.
+    output_failing: bool,
 }
 
 impl Desk {
     pub fn record(&self) -> Option<&RunRecord> {
         self.record.as_ref()
+    }
+
+    /// Logs the first failed write of the output files in a streak, and
+    /// the first good one after it (the rows wait in memory meanwhile).
+    fn output_written(&mut self, written: std::io::Result<()>) {
+        match written {
+            Err(e) if !self.output_failing => {
+                tracing::error!("output files not written (rows kept and retried): {e}");
+                self.output_failing = true;
+            }
+            Ok(()) if self.output_failing => {
+                tracing::info!("output files written again");
+                self.output_failing = false;
+            }
+            _ => {}
+        }
     }
 
     /// How the run's checkpoint writes are going.
@@ -66,9 +84,15 @@ impl Desk {
         while let Some(effect) = book.poll_effect() {
             match effect {
                 Effect::Episode(row) => self.out.episode(&row)?,
-                Effect::Eval(row) => self.out.eval(&row)?,
+                Effect::Eval(row) => {
+                    let written = self.out.eval(&row);
+                    self.output_written(written);
+                }
                 Effect::Scalars { env_steps, values } => self.out.scalars(env_steps, &values)?,
-                Effect::Flush => self.out.flush()?,
+                Effect::Flush => {
+                    let written = self.out.flush();
+                    self.output_written(written);
+                }
                 Effect::Publish { weights, env_steps } => {
                     if let Some(e) = &self.evaluator {
                         e.publish(weights, env_steps);
@@ -103,7 +127,15 @@ impl Desk {
             run,
             wait,
         } = job;
-        self.out.flush()?;
+        // The rows before the checkpoint on disk first, or no checkpoint
+        // (it would record files that end short of its counters).
+        if let Err(e) = self.out.flush() {
+            self.writer
+                .failed(&anyhow::Error::new(e).context("cannot write the output files"));
+            self.output_written(Err(std::io::Error::other("see the checkpoint's error")));
+            return Ok(());
+        }
+        self.output_written(Ok(()));
         for name in ["episodes.csv", "evals.csv"] {
             book.files
                 .insert(name.to_string(), file_len(&self.out.dir().join(name))?);

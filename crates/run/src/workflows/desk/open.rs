@@ -62,6 +62,7 @@ impl Desk {
             record: opts.record.clone(),
             keep: cfg.checkpoint.keep as usize,
             max_failed: std::time::Duration::from_secs_f64(cfg.checkpoint.max_failed_secs),
+            output_failing: false,
         };
         Ok((book, desk))
     }
