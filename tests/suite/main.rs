@@ -34,6 +34,7 @@ mod resume;
 mod silent_actors;
 #[cfg(feature = "mpi")]
 mod slurm_job;
+mod stop_reasons;
 mod studies;
 mod systemd_notify;
 mod systemd_units;

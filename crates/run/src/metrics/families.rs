@@ -44,6 +44,7 @@ pub(super) struct RunFamilies {
     pub(super) last_eval_return: GaugeVec,
     pub(super) best_eval_return: GaugeVec,
     pub(super) actor_envs: IntGaugeVec,
+    pub(super) env_steps_in_play: IntGaugeVec,
 }
 
 /// Registers `vec` and returns it.
@@ -272,6 +273,11 @@ impl RunFamilies {
                 r,
                 "rlfleet_eval_return_best",
                 "Best evaluation mean of the run so far.",
+            ),
+            env_steps_in_play: gauge(
+                r,
+                "rlfleet_env_steps_in_play",
+                "Env steps of episodes still being played; once the run has ended, of those its stop cut off (env steps = finished lengths + abandoned + these).",
             ),
             actor_envs: gauge(
                 r,

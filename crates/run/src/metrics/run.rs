@@ -77,6 +77,7 @@ pub struct RunMetrics {
     pub best_eval_return: Gauge,
     /// Envs of the actors taking part now (the run's share of the fleet).
     pub actor_envs: IntGauge,
+    pub env_steps_in_play: IntGauge,
     /// Messages refused, by error code: the daemon's family (a refusal is
     /// counted where the transport counts its own).
     pub protocol_errors: IntCounterVec,
@@ -143,6 +144,7 @@ impl RunFamilies {
             last_eval_return: self.last_eval_return.with_label_values(&l),
             best_eval_return: self.best_eval_return.with_label_values(&l),
             actor_envs: self.actor_envs.with_label_values(&l),
+            env_steps_in_play: self.env_steps_in_play.with_label_values(&l),
             protocol_errors,
         }
     }
@@ -199,6 +201,7 @@ impl RunFamilies {
             &self.replay_size,
             &self.replay_bytes,
             &self.actor_envs,
+            &self.env_steps_in_play,
         ] {
             drop_all(v, name, id, &[]);
         }

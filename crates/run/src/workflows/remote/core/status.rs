@@ -61,6 +61,9 @@ impl Core {
         s.episodes_reissued = reissued;
         s.env_steps_abandoned = self.abandoned;
         s.env_steps_in_play = self.steps_in_play();
+        self.metrics
+            .env_steps_in_play
+            .set(s.env_steps_in_play as i64);
         s.batches_lost = self.batches_lost;
         s.env_errors = self.book.env_errors;
         s.recent_return = self.book.recent_mean();
