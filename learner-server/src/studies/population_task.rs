@@ -48,6 +48,10 @@ impl Studies {
             return Ok(false);
         }
         let mut rec = pop.record.lock().expect("record lock");
+        // Stopped meanwhile (the stop takes this lock): nothing starts.
+        if rec.state != StudyState::Active {
+            return Ok(true);
+        }
         if !rec.pending.is_empty() {
             self.apply_exploits(pop, &mut rec)?;
         }

@@ -58,8 +58,15 @@ impl Studies {
             .iter()
             .filter(|l| matches!(l, Some(Look::Live(_))))
             .count();
+        // Trials start under the state lock, and only while the sweep is
+        // active: a stop, which takes the lock first, then finds every
+        // trial started here.
+        let state = sweep.state.lock().expect("state lock");
         for (trial, look) in sweep.trials.iter().zip(&looks) {
-            if active >= sweep.spec.max_concurrent as usize || self.hub.shutdown().is_cancelled() {
+            if *state != StudyState::Active
+                || active >= sweep.spec.max_concurrent as usize
+                || self.hub.shutdown().is_cancelled()
+            {
                 break;
             }
             if matches!(look, Some(Look::Unstarted)) {
@@ -75,10 +82,19 @@ impl Studies {
                 }
             }
         }
+        drop(state);
         let rows = self.sweep_rows(sweep, &runs, &old, Some(&looks));
         let finished = rows.iter().all(|r| is_ended(&r.state));
-        if finished {
-            *sweep.state.lock().expect("state lock") = StudyState::Finished;
+        // A sweep stopped meanwhile stays stopped.
+        let ends_now = finished && {
+            let mut state = sweep.state.lock().expect("state lock");
+            let active = *state == StudyState::Active;
+            if active {
+                *state = StudyState::Finished;
+            }
+            active
+        };
+        if ends_now {
             if let Err(e) = sweep.dir.write(&sweep.record()) {
                 tracing::error!(sweep = %sweep.id(), "cannot record the sweep's end: {e}");
             }
