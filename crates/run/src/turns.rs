@@ -138,13 +138,16 @@ impl Turns {
         };
         seat.finish = seat.start + secs / seat.weight;
         let next = (self.virtual_secs.max(seat.finish), key);
-        let first = self
+        // The waiting run that would go next otherwise.
+        let rival = self
             .seats
             .iter()
             .filter(|&(&k, s)| k != key && s.waiting)
-            .all(|(&k, s)| next < (s.start, k));
-        let others = self.seats.iter().any(|(&k, s)| k != key && s.waiting);
-        self.reserved = (others && first).then_some((key, now + RESERVE));
+            .map(|(&k, s)| (s.start, k))
+            .min_by(|a, b| a.partial_cmp(b).expect("finite tags"));
+        self.reserved = rival
+            .is_some_and(|r| next < r)
+            .then_some((key, now + RESERVE));
     }
 }
 

@@ -130,9 +130,10 @@ impl Desk {
         // The rows before the checkpoint on disk first, or no checkpoint
         // (it would record files that end short of its counters).
         if let Err(e) = self.out.flush() {
+            let same = std::io::Error::new(e.kind(), e.to_string());
             self.writer
                 .failed(&anyhow::Error::new(e).context("cannot write the output files"));
-            self.output_written(Err(std::io::Error::other("see the checkpoint's error")));
+            self.output_written(Err(same));
             return Ok(());
         }
         self.output_written(Ok(()));

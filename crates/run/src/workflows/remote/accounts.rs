@@ -231,8 +231,9 @@ impl Accounts {
     }
 
     /// Writes out what the batch log holds; its length in bytes, if there
-    /// is a log. A line that could not be written is an error here (the
-    /// checkpoint that asks fails rather than record an incomplete log).
+    /// is a log. A line that could not be serialised, or lines that cannot
+    /// reach the disk now, are an error here (the checkpoint that asks
+    /// fails rather than record an incomplete log; unwritten lines wait).
     pub fn flush_log(&self) -> std::io::Result<Option<u64>> {
         match &self.log {
             Some(log) => {
