@@ -72,6 +72,7 @@ fn feed(agent: &mut dyn Agent, env_id: &str, n: usize, seed: u64) {
             next_obs: &next,
             terminated: s.terminated,
             episode,
+            step: 0,
         });
         if s.done() {
             agent.end_episode(episode);

@@ -160,6 +160,7 @@ fn minatar(secs: f64) -> anyhow::Result<MinatarRow> {
         for t in 0..10_000 {
             dqn.observe(&Transition {
                 episode: 0,
+                step: 0,
                 obs: &plane(t),
                 action: &[(t % 6) as f32],
                 reward: f32::from(u8::from(t % 3 == 0)),

@@ -71,6 +71,7 @@ pub fn fill(agent: &mut Dqn, n: usize) {
         let s = e.step(Action::Discrete(i % 2), &mut next);
         agent.observe(&Transition {
             episode: 0,
+            step: 0,
             obs: &obs,
             action: &a,
             reward: s.reward as f32,
@@ -114,6 +115,7 @@ fn stall_case(
         for (obs, r) in &batch {
             agent.observe(&Transition {
                 episode: 1,
+                step: 0,
                 obs,
                 action: &[0.0],
                 reward: *r,

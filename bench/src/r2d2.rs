@@ -68,6 +68,7 @@ fn filled(shape: [u32; 7], device: Device) -> R2d2 {
         let (episode, t) = ((step / len) as u64, step % len);
         agent.observe(&Transition {
             episode,
+            step: 0,
             obs: &row(step),
             action: &[(step % actions as usize) as f32],
             reward: (t % 3) as f32,

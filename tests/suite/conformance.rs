@@ -18,8 +18,10 @@
 //! - every step the actors took reached the learner in exactly one batch,
 //!   which was trained or dropped for a reason the workflow allows;
 //! - the agent saw each trained transition once, intact (s, a, r, s', done
-//!   as the env defines them), and none twice; lossless workflows deliver
-//!   every step of every episode;
+//!   as the env defines them), and none twice; each episode's steps in
+//!   order, or after a break the probe marks (`cut`: the agent was told
+//!   to end what it held first); lossless workflows deliver every step of
+//!   every episode;
 //! - no batch carries a policy version newer than the learner's, and with
 //!   `max_policy_lag` trained batches stay within it and stale ones are
 //!   dropped;
@@ -413,6 +415,8 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         );
     }
     let mut seen = HashSet::new();
+    // Per (learner, episode): the step that continues what it was given.
+    let mut goes_on: BTreeMap<(usize, u64), u32> = BTreeMap::new();
     let tags: BTreeMap<u64, u64> = (0..EPISODES)
         .map(|e| (rlfleet_run::workflows::episode_seed(SEED, e) % (1 << 24), e))
         .collect();
@@ -436,6 +440,17 @@ fn check(case: &Case, cfg: &RunConfig, reports: &[ActorCounts], actors: usize) {
         assert_eq!(terminated, t + 1 == natural, "{what}: {p:?}");
         assert!(t < length_of(episode), "{what}: {p:?}");
         assert!(seen.insert((episode, t)), "{what}: ({episode}, {t}) twice");
+        // In order, or the break marked where the agent was told of it.
+        assert_eq!(
+            (p.episode, u64::from(p.step)),
+            (episode, t),
+            "{what}: {p:?}"
+        );
+        let prev = goes_on.insert((*learner, episode), p.step + 1);
+        assert!(
+            p.cut || prev.map_or(p.step == 0, |n| n == p.step),
+            "{what}: ({episode}, {t}) follows {prev:?} with no break marked"
+        );
         if keeps_to_group && let Some(&actor) = player.get(&episode) {
             assert_eq!(
                 actor as usize * 2 / actors,

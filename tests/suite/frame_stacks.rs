@@ -135,6 +135,7 @@ fn sampled_replay_equals_the_rows(
             next_obs: &next,
             terminated: row.terminated,
             episode: row.episode,
+            step: 0,
         });
         slot_of[slot] = (row.episode, steps.len());
         steps.push(r);

@@ -57,10 +57,12 @@ pub fn read_sources(src: &Path) -> std::io::Result<Vec<Source>> {
     Ok(out)
 }
 
-/// Whether a file holds only tests: `tests.rs`, or anything under a
-/// `tests/` folder.
+/// Whether a file holds only tests: `tests.rs`, `…_tests.rs`, or anything
+/// under a `tests/` folder.
 pub fn is_test_file(rel: &Path) -> bool {
-    rel.file_name().is_some_and(|f| f == "tests.rs")
+    rel.file_name()
+        .and_then(|f| f.to_str())
+        .is_some_and(|f| f == "tests.rs" || f.ends_with("_tests.rs"))
         || rel
             .parent()
             .is_some_and(|p| p.components().any(|c| c.as_os_str() == "tests"))

@@ -236,8 +236,6 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
                     "workflows/remote/mod.rs",
                     "workflows/remote/seed/serve.rs",
                     "workflows/remote/seed/door.rs",
-                    // Stands in for the door (on tokio's paused clock).
-                    "workflows/remote/seed/front_tests.rs",
                 ],
             ));
             problems.extend(files::check_no_clock(&sources, &src, "workflows/book", &[]));

@@ -143,6 +143,7 @@ fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<Ne
             let (obs, next) = (frames(od, &mut rng), frames(od, &mut rng));
             dqn.observe_bytes(&Transition {
                 episode: 0,
+                step: 0,
                 obs: &obs,
                 action: &[(i % 6) as f32],
                 reward: 1.0,

@@ -89,6 +89,11 @@ impl<T: Copy> NStep<T> {
         self.open.remove(&episode);
     }
 
+    /// Episodes with steps waiting.
+    pub fn open_episodes(&self) -> usize {
+        self.open.len()
+    }
+
     /// Steps waiting in open episodes.
     pub fn pending(&self) -> usize {
         self.open.values().map(|o| o.steps.len()).sum()
@@ -139,6 +144,7 @@ fn emit_first<T>(
             next_obs: &open.next_obs,
             terminated,
             episode,
+            step: 0,
         },
         if terminated { 0.0 } else { discount },
     );
@@ -162,6 +168,7 @@ mod tests {
                 next_obs: &next,
                 terminated,
                 episode,
+                step: 0,
             },
             |t, d| out.push((t.obs[0], t.reward, t.next_obs[0], d)),
         );

@@ -18,6 +18,12 @@ pub struct Transition<'a, T = f32> {
     pub terminated: bool,
     /// The episode it belongs to (on-policy agents assemble trajectories).
     pub episode: u64,
+    /// Its index within its episode's play (0: the first step). The run
+    /// gives an agent each episode's steps in order, one after the other;
+    /// where it cannot (a batch lost on the way), it ends the episode's
+    /// trajectory at the agent first, so a step that does not follow the
+    /// last one given starts a new trajectory.
+    pub step: u32,
 }
 
 impl<'a, T> Transition<'a, T> {
@@ -34,6 +40,7 @@ impl<'a, T> Transition<'a, T> {
             reward: self.reward,
             terminated: self.terminated,
             episode: self.episode,
+            step: self.step,
         }
     }
 }
@@ -294,6 +301,7 @@ mod tests {
         r.push(
             &Transition {
                 episode: 0,
+                step: 0,
                 obs: &[v, v],
                 action: &[v],
                 reward: v,

@@ -12,6 +12,9 @@ pub struct StepRef {
     pub run: usize,
     pub env: u32,
     pub episode: u64,
+    /// Its index within its episode's play (the run's `first` + its place
+    /// in the run).
+    pub index: u32,
     /// Rows of its observation and next observation (`next = obs + 1`).
     pub obs: usize,
     /// Its row in `actions` and `rewards`.
@@ -143,6 +146,7 @@ impl Steps {
                     run: r,
                     env: run.env,
                     episode: run.episode,
+                    index: run.first + i as u32,
                     obs: o + i,
                     step: s + i,
                     terminated: last && run.end == RUN_TERMINATED,

@@ -181,6 +181,10 @@ impl Learn for A2c {
         self.actor.reset_state();
     }
 
+    fn open_episodes(&self) -> usize {
+        self.open.len()
+    }
+
     fn end_episode(&mut self, episode: u64) {
         if let Some(t) = self.open.remove(&episode)
             && !t.rewards.is_empty()
@@ -270,6 +274,7 @@ mod tests {
             next_obs: &obs,
             terminated,
             episode,
+            step: 0,
         });
     }
 

@@ -74,6 +74,7 @@ fn same_learning(
                 next_obs: &next[..],
                 terminated: e == 1 && t + 1 == len,
                 episode: e,
+                step: 0,
             };
             bytes.observe_bytes(&step);
             let (o, n): (Vec<f32>, Vec<f32>) = (

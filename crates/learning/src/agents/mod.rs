@@ -1,7 +1,6 @@
 //! Agents: networks and optimizers in tch behind the [`Agent`] trait (its
-//! parts: [`Act`], [`Learn`], [`Persist`], [`Parallel`]), and the
-//! [`Policy`] trait for acting from published weights (the evaluator now;
-//! actor-side policies later).
+//! parts: [`Act`], [`Learn`], [`Persist`], [`Parallel`]), and [`Policy`]:
+//! acting from published weights.
 
 mod a2c;
 mod adam;
@@ -134,6 +133,12 @@ pub trait Learn {
     /// mix with the new play. Transitions already stored stay.
     fn abandon_episode(&mut self, _episode: u64) {}
 
+    /// Episodes it holds state of (n-step windows, open trajectories,
+    /// recurrent states), each let go at its episode's end.
+    fn open_episodes(&self) -> usize {
+        0
+    }
+
     /// Trains as the schedule calls for after `env_steps` environment steps;
     /// returns the number of gradient steps taken.
     fn train(&mut self, env_steps: u64) -> u32;
@@ -162,16 +167,14 @@ pub trait Learn {
     /// Transitions currently held for training.
     fn replay_len(&self) -> usize;
 
-    /// Bytes the replay holds (its own accounting; 0 for agents without
-    /// one).
+    /// Bytes the replay holds (its own accounting; 0 without one).
     fn replay_bytes(&self) -> usize {
         0
     }
 
     /// Gradient steps [`Learn::train`] would take at `env_steps` once its
-    /// replay is full enough (for a data-parallel group, which must agree
-    /// on the count before anyone steps). 0 for agents without such a
-    /// schedule.
+    /// replay is full enough (a data-parallel group agrees on it first);
+    /// 0 for agents without such a schedule.
     fn scheduled_steps(&self, _env_steps: u64) -> u32 {
         0
     }
@@ -213,12 +216,10 @@ pub trait Parallel {
     }
 
     /// Data-parallel learners: the transitions observed from here on go to
-    /// learner `learner`'s replay (the multi-learner `rma` workflows pick
-    /// a learner per batch). Single learners ignore it.
+    /// learner `learner`'s replay (`ml-rma` picks one per batch).
     fn route_to(&mut self, _learner: usize) {}
 
-    /// The run ended (before its summary is written): a data-parallel
-    /// group checks its learners here.
+    /// The run ended: a data-parallel group checks its learners here.
     fn finish_run(&mut self, _output_dir: &std::path::Path) -> anyhow::Result<()> {
         Ok(())
     }

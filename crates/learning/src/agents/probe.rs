@@ -15,6 +15,7 @@ use rlfleet_shared::config::RunConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::NetShape;
 use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
 
 /// One row of `probe.csv`: a transition as the probe was given it, with
 /// its policy version; `action`, `obs` and `next_obs` are `;`-separated.
@@ -32,6 +33,17 @@ pub struct ProbeLine {
     pub next_obs: String,
     /// The episode the transition belongs to.
     pub episode: u64,
+    /// Its index within its episode's play.
+    pub step: u32,
+    /// 1 where a trajectory of an episode starts other than as the first
+    /// one from its first step: the agent was told to end what it held of
+    /// the episode before (a hole, a piece out of order, a new play), or
+    /// it starts mid-way.
+    #[serde(
+        serialize_with = "format::flag",
+        deserialize_with = "format::read_flag"
+    )]
+    pub cut: bool,
 }
 
 #[derive(Debug)]
@@ -48,6 +60,10 @@ pub struct Probe {
     version: u64,
     rng: Pcg64,
     log: Option<CsvFile<ProbeLine>>,
+    /// The step that continues each episode's open trajectory.
+    open: HashMap<u64, u32>,
+    /// Episodes it was given steps of.
+    seen: HashSet<u64>,
 }
 
 impl Probe {
@@ -71,6 +87,8 @@ impl Probe {
             version: 0,
             rng: Pcg64::seed_from_u64(cfg.seed ^ 0x9b0b_e000),
             log,
+            open: HashMap::new(),
+            seen: HashSet::new(),
         }
     }
 }
@@ -100,6 +118,11 @@ impl Act for Probe {
 impl Learn for Probe {
     fn observe(&mut self, t: &Transition<'_>) {
         self.observed += 1;
+        // A step that does not continue the open trajectory is not marked:
+        // the conformance suite catches it as a jump.
+        let starts = self.open.insert(t.episode, t.step + 1).is_none();
+        let first = self.seen.insert(t.episode);
+        let cut = starts && (t.step != 0 || !first);
         if let Some(w) = &mut self.log {
             let line = ProbeLine {
                 version: self.version,
@@ -109,12 +132,26 @@ impl Learn for Probe {
                 obs: joined(t.obs),
                 next_obs: joined(t.next_obs),
                 episode: t.episode,
+                step: t.step,
+                cut,
             };
             if let Err(e) = w.write(&line) {
                 tracing::error!("probe.csv: {e}");
                 self.log = None;
             }
         }
+    }
+
+    fn end_episode(&mut self, episode: u64) {
+        self.open.remove(&episode);
+    }
+
+    fn abandon_episode(&mut self, episode: u64) {
+        self.open.remove(&episode);
+    }
+
+    fn open_episodes(&self) -> usize {
+        self.open.len()
     }
 
     fn train(&mut self, _env_steps: u64) -> u32 {

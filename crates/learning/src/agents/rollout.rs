@@ -60,6 +60,12 @@ impl Rollout {
     }
 }
 
+/// Episodes with an open rollout or a recurrent state carried to their
+/// next one.
+pub(super) fn open_count<R, V>(open: &HashMap<u64, R>, carry: &HashMap<u64, V>) -> usize {
+    open.len() + carry.keys().filter(|e| !open.contains_key(e)).count()
+}
+
 /// Appends `t`, acted by the weights of `version`, to its episode's
 /// rollout in `open` (a new one, with observations as bytes when `bytes`,
 /// for an episode not seen yet).

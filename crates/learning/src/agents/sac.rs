@@ -220,6 +220,7 @@ mod tests {
                 next_obs: &o,
                 terminated: false,
                 episode: 0,
+                step: 0,
             });
         }
         let (actor0, alpha0) = (sac.weights().data, sac.alpha());

@@ -190,6 +190,7 @@ mod tests {
                 next_obs: &o,
                 terminated: false,
                 episode: 0,
+                step: 0,
             });
         }
         let actor0 = td3.weights().data;

@@ -211,6 +211,11 @@ impl FrameChains {
         self.open.remove(&episode);
     }
 
+    /// Episodes whose chain is still open.
+    pub fn open_episodes(&self) -> usize {
+        self.open.len()
+    }
+
     /// Every episode's play ends where it is (a resumed run plays the
     /// episodes open at its checkpoint again from their start).
     pub fn abandon_all(&mut self) {

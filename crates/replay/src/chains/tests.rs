@@ -81,6 +81,7 @@ fn play(chains: &mut FrameChains, n: u32, plays: usize, rebuilt: bool) -> (Rows,
             let last = t + 1 == len;
             let tr = Transition {
                 episode: p as u64,
+                step: 0,
                 obs: &stack(p, t),
                 action: &[(t % 4) as f32],
                 reward: (p * 100 + t) as f32,
@@ -180,6 +181,7 @@ fn open_windows_wait_and_a_checkpoint_brings_the_closed_chains_back_exactly() {
     let mut chains = FrameChains::new(32, F, K, 1, 3, 0.9);
     let step = |t: usize| Transition {
         episode: 5,
+        step: 0,
         obs: &[],
         action: &[0.0],
         reward: t as f32,
@@ -238,6 +240,7 @@ fn a_play_again_of_an_episode_starts_its_own_chain() {
         let (obs, next) = (stack(2, t), stack(2, t + 1));
         chains.push(&Transition {
             episode: 2,
+            step: 0,
             obs: &obs,
             action: &[0.0],
             reward: 0.0,
@@ -250,6 +253,7 @@ fn a_play_again_of_an_episode_starts_its_own_chain() {
     let (obs, next) = (stack(9, 0), stack(9, 1));
     chains.push(&Transition {
         episode: 2,
+        step: 0,
         obs: &obs,
         action: &[1.0],
         reward: 1.0,

@@ -29,6 +29,7 @@ pub(super) struct RunFamilies {
     pub(super) checkpoint_snapshot: HistogramVec,
     pub(super) transitions_ingested: IntCounterVec,
     pub(super) transitions_unstacked: IntCounterVec,
+    pub(super) transitions_withheld: IntCounterVec,
     pub(super) inference_requests: IntCounterVec,
     pub(super) core_states_zeroed: IntCounterVec,
     pub(super) inference_batch_size: HistogramVec,
@@ -38,6 +39,7 @@ pub(super) struct RunFamilies {
     pub(super) policy_lag: HistogramVec,
     pub(super) replay_size: IntGaugeVec,
     pub(super) replay_bytes: IntGaugeVec,
+    pub(super) open_episodes: IntGaugeVec,
     pub(super) train_steps: IntCounterVec,
     pub(super) loss: GaugeVec,
     pub(super) loop_seconds: CounterVec,
@@ -202,6 +204,12 @@ impl RunFamilies {
                 "Steps not trained on because earlier frames of their stack never reached the learner (frame_stack > 1, a batch an rma pool pushed out).",
                 None,
             ),
+            transitions_withheld: counter(
+                r,
+                "rlfleet_transitions_withheld_total",
+                "Steps of trained or dropped batches kept from the agent: of an earlier play of their episode (superseded) or given to it before (duplicate).",
+                None,
+            ),
             inference_requests: counter(
                 r,
                 "rlfleet_inference_requests_total",
@@ -250,6 +258,11 @@ impl RunFamilies {
                 r,
                 "rlfleet_replay_bytes",
                 "Bytes the replay holds, by its own accounting (allocated up front; uint8 observations stored as uint8).",
+            ),
+            open_episodes: gauge(
+                r,
+                "rlfleet_agent_open_episodes",
+                "Episodes the agent holds unfinished state of (n-step windows, open trajectories, recurrent states between updates); each is let go at its episode's end.",
             ),
             train_steps: counter(
                 r,

@@ -53,6 +53,9 @@ pub struct RunMetrics {
     /// Steps counted but not trained on: their frame stack misses frames
     /// of a batch that never reached the learner (`frame_stack` > 1).
     pub transitions_unstacked: IntCounter,
+    /// Steps kept from the agent: of an earlier play of their episode, or
+    /// given to it before.
+    pub transitions_withheld: IntCounter,
     pub inference_requests: IntCounter,
     /// Actor envs' recurrent states the `seed` front zeroed, by cause.
     pub core_states_zeroed: ByLabel<IntCounterVec>,
@@ -65,6 +68,8 @@ pub struct RunMetrics {
     pub policy_lag: Histogram,
     pub replay_size: IntGauge,
     pub replay_bytes: IntGauge,
+    /// Episodes the agent holds unfinished state of.
+    pub open_episodes: IntGauge,
     pub train_steps: IntCounter,
     pub loss: Gauge,
     /// Seconds the run's loop spent, by activity (`train`, `wait`; and of
@@ -129,6 +134,7 @@ impl RunFamilies {
             checkpoint_failures: self.checkpoint_failures.with_label_values(&l),
             transitions_ingested: self.transitions_ingested.with_label_values(&l),
             transitions_unstacked: self.transitions_unstacked.with_label_values(&l),
+            transitions_withheld: self.transitions_withheld.with_label_values(&l),
             inference_requests: self.inference_requests.with_label_values(&l),
             core_states_zeroed: by(&self.core_states_zeroed, &ZERO_CAUSES),
             inference_batch_size: self.inference_batch_size.with_label_values(&l),
@@ -138,6 +144,7 @@ impl RunFamilies {
             policy_lag: self.policy_lag.with_label_values(&l),
             replay_size: self.replay_size.with_label_values(&l),
             replay_bytes: self.replay_bytes.with_label_values(&l),
+            open_episodes: self.open_episodes.with_label_values(&l),
             train_steps: self.train_steps.with_label_values(&l),
             loss: self.loss.with_label_values(&l),
             loop_seconds,
@@ -177,6 +184,7 @@ impl RunFamilies {
             &self.checkpoint_failures,
             &self.transitions_ingested,
             &self.transitions_unstacked,
+            &self.transitions_withheld,
             &self.inference_requests,
             &self.train_steps,
         ] {
@@ -200,6 +208,7 @@ impl RunFamilies {
             &self.policy_version,
             &self.replay_size,
             &self.replay_bytes,
+            &self.open_episodes,
             &self.actor_envs,
             &self.env_steps_in_play,
         ] {

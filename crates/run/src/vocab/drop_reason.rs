@@ -6,7 +6,8 @@
 /// `rlfleet_batches_dropped_total`, the `outcome` of `batches.csv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum DropReason {
-    /// Its `(actor, session, seq)` was trained before (a resend).
+    /// Its `(actor, session, seq)` was trained before (a resend), or the
+    /// agent was given every step of it already.
     Duplicate,
     /// Older than `max_policy_lag` allows.
     Stale,
@@ -18,16 +19,21 @@ pub enum DropReason {
     Overflow,
     /// An `rma` buffer's newer value replaced it unread.
     Overwritten,
+    /// Its steps are of an earlier play of their episode: the episode was
+    /// handed out again (its actor left, or its env raised) and another
+    /// play holds it now.
+    Superseded,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 6] = [
+    pub const ALL: [DropReason; 7] = [
         DropReason::Duplicate,
         DropReason::Stale,
         DropReason::Invalid,
         DropReason::RunEnded,
         DropReason::Overflow,
         DropReason::Overwritten,
+        DropReason::Superseded,
     ];
 
     pub fn label(self) -> &'static str {
@@ -38,6 +44,7 @@ impl DropReason {
             DropReason::RunEnded => "run_ended",
             DropReason::Overflow => "overflow",
             DropReason::Overwritten => "overwritten",
+            DropReason::Superseded => "superseded",
         }
     }
 }

@@ -94,6 +94,7 @@ impl SingleRun {
             };
             self.agent.observe(&Transition {
                 episode: self.book.counters.episodes,
+                step: ep_len,
                 obs: &obs,
                 action: &action,
                 reward: step.reward as f32,

@@ -34,6 +34,7 @@ pub(super) enum Item {
 #[derive(Debug, Clone, PartialEq, Archive, Serialize, Deserialize)]
 pub(super) struct Step<T> {
     episode: u64,
+    step: u32,
     obs: Vec<T>,
     action: Vec<f32>,
     reward: f32,
@@ -45,6 +46,7 @@ impl<T: Copy> Step<T> {
     pub fn of(t: &Transition<'_, T>) -> Step<T> {
         Step {
             episode: t.episode,
+            step: t.step,
             obs: t.obs.to_vec(),
             action: t.action.to_vec(),
             reward: t.reward,
@@ -56,6 +58,7 @@ impl<T: Copy> Step<T> {
     pub fn transition(&self) -> Transition<'_, T> {
         Transition {
             episode: self.episode,
+            step: self.step,
             obs: &self.obs,
             action: &self.action,
             reward: self.reward,
@@ -163,6 +166,7 @@ mod tests {
         let observe = Command::Observe(vec![
             Item::Transition(Step::of(&Transition {
                 episode: 3,
+                step: 0,
                 obs: &[0.5, -1.0],
                 action: &[1.0],
                 reward: 2.5,
@@ -171,6 +175,7 @@ mod tests {
             })),
             Item::Bytes(Step::of(&Transition {
                 episode: 4,
+                step: 9,
                 obs: &[0u8, 255],
                 action: &[2.0],
                 reward: -1.0,

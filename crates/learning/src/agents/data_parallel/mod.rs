@@ -23,6 +23,7 @@ use command::{Command, Item, StateMsg, Step};
 use rlfleet_replay::Transition;
 use rlfleet_shared::mpi::Group;
 use rlfleet_shared::mpi::rsmpi::traits::{Communicator, Destination, Source};
+use std::collections::HashMap;
 use std::path::Path;
 
 /// The lead learner's agent: the run's own agent plus the helpers.
@@ -45,6 +46,10 @@ pub struct DataParallel {
     /// The learner the run picked for what is observed next (else by
     /// episode).
     route: Option<usize>,
+    /// The learner that was given each open episode's latest step: its
+    /// end goes there, and a step routed elsewhere first ends the piece
+    /// that learner holds.
+    holds: HashMap<u64, usize>,
 }
 
 impl std::fmt::Debug for DataParallel {
@@ -73,6 +78,7 @@ impl DataParallel {
             batch_size,
             synced: false,
             route: None,
+            holds: HashMap::new(),
         }
     }
 
@@ -81,10 +87,21 @@ impl DataParallel {
             .unwrap_or((episode % self.learners as u64) as usize)
     }
 
-    /// An episode's end or abandonment, for the learner that owns the
-    /// episode: this one at once, a helper with its next commands.
-    fn episode_item(&mut self, episode: u64, item: Item) {
+    /// The learner that takes `episode`'s next step; the piece of it
+    /// another learner holds is ended there first.
+    fn take(&mut self, episode: u64) -> usize {
         let k = self.owner(episode);
+        if let Some(h) = self.holds.insert(episode, k)
+            && h != k
+        {
+            self.episode_item(h, episode, Item::End(episode));
+        }
+        k
+    }
+
+    /// An episode's end or abandonment, for learner `k`: this one at once,
+    /// a helper with its next commands.
+    fn episode_item(&mut self, k: usize, episode: u64, item: Item) {
         if k > 0 {
             return self.pending[k].push(item);
         }
@@ -141,7 +158,7 @@ impl Act for DataParallel {
 
 impl Learn for DataParallel {
     fn observe(&mut self, t: &Transition<'_>) {
-        let k = self.owner(t.episode);
+        let k = self.take(t.episode);
         self.held[k] += 1;
         if k == 0 {
             return self.inner.observe(t);
@@ -150,7 +167,7 @@ impl Learn for DataParallel {
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        let k = self.owner(t.episode);
+        let k = self.take(t.episode);
         self.held[k] += 1;
         if k == 0 {
             return self.inner.observe_bytes(t);
@@ -159,11 +176,17 @@ impl Learn for DataParallel {
     }
 
     fn end_episode(&mut self, episode: u64) {
-        self.episode_item(episode, Item::End(episode));
+        let k = self.holds.remove(&episode).unwrap_or(self.owner(episode));
+        self.episode_item(k, episode, Item::End(episode));
     }
 
     fn abandon_episode(&mut self, episode: u64) {
-        self.episode_item(episode, Item::Abandon(episode));
+        let k = self.holds.remove(&episode).unwrap_or(self.owner(episode));
+        self.episode_item(k, episode, Item::Abandon(episode));
+    }
+
+    fn open_episodes(&self) -> usize {
+        self.holds.len().max(self.inner.open_episodes())
     }
 
     fn train(&mut self, env_steps: u64) -> u32 {

@@ -270,6 +270,10 @@ impl Learn for Dqn {
         self.replay.abandon(episode);
     }
 
+    fn open_episodes(&self) -> usize {
+        self.replay.open_episodes()
+    }
+
     fn train(&mut self, env_steps: u64) -> u32 {
         let ready = env_steps >= self.cfg.learning_starts
             && self.replay.len() >= self.cfg.batch_size as usize

@@ -147,6 +147,16 @@ impl DqnReplay {
         }
     }
 
+    /// Episodes with an open window or chain.
+    pub fn open_episodes(&self) -> usize {
+        match &self.store {
+            Store::Rows {
+                n_step, n_bytes, ..
+            } => n_step.open_episodes() + n_bytes.open_episodes(),
+            Store::Chains(c) => c.open_episodes(),
+        }
+    }
+
     /// The episode is played again elsewhere: its window goes.
     pub fn abandon(&mut self, episode: u64) {
         match &mut self.store {

@@ -11,6 +11,7 @@ fn feed(dqn: &mut Dqn) {
         let o = [i as f32 * 0.01, 0.0, 0.1, -0.1];
         dqn.observe(&Transition {
             episode: 0,
+            step: 0,
             obs: &o,
             action: &[(i % 2) as f32],
             reward: 1.0,
@@ -80,6 +81,7 @@ fn the_learning_rate_anneals_to_its_floor_and_holds() {
         let o = [i as f32 * 0.01, 0.0, 0.0, 0.0];
         dqn.observe(&Transition {
             episode: 0,
+            step: 0,
             obs: &o,
             action: &[(i % 2) as f32],
             reward: 1.0,
@@ -234,6 +236,7 @@ fn stacked_byte_frames_reach_the_device_as_bytes() {
     for t in 0..40 {
         dqn.observe(&Transition {
             episode: 1,
+            step: 0,
             obs: &stack(t),
             action: &[(t % 3) as f32],
             reward: 1.0,
@@ -374,6 +377,7 @@ fn hand_written_gradients_train_as_autograd_does() {
             for dqn in [&mut manual, &mut autograd] {
                 dqn.observe(&Transition {
                     episode: 0,
+                    step: 0,
                     obs: &obs,
                     action: &[(t % 3) as f32],
                     reward: (t % 4) as f32 - 1.0,

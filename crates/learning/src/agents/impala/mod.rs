@@ -273,10 +273,16 @@ impl Learn for Impala {
     }
 
     fn end_episode(&mut self, episode: u64) {
-        if let Some(u) = self.open.remove(&episode) {
-            self.ready.push(u);
+        match self.open.remove(&episode) {
+            // Its state is taken when the segment is trained on.
+            Some(u) => self.ready.push(u),
+            None => drop(self.carry.remove(&episode)),
         }
         self.actor.reset_state();
+    }
+
+    fn open_episodes(&self) -> usize {
+        rollout::open_count(&self.open, &self.carry)
     }
 
     fn abandon_episode(&mut self, episode: u64) {

@@ -34,6 +34,7 @@ fn play(agent: &mut Impala, episode: u64, steps: usize, version: Option<u64>, en
             next_obs: &obs,
             terminated: ends && t + 1 == steps,
             episode,
+            step: 0,
         });
     }
 }

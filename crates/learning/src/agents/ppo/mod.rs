@@ -284,10 +284,16 @@ impl Learn for Ppo {
     }
 
     fn end_episode(&mut self, episode: u64) {
-        if let Some(s) = self.open.remove(&episode) {
-            self.ready.push(s);
+        match self.open.remove(&episode) {
+            // Its state is taken when the segment is trained on.
+            Some(s) => self.ready.push(s),
+            None => drop(self.carry.remove(&episode)),
         }
         self.reset_actor_state();
+    }
+
+    fn open_episodes(&self) -> usize {
+        rollout::open_count(&self.open, &self.carry)
     }
 
     fn abandon_episode(&mut self, episode: u64) {
@@ -386,6 +392,7 @@ mod tests {
                 next_obs: &o,
                 terminated: t + 1 == steps,
                 episode,
+                step: 0,
             });
         }
     }
@@ -444,6 +451,7 @@ mod tests {
                     next_obs: &o,
                     terminated: t == 2,
                     episode,
+                    step: 0,
                 });
             }
             ppo.end_episode(episode);
@@ -556,6 +564,7 @@ mod tests {
                 next_obs: &o,
                 terminated: false,
                 episode: 6,
+                step: 0,
             });
             assert_eq!(ppo.train(20), 2 * 3, "{env}");
             assert_eq!((ppo.replay_len(), ppo.train_steps()), (0, 6));

@@ -153,8 +153,7 @@ impl Cutter {
         self.open.clear();
     }
 
-    /// Open episodes (for tests).
-    #[cfg(test)]
+    /// Episodes whose steps it holds.
     pub fn open(&self) -> usize {
         self.open.len()
     }

@@ -247,6 +247,10 @@ impl Learn for R2d2 {
         self.cutter.abandon(episode);
     }
 
+    fn open_episodes(&self) -> usize {
+        self.cutter.open()
+    }
+
     fn train(&mut self, env_steps: u64) -> u32 {
         let ready = env_steps >= self.cfg.learning_starts
             && self.replay.len() >= self.cfg.batch_size as usize

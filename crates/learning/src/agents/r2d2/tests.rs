@@ -212,6 +212,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
     for t in 0..23 {
         agent.observe(&Transition {
             episode: 4,
+            step: 0,
             obs: &obs(t),
             action: &[(t % 3) as f32],
             reward: 0.0,
@@ -292,6 +293,7 @@ fn sequences_and_priorities_survive_a_checkpoint() {
             let x = [(episode % 2) as f32, 0.0, f32::from(u8::from(t == 8))];
             a.observe(&Transition {
                 episode,
+                step: 0,
                 obs: &x,
                 action: &[(t % 2) as f32],
                 reward: if t == 8 { 1.0 } else { 0.0 },
@@ -346,6 +348,7 @@ fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
         let (action, reward, terminated) = (&[(t % 2) as f32][..], t as f32, t == 8);
         by_bytes.observe_bytes(&Transition {
             episode: 1,
+            step: 0,
             obs: &o,
             action,
             reward,
@@ -354,6 +357,7 @@ fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
         });
         by_values.observe(&Transition {
             episode: 1,
+            step: 0,
             obs: &ov,
             action,
             reward,

@@ -19,6 +19,8 @@ mod families;
 mod frames;
 mod immediate;
 mod input;
+#[cfg(test)]
+mod integrity_tests;
 mod ledger;
 mod orchestrated;
 mod rma;

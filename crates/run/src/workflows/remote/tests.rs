@@ -24,8 +24,8 @@ use tokio::sync::oneshot;
 
 /// A run of `workflow` over at most `episodes` Counting episodes, with
 /// `distributed` lines added to its `[distributed]` table.
-struct Harness {
-    run: RemoteRun,
+pub(super) struct Harness {
+    pub(super) run: RemoteRun,
     /// The workflow's helper beside the run thread, once started.
     bypass: Option<Arc<dyn Bypass>>,
     /// Where helpers reach the run thread (the test drains it at the end).
@@ -34,16 +34,21 @@ struct Harness {
         std::sync::mpsc::Receiver<Input>,
     ),
     rt: tokio::runtime::Runtime,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 fn harness(workflow: &str, episodes: u64, distributed: &str) -> Harness {
+    harness_of("probe", workflow, episodes, distributed)
+}
+
+/// [`harness`] with another agent (its tables: `[probe]` lines after it).
+pub(super) fn harness_of(agent: &str, workflow: &str, episodes: u64, distributed: &str) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
     let text = format!(
         r#"
 name = "unit"
 env = "Counting-v0"
-agent = "probe"
+agent = "{agent}"
 workflow = "{workflow}"
 transport = "inproc"
 seed = 7
@@ -85,23 +90,23 @@ train_every = 5
         rt: tokio::runtime::Builder::new_current_thread()
             .build()
             .expect("a runtime"),
-        _dir: dir,
+        dir,
     }
 }
 
 /// The answer, if there is one yet.
-fn answered(rx: &mut Answer) -> Option<Message> {
+pub(super) fn answered(rx: &mut Answer) -> Option<Message> {
     rx.try_recv().ok()
 }
 
-fn ack(m: Option<Message>) -> wire::Ack {
+pub(super) fn ack(m: Option<Message>) -> wire::Ack {
     match m {
         Some(Message::Ack(a)) => a,
         other => panic!("expected an ack, got {other:?}"),
     }
 }
 
-fn starts(m: &Message) -> Vec<u64> {
+pub(super) fn starts(m: &Message) -> Vec<u64> {
     match m {
         Message::Welcome(w) => w.starts.iter().map(|s| s.episode).collect(),
         Message::Ack(a) => a.starts.iter().map(|s| s.episode).collect(),
@@ -110,9 +115,10 @@ fn starts(m: &Message) -> Vec<u64> {
     }
 }
 
-/// One batch of `steps` steps of `episode` from env 0 of `actor`; with
-/// `finish`, the episode ends there and env 0 asks for the next.
-fn batch(
+/// One batch of `steps` steps of `episode` from env 0 of `actor`, from
+/// the episode's start; with `finish`, the episode ends there and env 0
+/// asks for the next.
+pub(super) fn batch(
     actor: &str,
     seq: u64,
     episode: u64,
@@ -120,10 +126,24 @@ fn batch(
     finish: bool,
     version: u64,
 ) -> Experience {
+    batch_from(actor, seq, (episode, 0), steps, finish, version)
+}
+
+/// [`batch`] of `episode`'s steps from step `first` on (the observation
+/// after step `t` is `[episode, t, 0]`).
+pub(super) fn batch_from(
+    actor: &str,
+    seq: u64,
+    (episode, first): (u64, u32),
+    steps: usize,
+    finish: bool,
+    version: u64,
+) -> Experience {
     let mut run = Steps::default();
-    run.begin(0, episode, 0, &[episode as f32, 0.0, 0.0], false);
+    let at = first as f32;
+    run.begin(0, episode, first, &[episode as f32, at, 0.0], false);
     for t in 0..steps {
-        let next = [episode as f32, t as f32 + 1.0, 0.0];
+        let next = [episode as f32, at + t as f32 + 1.0, 0.0];
         run.step(&[0.0], (t + 1) as f32, &next, false);
     }
     if finish {
@@ -140,7 +160,7 @@ fn batch(
                 episode,
                 env: 0,
                 ret: (steps * (steps + 1) / 2) as f64,
-                length: steps as u32,
+                length: first + steps as u32,
             }]
         } else {
             vec![]
@@ -152,18 +172,28 @@ fn batch(
 }
 
 impl Harness {
-    fn input(&mut self, input: Input) {
+    pub(super) fn input(&mut self, input: Input) {
         let r = &mut self.run;
         handle(&mut r.core, r.workflow.as_mut(), input).expect("handled");
     }
 
-    fn join(&mut self, conn: ConnId, actor: &str, envs: u32) -> Answer {
+    pub(super) fn join(&mut self, conn: ConnId, actor: &str, envs: u32) -> Answer {
+        self.join_session(conn, (actor, 1), envs)
+    }
+
+    /// An actor's `Hello` in session `session` (a reconnect's is new).
+    pub(super) fn join_session(
+        &mut self,
+        conn: ConnId,
+        (actor, session): (&str, u64),
+        envs: u32,
+    ) -> Answer {
         let (reply, rx) = oneshot::channel();
         let hello = Hello {
             protocol: wire::PROTOCOL_VERSION,
             software: "unit".into(),
             actor_id: actor.into(),
-            session_id: 1,
+            session_id: session,
             token: String::new(),
             env_capacity: envs,
             run: String::new(),
@@ -174,7 +204,7 @@ impl Harness {
     }
 
     /// A request for work from `actor` for its env 0.
-    fn ask(&mut self, conn: ConnId, actor: &str, seq: u64) -> Answer {
+    pub(super) fn ask(&mut self, conn: ConnId, actor: &str, seq: u64) -> Answer {
         let (reply, rx) = oneshot::channel();
         let msg = Message::WorkRequest(WorkRequest {
             actor_id: actor.into(),
@@ -188,7 +218,7 @@ impl Harness {
         rx
     }
 
-    fn send(&mut self, conn: ConnId, e: Experience) -> Answer {
+    pub(super) fn send(&mut self, conn: ConnId, e: Experience) -> Answer {
         let (reply, rx) = oneshot::channel();
         let msg = Message::Experience(e);
         self.input(Input::Request { conn, msg, reply });
@@ -197,7 +227,7 @@ impl Harness {
 
     /// What a transport does with a request: the workflow's helper takes
     /// it (the `rma` pools) or the run thread does.
-    fn deposit(&mut self, conn: ConnId, e: Experience) -> Answer {
+    pub(super) fn deposit(&mut self, conn: ConnId, e: Experience) -> Answer {
         if self.bypass.is_none() {
             let r = &mut self.run;
             self.bypass = r
@@ -210,7 +240,7 @@ impl Harness {
         bypass.take(conn, msg)
     }
 
-    fn work(&mut self, now: Instant) -> bool {
+    pub(super) fn work(&mut self, now: Instant) -> bool {
         let r = &mut self.run;
         let busy = r.workflow.work(&mut r.core, now).expect("work");
         super::deliver(&mut r.core);
@@ -219,7 +249,7 @@ impl Harness {
 
     /// The run's end, as the driver does it: held requests answered,
     /// what the learner holds trained, late helper messages taken.
-    fn stop(&mut self) {
+    pub(super) fn stop(&mut self) {
         let r = &mut self.run;
         r.core.stop_parked("test over");
         r.workflow.stop(&mut r.core, "test over").expect("stop");
@@ -229,12 +259,12 @@ impl Harness {
         }
     }
 
-    fn dropped(&self, reason: DropReason) -> u64 {
+    pub(super) fn dropped(&self, reason: DropReason) -> u64 {
         let t = self.run.core.accounts().tally.lock().expect("tally");
         t.dropped.get(&reason).copied().unwrap_or(0)
     }
 
-    fn trained(&self) -> u64 {
+    pub(super) fn trained(&self) -> u64 {
         self.run
             .core
             .accounts()
@@ -244,8 +274,15 @@ impl Harness {
             .trained
     }
 
-    fn episodes(&self) -> u64 {
+    pub(super) fn episodes(&self) -> u64 {
         self.run.core.book().counters.episodes
+    }
+
+    /// What the probe was given, once the run is gone (its file flushed).
+    pub(super) fn probe_lines(self) -> Vec<rlfleet_learning::agents::ProbeLine> {
+        let Harness { run, dir, .. } = self;
+        drop(run);
+        rlfleet_output::read_csv(&dir.path().join("probe.csv")).expect("probe.csv")
     }
 }
 
@@ -333,9 +370,13 @@ fn a_batch_older_than_max_policy_lag_is_dropped_stale() {
     // 6 transitions at version 0: the probe takes version 1 at the 5th.
     ack(answered(&mut h.send(1, batch("a", 1, 0, 6, false, 0))));
     assert_eq!(h.run.core.agent().train_steps(), 1);
-    ack(answered(&mut h.send(1, batch("a", 2, 0, 2, false, 0))));
+    ack(answered(
+        &mut h.send(1, batch_from("a", 2, (0, 6), 2, false, 0)),
+    ));
     assert_eq!((h.trained(), h.dropped(DropReason::Stale)), (1, 1));
-    ack(answered(&mut h.send(1, batch("a", 3, 0, 2, false, 1))));
+    ack(answered(
+        &mut h.send(1, batch_from("a", 3, (0, 8), 2, false, 1)),
+    ));
     assert_eq!(h.trained(), 2);
 }
 
@@ -367,7 +408,7 @@ fn sync_rounds_wait_for_every_participant_and_go_on_without_one_that_left() {
     ack(answered(&mut h.send(1, batch("a", 1, 0, 3, false, 0))));
     assert!(matches!(answered(&mut b), Some(Message::Welcome(_))));
     // This round waits for a and b.
-    let mut a = h.send(1, batch("a", 2, 0, 3, false, 0));
+    let mut a = h.send(1, batch_from("a", 2, (0, 3), 3, false, 0));
     assert!(answered(&mut a).is_none(), "the round waits for b");
     // A second batch from a in the same round is out of turn.
     let out_of_turn = answered(&mut h.send(1, batch("a", 3, 0, 3, false, 0)));
@@ -382,7 +423,7 @@ fn sync_rounds_wait_for_every_participant_and_go_on_without_one_that_left() {
     assert!(matches!(answered(&mut c), Some(Message::Welcome(_))));
     assert_eq!((h.trained(), h.dropped(DropReason::Invalid)), (2, 1));
     // The next round waits for a and c; the run ends before c sends.
-    let mut a3 = h.send(1, batch("a", 4, 0, 3, false, 0));
+    let mut a3 = h.send(1, batch_from("a", 4, (0, 6), 3, false, 0));
     assert!(answered(&mut a3).is_none());
     h.stop();
     assert!(matches!(answered(&mut a3), Some(Message::Stop(_))));
@@ -418,7 +459,7 @@ fn orchestrated_holds_inserts_while_training_is_behind() {
     answered(&mut h.join(1, "a", 1)).expect("welcome");
     // 4 inserted, nothing sampled: past the window's top (1 + 2).
     ack(answered(&mut h.send(1, batch("a", 1, 0, 4, false, 0))));
-    let mut held = h.send(1, batch("a", 2, 0, 3, false, 0));
+    let mut held = h.send(1, batch_from("a", 2, (0, 4), 3, false, 0));
     assert!(answered(&mut held).is_none(), "held back");
     assert_eq!(
         h.run.core.agent().train_steps(),
@@ -432,8 +473,10 @@ fn orchestrated_holds_inserts_while_training_is_behind() {
     ack(answered(&mut held));
     // 7 in, 5 sampled: 3 more go in at once, the next waits; the run
     // ends with it held: it goes into replay, its actor is told to stop.
-    ack(answered(&mut h.send(1, batch("a", 3, 0, 3, false, 0))));
-    let mut last = h.send(1, batch("a", 4, 0, 2, false, 0));
+    ack(answered(
+        &mut h.send(1, batch_from("a", 3, (0, 7), 3, false, 0)),
+    ));
+    let mut last = h.send(1, batch_from("a", 4, (0, 10), 2, false, 0));
     assert!(answered(&mut last).is_none());
     h.stop();
     assert!(matches!(answered(&mut last), Some(Message::Stop(_))));
@@ -448,16 +491,17 @@ fn a_full_rma_queue_rejects_until_popped_and_keeps_order() {
         "data_structure = \"queue\"\ndata_structure_length = 2\noverflow = \"reject\"\nin_flight = 4",
     );
     answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let b = |seq: u64| batch_from("a", seq, (0, 3 * (seq as u32 - 1)), 3, false, 0);
     for seq in 1..=2 {
-        let a = ack(answered(&mut h.deposit(1, batch("a", seq, 0, 3, false, 0))));
+        let a = ack(answered(&mut h.deposit(1, b(seq))));
         assert!(!a.full);
     }
-    let full = ack(answered(&mut h.deposit(1, batch("a", 3, 0, 3, false, 0))));
+    let full = ack(answered(&mut h.deposit(1, b(3))));
     assert!(full.full, "refused: the queue holds 2");
     // A later seq is refused too, so that order holds.
-    assert!(ack(answered(&mut h.deposit(1, batch("a", 4, 0, 3, false, 0)))).full);
+    assert!(ack(answered(&mut h.deposit(1, b(4)))).full);
     assert!(h.work(Instant::now()), "one batch popped and trained");
-    assert!(!ack(answered(&mut h.deposit(1, batch("a", 3, 0, 3, false, 0)))).full);
+    assert!(!ack(answered(&mut h.deposit(1, b(3)))).full);
     assert_eq!(h.trained(), 1);
     assert_eq!(h.dropped(DropReason::Overflow), 0);
 }
@@ -470,8 +514,9 @@ fn a_full_rma_queue_that_drops_the_oldest_counts_it_overflow() {
         "data_structure = \"queue\"\ndata_structure_length = 2\noverflow = \"drop-oldest\"\nin_flight = 4",
     );
     answered(&mut h.join(1, "a", 1)).expect("welcome");
+    let b = |seq: u64| batch_from("a", seq, (0, 3 * (seq as u32 - 1)), 3, false, 0);
     for seq in 1..=3 {
-        assert!(!ack(answered(&mut h.deposit(1, batch("a", seq, 0, 3, false, 0)))).full);
+        assert!(!ack(answered(&mut h.deposit(1, b(seq)))).full);
     }
     assert_eq!(h.dropped(DropReason::Overflow), 1);
     h.work(Instant::now());
@@ -479,7 +524,7 @@ fn a_full_rma_queue_that_drops_the_oldest_counts_it_overflow() {
     assert!(!h.work(Instant::now()), "empty");
     assert_eq!(h.trained(), 2);
     // A resend of an accepted seq is a duplicate, not trained again.
-    assert!(ack(answered(&mut h.deposit(1, batch("a", 2, 0, 3, false, 0)))).duplicate);
+    assert!(ack(answered(&mut h.deposit(1, b(2)))).duplicate);
     assert_eq!(h.dropped(DropReason::Duplicate), 1);
 }
 

@@ -65,6 +65,7 @@ impl Core {
         let reissued = self.ledger().take_reissued();
         for episode in reissued {
             self.agent.abandon_episode(episode);
+            self.plays.forget(episode);
             if let Some(n) = self.episode_steps.remove(&(ORPHANED, episode))
                 && n > 0
             {
@@ -245,6 +246,7 @@ impl Core {
         }
         self.errors_in_a_row.0 = 0;
         self.agent.end_episode(episode);
+        self.plays.forget(episode);
         self.episode_counted(conn, episode, length);
         let actor = self.actors.get(&conn).map_or(u32::MAX, |s| s.index);
         self.record_episode(actor, episode, ret, length)

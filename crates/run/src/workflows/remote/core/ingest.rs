@@ -7,11 +7,9 @@ use super::{Core, Parked};
 use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::remote::checks::{Refusal, check_submission};
-use crate::workflows::remote::frames::Frames;
 use crate::workflows::remote::ledger::Standing;
-use rlfleet_replay::Transition;
 use rlfleet_shared::config::WorkflowKind;
-use rlfleet_shared::wire::{Experience, StepRef, Submission};
+use rlfleet_shared::wire::{Experience, Submission};
 
 impl Core {
     /// Counts a batch received and checks the submission; a batch that
@@ -116,9 +114,13 @@ impl Core {
             if let Some(frames) = &mut self.frames {
                 frames.skip_steps(conn, &e.steps);
             }
+            // Never to reach the agent: its plays' next steps come after
+            // a hole.
+            for r in &e.steps.runs {
+                self.plays.lost(r.episode, r.steps);
+            }
         } else {
-            self.observe(conn, e, !from_pool, resend);
-            self.accounts.trained(e, version);
+            self.observe(conn, e, from_pool, resend);
             self.book.policy_lag(lag);
         }
         if !from_pool || resend {
@@ -148,69 +150,25 @@ impl Core {
     }
 
     /// Gives a batch's transitions to the agent (`random` only counts
-    /// them) and counts its env steps.
-    fn observe(&mut self, conn: ConnId, e: &Experience, checked: bool, resend: bool) {
+    /// them) and counts its env steps; the batch counts trained unless no
+    /// step of it reached the agent (superseded, or given before).
+    fn observe(&mut self, conn: ConnId, e: &Experience, from_pool: bool, resend: bool) {
         let learns = self.cfg().workflow != WorkflowKind::Random;
-        let (od, ad) = (self.obs_dim(), self.act_dim());
-        self.agent.acted_with(e.policy_version);
-        let t = &e.steps;
-        if learns && let Some(frames) = &mut self.frames {
-            // Single frames: each env's stack, kept here, makes the
-            // observations.
-            let agent = &mut self.agent;
-            let step = |s: &StepRef| Transition::<'_, u8> {
-                episode: s.episode,
-                obs: &[],
-                action: &t.actions[s.step * ad..(s.step + 1) * ad],
-                reward: t.rewards[s.step],
-                next_obs: &[],
-                terminated: s.terminated,
-            };
-            let missing = match frames {
-                Frames::Values(f) => f.stack_steps(conn, t, |s, stacks| {
-                    if let Some((obs, next)) = stacks {
-                        agent.observe(&step(s).with_obs(obs, next));
-                    }
-                }),
-                // A uint8 run's stacks reach the agent as bytes.
-                Frames::Bytes(f) => f.stack_steps(conn, t, |s, stacks| {
-                    if let Some((obs, next)) = stacks {
-                        agent.observe_bytes(&step(s).with_obs(obs, next));
-                    }
-                }),
-            };
-            self.metrics
-                .transitions_unstacked
-                .inc_by(u64::from(missing));
-        } else if learns {
-            // Each observation is in the batch once: the last one read is
-            // the next one's first.
-            let (mut obs, mut next) = (vec![0f32; od], vec![0f32; od]);
-            let mut have = usize::MAX;
-            for s in t.transitions() {
-                if have == s.obs {
-                    std::mem::swap(&mut obs, &mut next);
-                } else {
-                    t.obs_into(s.obs, &mut obs);
-                }
-                t.obs_into(s.obs + 1, &mut next);
-                have = s.obs + 1;
-                self.agent.observe(&Transition {
-                    episode: s.episode,
-                    obs: &obs,
-                    action: &t.actions[s.step * ad..(s.step + 1) * ad],
-                    reward: t.rewards[s.step],
-                    next_obs: &next,
-                    terminated: s.terminated,
-                });
+        let version = self.agent.train_steps();
+        if learns {
+            let given = self.give(conn, e, from_pool, resend);
+            self.metrics.transitions_withheld.inc_by(given.withheld());
+            match given.dropped() {
+                Some(reason) => self.accounts.dropped(e, version, reason),
+                None => self.accounts.trained(e, version),
             }
+        } else {
+            self.accounts.trained(e, version);
+            self.trained_upto = self.book.counters.env_steps + e.steps.len() as u64;
         }
-        self.book.counters.env_steps += t.len() as u64;
-        for r in &t.runs {
-            self.steps_ingested(conn, r.episode, u64::from(r.steps), checked, resend);
-        }
-        if !learns {
-            self.trained_upto = self.book.counters.env_steps;
+        self.book.counters.env_steps += e.steps.len() as u64;
+        for r in &e.steps.runs {
+            self.steps_ingested(conn, r.episode, u64::from(r.steps), !from_pool, resend);
         }
     }
 

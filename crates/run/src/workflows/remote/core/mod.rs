@@ -13,7 +13,9 @@ mod access;
 mod actors;
 mod books;
 mod episodes;
+mod give;
 mod ingest;
+mod plays;
 mod status;
 
 pub(super) use episodes::issue_starts;
@@ -103,6 +105,8 @@ pub(super) struct Core {
     /// that episode's counted end (its length is subtracted; an `rma` end
     /// can come before its steps are popped, so counts may be negative).
     episode_steps: HashMap<(ConnId, u64), i64>,
+    /// What the agent holds of each episode's play.
+    plays: plays::Plays,
     /// Env steps of episodes whose actor left before finishing them.
     abandoned: u64,
     /// Env errors since the last finished episode, and the last one's
@@ -199,6 +203,7 @@ impl Core {
             sessions: HashMap::new(),
             workflow_books: None,
             episode_steps: HashMap::new(),
+            plays: plays::Plays::default(),
             abandoned: 0,
             errors_in_a_row: (0, String::new()),
             batches_lost: 0,

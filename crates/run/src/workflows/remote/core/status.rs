@@ -33,6 +33,9 @@ impl Core {
         self.metrics
             .replay_bytes
             .set(self.agent.replay_bytes() as i64);
+        self.metrics
+            .open_episodes
+            .set(self.agent.open_episodes() as i64);
         if let Some(l) = self.agent.last_loss() {
             self.metrics.loss.set(l);
         }

@@ -133,7 +133,10 @@ impl Pools {
         pool.sentinel = s.last() && nothing_to_do;
         if let Submission::Batch(e) = s {
             self.accounts.received(&e);
-            self.put(pool, e, version);
+            if let Some(old) = self.put(pool, e, version) {
+                g.lost
+                    .extend(old.steps.runs.iter().map(|r| (r.episode, r.steps)));
+            }
         }
         if nothing_to_do {
             pool.parked = Some((seq, idle, tx));
@@ -143,36 +146,31 @@ impl Pools {
         Some((tx, ack))
     }
 
-    /// Puts an accepted batch into its pool; counts what it pushes out.
-    fn put(&self, pool: &mut Pool, e: Experience, version: u64) {
+    /// Puts an accepted batch into its pool; counts what it pushes out
+    /// unread, and returns it.
+    fn put(&self, pool: &mut Pool, e: Experience, version: u64) -> Option<Arc<Experience>> {
         let e = Arc::new(e);
-        match self.rules.structure {
-            DataStructure::BuffUnchecked => {
-                if let Some(old) = pool.batches.pop_back()
-                    && pool.last_read != Some(old.seq)
-                {
-                    self.accounts
-                        .dropped(&old, version, DropReason::Overwritten);
-                }
-                pool.batches.push_back(e);
-            }
-            DataStructure::BuffChecked => {
-                if let Some(old) = pool.batches.pop_back() {
-                    self.accounts
-                        .dropped(&old, version, DropReason::Overwritten);
-                }
-                pool.batches.push_back(e);
-            }
-            DataStructure::Queue | DataStructure::Stack => {
-                // With `reject`, a full pool never gets here.
-                if pool.batches.len() >= self.rules.length
-                    && let Some(old) = pool.batches.pop_front()
-                {
-                    self.accounts.dropped(&old, version, DropReason::Overflow);
-                }
-                pool.batches.push_back(e);
-            }
+        let (old, reason) = match self.rules.structure {
+            DataStructure::BuffUnchecked => (
+                pool.batches
+                    .pop_back()
+                    .filter(|old| pool.last_read != Some(old.seq)),
+                DropReason::Overwritten,
+            ),
+            DataStructure::BuffChecked => (pool.batches.pop_back(), DropReason::Overwritten),
+            // With `reject`, a full pool never gets here.
+            DataStructure::Queue | DataStructure::Stack => (
+                (pool.batches.len() >= self.rules.length)
+                    .then(|| pool.batches.pop_front())
+                    .flatten(),
+                DropReason::Overflow,
+            ),
+        };
+        if let Some(old) = &old {
+            self.accounts.dropped(old, version, reason);
         }
+        pool.batches.push_back(e);
+        old
     }
 
     pub(super) fn ack(

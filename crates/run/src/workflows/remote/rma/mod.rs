@@ -22,9 +22,8 @@ use crate::vocab::DropReason;
 use crate::vocab::{ConnId, Reply};
 use crate::workflows::StopReason;
 use pools::PoolRules;
-use pools::{Finished, Inner};
+use pools::{Inner, Recorded};
 use rlfleet_shared::config::{DataStructure, Overflow, WorkflowKind};
-use rlfleet_shared::wire::EnvFaultReport;
 use rlfleet_shared::wire::Experience;
 use select::Selector;
 use std::sync::{Arc, mpsc};
@@ -115,9 +114,7 @@ impl Rma {
 
     /// Writes out the episode ends the deposits recorded.
     fn record_finished(&self, core: &mut Core) -> anyhow::Result<()> {
-        let faults = self.pools.take_faults();
-        let finished = self.pools.take_finished();
-        record(core, faults, finished)
+        record(core, self.pools.take_recorded())
     }
 
     /// Takes everything left in the pools, each batch with the learner it
@@ -155,15 +152,20 @@ fn ingest_all(core: &mut Core, batches: Routed) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes out episode ends and env faults the deposits recorded.
-fn record(
-    core: &mut Core,
-    faults: Vec<(ConnId, EnvFaultReport)>,
-    finished: Vec<Finished>,
-) -> anyhow::Result<()> {
+/// Writes out episode ends and env faults the deposits recorded; the
+/// runs the pools lost will never reach the agent.
+fn record(core: &mut Core, recorded: Recorded) -> anyhow::Result<()> {
+    let Recorded {
+        faults,
+        finished,
+        lost,
+    } = recorded;
     // Before the ends: an episode re-issued at a deposit may have ended
     // since, in its new play.
     core.settle_reissued();
+    for (episode, steps) in lost {
+        core.steps_lost(episode, steps);
+    }
     for (conn, f) in faults {
         // Re-queued at deposit; the steps ingested so far are abandoned.
         core.fault_ingested(conn, f.episode);
@@ -322,11 +324,7 @@ impl Workflow for Rma {
             return Ok(false);
         }
         g.hold_fetch = false;
-        let (faults, finished) = (
-            std::mem::take(&mut g.faults),
-            std::mem::take(&mut g.finished),
-        );
-        record(core, faults, finished)?;
+        record(core, g.take_recorded())?;
         let left = self.drain_routed(&mut g);
         if !left.is_empty() {
             ingest_all(core, left)?;

@@ -82,6 +82,9 @@ pub(super) struct Inner {
     pub(super) finished: Vec<Finished>,
     /// Env faults the deposits re-queued, for the run thread to count.
     pub(super) faults: Vec<(ConnId, EnvFaultReport)>,
+    /// Runs `(episode, steps)` of batches a pool pushed out or overwrote:
+    /// the agent will never be given them.
+    pub(super) lost: Vec<(u64, u32)>,
     pub(super) weights: Option<WeightsMsg>,
     pub(super) epsilon: f32,
     /// Round-robin position of the fetcher.
@@ -89,6 +92,24 @@ pub(super) struct Inner {
     /// A checkpoint waits for the set the fetcher handed out: until it
     /// is taken, the fetcher takes no other.
     pub(super) hold_fetch: bool,
+}
+
+/// What the deposits recorded for the run thread.
+#[derive(Debug, Default)]
+pub(super) struct Recorded {
+    pub faults: Vec<(ConnId, EnvFaultReport)>,
+    pub finished: Vec<Finished>,
+    pub lost: Vec<(u64, u32)>,
+}
+
+impl Inner {
+    pub(super) fn take_recorded(&mut self) -> Recorded {
+        Recorded {
+            faults: std::mem::take(&mut self.faults),
+            finished: std::mem::take(&mut self.finished),
+            lost: std::mem::take(&mut self.lost),
+        }
+    }
 }
 
 /// The pools of one run.
@@ -215,14 +236,10 @@ impl Pools {
         self.inner.lock().expect("pools lock").epsilon = epsilon;
     }
 
-    /// Episode ends recorded since the last call.
-    pub(super) fn take_finished(&self) -> Vec<Finished> {
-        std::mem::take(&mut self.inner.lock().expect("pools lock").finished)
-    }
-
-    /// Env faults deposited since the last call.
-    pub(super) fn take_faults(&self) -> Vec<(ConnId, EnvFaultReport)> {
-        std::mem::take(&mut self.inner.lock().expect("pools lock").faults)
+    /// Episode ends, env faults and lost runs recorded since the last
+    /// call.
+    pub(super) fn take_recorded(&self) -> Recorded {
+        self.inner.lock().expect("pools lock").take_recorded()
     }
 
     /// The highest seq accepted per `(actor, session)`: the dedup keys a

@@ -166,6 +166,7 @@ impl Seed {
             let terminated = f & flags::TERMINATED != 0;
             let step = Transition::<'_, u8> {
                 episode: track.episode.expect("playing"),
+                step: track.len,
                 obs: &[],
                 action: &track.prev_action,
                 reward: o.rewards[i],
