@@ -155,9 +155,12 @@ async fn cancel_on_signal(token: CancellationToken) {
 #[cfg(feature = "mpi")]
 fn mpi_command(a: MpiArgs) -> ExitCode {
     let (checkpoint, start) = resume_choice(a.resume, a.continue_);
+    let mut options = rlfleet_run::workflows::RunOptions::new(checkpoint, false);
+    // Every rank writes under the one `output_dir` the job names.
+    options.keep_output_dir = true;
     let args = learner_server::mpi_run::MpiRun {
         config: a.config,
-        options: rlfleet_run::workflows::RunOptions::new(checkpoint, false),
+        options,
         server_config: a.server_config,
         ready_file: a.ready_file,
         start,

@@ -21,6 +21,14 @@ pub struct RunArgs {
     /// anything else is a string).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// The run's seed (as `--set seed=N`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Write into `output_dir` even when it holds another run's results
+    /// (by default a new run takes the first free `<output_dir>-2`, `-3`,
+    /// …).
+    #[arg(long)]
+    pub overwrite: bool,
     /// Resume: with a checkpoint file, a new run from that checkpoint
     /// (weights, optimizer state, counters, books); alone, the newest
     /// run of this config's name in the state directory that did not
@@ -95,15 +103,18 @@ pub fn resume_choice(resume: Option<Option<PathBuf>>, continue_: bool) -> (Optio
 
 /// `learner-server run`, stopped (checkpointing) when `cancel` fires.
 pub fn command(a: RunArgs, cancel: CancellationToken) -> ExitCode {
-    let cfg = match load_config(&a.config, &a.set) {
+    let mut sets = a.set.clone();
+    sets.extend(a.seed.map(|s| format!("seed={s}")));
+    let cfg = match load_config(&a.config, &sets) {
         Ok(cfg) => cfg,
         Err(code) => return code,
     };
     let (checkpoint, start) = resume_choice(a.resume, a.continue_);
-    let opts = RunOptions::new(
+    let mut opts = RunOptions::new(
         checkpoint,
         !a.no_progress && std::io::stderr().is_terminal(),
     );
+    opts.keep_output_dir = a.overwrite;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -31,6 +31,7 @@ mod ort_actors;
 mod python_client;
 mod python_envs;
 mod resume;
+mod run_results;
 mod silent_actors;
 #[cfg(feature = "mpi")]
 mod slurm_job;

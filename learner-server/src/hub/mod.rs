@@ -115,13 +115,16 @@ impl Hub {
     /// daemon's tokio runtime.
     pub fn start_run(
         self: &Arc<Self>,
-        cfg: RunConfig,
+        mut cfg: RunConfig,
         mut opts: RunOptions,
     ) -> Result<String, StartError> {
         self.remember_runtime();
         let device_mb = self.device_mb(&cfg)?;
         let mut runs = self.runs.lock().expect("runs lock");
         self.may_accept()?;
+        // Never into another run's results (a free sibling instead).
+        workflows::settle_output_dir(&mut cfg, &opts)
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
         let id = match &self.state {
             Some(state) => {
                 let record = state
@@ -192,6 +195,8 @@ impl Hub {
             learners,
             record: Some(record),
             device: None,
+            // Its own results are there.
+            keep_output_dir: true,
         };
         let plan = Plan::new(
             cfg,

@@ -25,8 +25,7 @@ pub enum End {
     Answered(ErrorCode),
     /// The connection dropped (closed, reset, timed out).
     Lost,
-    /// The actor kept the run waiting past `actor_timeout` (logged and
-    /// counted; not yet answered).
+    /// It kept the run waiting past `actor_timeout` (logged, counted).
     Silent(String),
 }
 
@@ -78,8 +77,7 @@ pub struct Session<W> {
     registered: bool,
     /// How long a new connection has to send its `Hello` (none: no limit).
     pub hello_timeout: Option<Duration>,
-    /// How long the actor may take to send its next request once answered
-    /// (none: no limit).
+    /// How long the actor may take to send its next request (none: ever).
     pub actor_timeout: Option<Duration>,
     /// The last run this actor took part in: batches it had in flight
     /// when that run ended are accounted there.
@@ -154,9 +152,8 @@ impl<W: Wire> Session<W> {
         Ok(Some(hello))
     }
 
-    /// A batch that reached the session after its run ended: counted as
-    /// received and dropped (`run_ended`) — by that run, or as unrouted
-    /// when the session never had one.
+    /// A batch that came after its run ended: dropped `run_ended` by that
+    /// run, or counted unrouted when the session never had one.
     fn count_late(&self, e: wire::Experience) {
         if let Some(run) = &self.last_run {
             run.late(self.id, e);
@@ -301,7 +298,10 @@ impl<W: Wire> Session<W> {
     async fn exchange(&mut self, mut reply: Answer, run: &RunInbox) -> Result<bool, End> {
         loop {
             let moves = self.moves.clone();
+            // A ready answer first: what an actor sent before it left (an
+            // MPI rank's last deposits) is still read, to its stream's end.
             let answer = tokio::select! {
+                biased;
                 r = &mut reply => Some(r.ok()),
                 _ = self.wire.closed() => return Err(End::Lost),
                 () = MoveSignal::wait(moves.as_deref()) => None,

@@ -6,6 +6,7 @@
 //! evaluator, stop rules, output) over a transport.
 
 mod book;
+mod claim;
 mod desk;
 mod evaluator;
 mod progress;
@@ -17,6 +18,7 @@ mod stop;
 mod summary;
 
 pub use book::{Effect, RunBook};
+pub use claim::{RESOLVED_CONFIG, claim_output_dir, settle_output_dir};
 pub use desk::Desk;
 pub use evaluator::{EvalResult, Evaluator};
 pub use recorded::{record_end, run_recorded};
@@ -46,6 +48,10 @@ pub struct RunOptions {
     /// The run's seat at the daemon's device: its gradient steps wait for
     /// their turn there (distributed workflows).
     pub device: Option<crate::turns::Turn>,
+    /// A new run writes into `output_dir` as given even when it holds
+    /// another run's results (`--overwrite`; the ranks of an MPI job,
+    /// which must agree); else it takes a free sibling.
+    pub keep_output_dir: bool,
 }
 
 impl RunOptions {
@@ -56,6 +62,7 @@ impl RunOptions {
             learners: None,
             record: None,
             device: None,
+            keep_output_dir: false,
         }
     }
 }

@@ -17,18 +17,24 @@ pub fn run_recorded(
     cancel: tokio_util::sync::CancellationToken,
 ) -> anyhow::Result<RunSummary> {
     let state = StateDir::open(state_dir)?;
+    let mut cfg = cfg.clone();
     let record = match start.settle(state_dir, &cfg.name)? {
-        Start::New | Start::Continue => state.create_run(cfg)?,
+        Start::New | Start::Continue => {
+            super::settle_output_dir(&mut cfg, &opts)?;
+            state.create_run(&cfg)?
+        }
         Start::ResumeLatest => {
             let r = state.resumable(&cfg.name)?;
             r.resumed()?;
             opts.resume = r.latest_checkpoint();
+            // Its results are where it wrote them.
+            cfg.output_dir = r.config()?.output_dir;
             r
         }
     };
     let _lock = record.lock()?;
     opts.record = Some(record.clone());
-    let result = super::run(cfg, &opts, cancel);
+    let result = super::run(&cfg, &opts, cancel);
     record_end(
         &record,
         result.as_ref().map_err(|e| format!("{e:#}")),
