@@ -7,6 +7,7 @@
 //! key, the value and what is allowed.
 
 mod a2c;
+mod agent_tables;
 mod distributed;
 mod dqn;
 mod error;
@@ -182,12 +183,6 @@ impl RunConfig {
         })?;
         cfg.validate()?;
         Ok(cfg)
-    }
-
-    /// The config with every default filled in, as TOML (written into the
-    /// run's output directory).
-    pub fn to_resolved_toml(&self) -> String {
-        toml::to_string(self).expect("a run config always serialises")
     }
 
     /// Hidden layer widths of the network that picks actions (what actors

@@ -58,6 +58,7 @@ pub(super) fn network(
 impl RunConfig {
     /// Checks ranges and cross-field rules; the first problem is returned.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_agent_tables()?;
         require(
             "name",
             format!("{:?}", self.name),

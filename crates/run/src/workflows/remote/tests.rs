@@ -41,9 +41,14 @@ fn harness(workflow: &str, episodes: u64, distributed: &str) -> Harness {
     harness_of("probe", workflow, episodes, distributed)
 }
 
-/// [`harness`] with another agent (its tables: `[probe]` lines after it).
+/// [`harness`] with another agent (its table in `distributed`'s lines).
 pub(super) fn harness_of(agent: &str, workflow: &str, episodes: u64, distributed: &str) -> Harness {
     let dir = tempfile::tempdir().expect("temp dir");
+    let probe = if agent == "probe" {
+        "[probe]\ntrain_every = 5"
+    } else {
+        ""
+    };
     let text = format!(
         r#"
 name = "unit"
@@ -62,8 +67,7 @@ episodes = 1
 batch_step_frequency = 3
 batch_log = true
 {distributed}
-[probe]
-train_every = 5
+{probe}
 "#,
         dir.path().display()
     );
