@@ -218,7 +218,14 @@ impl Wire for MpiWire {
         Ok(())
     }
 
+    /// Once the rank said goodbye and the session has read what it sent
+    /// before (its last deposits, relayed just ahead of the goodbye):
+    /// until then the session reads on, so none of them goes unanswered
+    /// and uncounted.
     async fn closed(&self) {
         self.left.cancelled().await;
+        while !self.incoming.is_empty() {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
     }
 }

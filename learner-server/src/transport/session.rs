@@ -298,10 +298,7 @@ impl<W: Wire> Session<W> {
     async fn exchange(&mut self, mut reply: Answer, run: &RunInbox) -> Result<bool, End> {
         loop {
             let moves = self.moves.clone();
-            // A ready answer first: what an actor sent before it left (an
-            // MPI rank's last deposits) is still read, to its stream's end.
             let answer = tokio::select! {
-                biased;
                 r = &mut reply => Some(r.ok()),
                 _ = self.wire.closed() => return Err(End::Lost),
                 () = MoveSignal::wait(moves.as_deref()) => None,

@@ -62,6 +62,27 @@ impl RunConfig {
         }
     }
 
+    /// The same config with the agent tables the run does not read at
+    /// their defaults (what [`RunConfig::to_resolved_toml`] reads back as).
+    pub fn with_unread_tables_reset(&self) -> RunConfig {
+        let reads = self.agent.tables();
+        let mut cfg = self.clone();
+        for t in AGENT_TABLES.iter().filter(|t| !reads.contains(t)) {
+            match *t {
+                "dqn" => cfg.dqn = Default::default(),
+                "probe" => cfg.probe = Default::default(),
+                "a2c" => cfg.a2c = Default::default(),
+                "ppo" => cfg.ppo = Default::default(),
+                "impala" => cfg.impala = Default::default(),
+                "r2d2" => cfg.r2d2 = Default::default(),
+                "ddpg" => cfg.ddpg = Default::default(),
+                "td3" => cfg.td3 = Default::default(),
+                _ => cfg.sac = Default::default(),
+            }
+        }
+        cfg
+    }
+
     /// The config with every default filled in, as TOML (written into the
     /// run's output directory), with only the agent tables the run reads.
     pub fn to_resolved_toml(&self) -> String {
