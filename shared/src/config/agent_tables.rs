@@ -29,6 +29,21 @@ impl AgentKind {
 }
 
 impl RunConfig {
+    /// Puts table `name` back to its defaults.
+    fn reset_table(&mut self, name: &str) {
+        match name {
+            "dqn" => self.dqn = Default::default(),
+            "probe" => self.probe = Default::default(),
+            "a2c" => self.a2c = Default::default(),
+            "ppo" => self.ppo = Default::default(),
+            "impala" => self.impala = Default::default(),
+            "r2d2" => self.r2d2 = Default::default(),
+            "ddpg" => self.ddpg = Default::default(),
+            "td3" => self.td3 = Default::default(),
+            _ => self.sac = Default::default(),
+        }
+    }
+
     /// Whether table `name` holds anything but its defaults.
     fn table_set(&self, name: &str) -> bool {
         match name {
@@ -40,8 +55,7 @@ impl RunConfig {
             "r2d2" => self.r2d2 != Default::default(),
             "ddpg" => self.ddpg != Default::default(),
             "td3" => self.td3 != Default::default(),
-            "sac" => self.sac != Default::default(),
-            _ => false,
+            _ => self.sac != Default::default(),
         }
     }
 
@@ -68,17 +82,7 @@ impl RunConfig {
         let reads = self.agent.tables();
         let mut cfg = self.clone();
         for t in AGENT_TABLES.iter().filter(|t| !reads.contains(t)) {
-            match *t {
-                "dqn" => cfg.dqn = Default::default(),
-                "probe" => cfg.probe = Default::default(),
-                "a2c" => cfg.a2c = Default::default(),
-                "ppo" => cfg.ppo = Default::default(),
-                "impala" => cfg.impala = Default::default(),
-                "r2d2" => cfg.r2d2 = Default::default(),
-                "ddpg" => cfg.ddpg = Default::default(),
-                "td3" => cfg.td3 = Default::default(),
-                _ => cfg.sac = Default::default(),
-            }
+            cfg.reset_table(t);
         }
         cfg
     }

@@ -62,20 +62,13 @@ pub fn claim_output_dir(cfg: &mut RunConfig) -> anyhow::Result<Option<PathBuf>> 
     unreachable!("a free sibling is found")
 }
 
-/// Writes the resolved config into a run's output directory as it is
-/// (`--overwrite`, or a run continued from a checkpoint there).
-pub fn write_resolved_config(cfg: &RunConfig) -> anyhow::Result<()> {
-    std::fs::create_dir_all(&cfg.output_dir)?;
-    std::fs::write(cfg.output_dir.join(RESOLVED_CONFIG), cfg.to_resolved_toml())
-        .with_context(|| format!("cannot write {}", cfg.output_dir.display()))
-}
-
 /// Where a new run writes: a claimed directory ([`claim_output_dir`]),
 /// or `output_dir` as given when `opts` continue from a checkpoint or
-/// ask to keep it. Says where, when it moved.
+/// ask to keep it (the run's output then writes its resolved config over
+/// the one there). Says where, when it moved.
 pub fn settle_output_dir(cfg: &mut RunConfig, opts: &super::RunOptions) -> anyhow::Result<()> {
     if opts.resume.is_some() || opts.keep_output_dir {
-        return write_resolved_config(cfg);
+        return Ok(());
     }
     if let Some(taken) = claim_output_dir(cfg)? {
         tracing::warn!(
