@@ -29,16 +29,16 @@ struct Cli {
 #[derive(Args, Debug)]
 struct ConnectArgs {
     /// The learner's QUIC address, HOST:PORT.
-    #[arg(long)]
+    #[arg(long, env = "RLFLEET_SERVER")]
     server: Option<String>,
     /// Trust the learner's certificate if it chains to these PEM CAs.
-    #[arg(long, conflicts_with = "pin")]
+    #[arg(long, env = "RLFLEET_CA", conflicts_with = "pin")]
     ca: Option<PathBuf>,
     /// Trust exactly the certificate with this SHA-256 fingerprint.
-    #[arg(long)]
+    #[arg(long, env = "RLFLEET_PIN")]
     pin: Option<String>,
     /// Name to check in the certificate (default: the host in --server).
-    #[arg(long)]
+    #[arg(long, env = "RLFLEET_SERVER_NAME")]
     server_name: Option<String>,
     /// Shared secret, when the learner requires one.
     #[arg(
@@ -60,7 +60,7 @@ struct ConnectArgs {
     /// Split the envs over this many connections (actors `ID/0`, `ID/1`,
     /// …) played in turn on one thread: under `seed`, one lane's envs
     /// step while another waits for its actions.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RLFLEET_LANES", default_value_t = 1)]
     lanes: u32,
     /// Give up after this many seconds without reaching the learner (long
     /// enough by default to outlive a learner restart: systemd's or
@@ -72,8 +72,13 @@ struct ConnectArgs {
     /// ever. Waiting for a run to start is not timed.
     #[arg(long, default_value_t = 600.0)]
     reply_timeout_secs: f64,
+    /// QUIC keep-alive: milliseconds between the pings that keep a quiet
+    /// connection open (the learner's `[actors] keep_alive_ms`).
     #[arg(long, default_value_t = 1000)]
     keep_alive_ms: u64,
+    /// QUIC idle timeout: the learner is gone once not heard from for
+    /// this many milliseconds, and the actor reconnects (the learner's
+    /// `[actors] idle_timeout_ms`).
     #[arg(long, default_value_t = 5000)]
     idle_timeout_ms: u64,
 }
@@ -82,14 +87,17 @@ struct ConnectArgs {
 #[derive(Args, Debug)]
 struct PlayArgs {
     /// Environments to run (they share the link and the weights).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, env = "RLFLEET_ENVS", default_value_t = 1)]
     envs: u32,
     /// Stable id of this actor (default: HOSTNAME-PID; an MPI rank:
     /// HOSTNAME-mpi-RANK).
-    #[arg(long)]
+    #[arg(long, env = "RLFLEET_ACTOR_ID")]
     actor_id: Option<String>,
-    /// Log as JSON lines.
-    #[arg(long)]
+    /// Log format on stderr (as `learner-server --log-format`).
+    #[arg(long, value_enum, env = "RLFLEET_LOG_FORMAT", default_value = "human")]
+    log_format: LogFormat,
+    /// `--log-format json`, under its old name.
+    #[arg(long, hide = true)]
     log_json: bool,
     /// The venv whose packages Python envs (`gymnasium:`, `python:`) import
     /// (default: the set-up's cached venv).
@@ -107,7 +115,18 @@ struct PlayArgs {
     inference: actor_client::remote::Inference,
 }
 
+/// The format of the actor's log lines.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    Human,
+    Json,
+}
+
 impl PlayArgs {
+    fn json_logs(&self) -> bool {
+        self.log_json || self.log_format == LogFormat::Json
+    }
+
     fn player(self, default_id: impl FnOnce() -> String, token: String, once: bool) -> Player {
         Player {
             actor_id: self.actor_id.unwrap_or_else(default_id),
@@ -129,8 +148,8 @@ enum Command {
         #[command(flatten)]
         play: PlayArgs,
         /// Simulate a failure: leave the run instead of sending batch
-        /// N + 1 (0: before the first).
-        #[arg(long)]
+        /// N + 1 (0: before the first). A test hook.
+        #[arg(long, hide = true)]
         fail_after_batches: Option<u64>,
         /// Ranks each env spans: the actor ranks form groups of this many
         /// consecutive ranks, the first of each the actor (must equal the
@@ -250,7 +269,7 @@ fn main() -> ExitCode {
         ranks_per_env,
     }) = cli.command
     {
-        init_logging(play.log_json);
+        init_logging(play.json_logs());
         rlfleet_shared::env::python::set_venv(play.python_venv.clone());
         return mpi_actor(play, fail_after_batches, ranks_per_env);
     }
@@ -270,7 +289,7 @@ fn main() -> ExitCode {
     }
     let c = cli.connect;
     let lanes = c.lanes;
-    init_logging(c.play.log_json);
+    init_logging(c.play.json_logs());
     rlfleet_shared::env::python::set_venv(c.play.python_venv.clone());
     let Some(server) = c.server else {
         eprintln!("error: give --server HOST:PORT (or the `rollout` subcommand)");

@@ -18,6 +18,8 @@
 //!   --local-actors N`, and `sweep`/`pbt` (a study with local actors);
 //!   `mpi_run` (feature `mpi`): `learner-server mpi`, the learner rank.
 //! - [`export`]: `learner-server export`, a policy as an ONNX model.
+//! - [`reference`]: the config reference in `docs/`, generated from the
+//!   config schemas.
 //!
 //! Below it: `rlfleet-run` (workflows, books, state directory, metrics),
 //! `rlfleet-learning` (networks, agents, device), `rlfleet-replay`,
@@ -38,6 +40,7 @@ pub mod hub;
 pub mod malloc;
 #[cfg(feature = "mpi")]
 pub mod mpi_run;
+pub mod reference;
 pub mod registry;
 pub mod run_command;
 pub mod server_config;

@@ -51,12 +51,19 @@ enum Command {
     /// The learner rank of an MPI job (built with the `mpi` feature):
     /// `mpirun -n 1 learner-server mpi RUN.toml : -n A actor-client mpi`.
     Mpi(MpiArgs),
-    /// Check a run config and print it with every default filled in.
+    /// Check a run config (or with `--server`, a server config) and print
+    /// it with every default filled in.
     Check {
-        config: PathBuf,
+        /// The run config (TOML).
+        #[arg(required_unless_present = "server", conflicts_with = "server")]
+        config: Option<PathBuf>,
         /// Override a config key (as `run --set`).
         #[arg(long = "set", value_name = "KEY=VALUE")]
         set: Vec<String>,
+        /// Check this server config (`serve --config FILE`) instead; token
+        /// values are not printed.
+        #[arg(long, value_name = "FILE")]
+        server: Option<PathBuf>,
     },
     /// Submit, list, show, stop and resume a daemon's runs through its
     /// control API (`--api`, `RLFLEET_API`; `--token`, `RLFLEET_API_TOKEN`).
@@ -231,7 +238,24 @@ fn main() -> ExitCode {
         }
         Command::Sweep(args) => study_command(args, false),
         Command::Pbt(args) => study_command(args, true),
-        Command::Check { config, set } => match load_config(&config, &set) {
+        Command::Check {
+            server: Some(server),
+            ..
+        } => match ServerConfig::load(&server) {
+            Ok(cfg) => {
+                print!("{}", cfg.to_checked_toml());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Check {
+            config: Some(config),
+            set,
+            ..
+        } => match load_config(&config, &set) {
             Ok(cfg) => {
                 print!("{}", cfg.to_resolved_toml());
                 // What a daemon's `[runs] device_memory_mb` reserves for it.
@@ -247,8 +271,17 @@ fn main() -> ExitCode {
                 }
                 ExitCode::SUCCESS
             }
-            Err(code) => code,
+            Err(code) => {
+                if ServerConfig::load(&config).is_ok() {
+                    eprintln!(
+                        "{} is a server config: check it with `learner-server check --server {0}`",
+                        config.display()
+                    );
+                }
+                code
+            }
         },
+        Command::Check { .. } => unreachable!("clap requires a config or --server"),
         Command::Export {
             run_dir,
             onnx,

@@ -7,12 +7,13 @@ use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ServerConfig {
     /// Where runs are recorded (config, state, checkpoints) so that a
     /// daemon started again resumes the run that was active. Relative to
     /// the working directory.
+    #[schema(value_type = String)]
     pub state_dir: PathBuf,
     pub actors: ActorsListener,
     pub api: ApiListener,
@@ -37,20 +38,34 @@ impl Default for ServerConfig {
 }
 
 /// The QUIC listener for actors.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ActorsListener {
     /// UDP address; port 0 picks a free one (the bound address is logged).
+    #[schema(value_type = String)]
     pub listen: SocketAddr,
-    /// PEM certificate chain and key; when unset, a self-signed pair is
-    /// generated in `tls_dir` on first start and reused after.
+    /// PEM certificate chain; when `cert` and `key` are unset, a
+    /// self-signed pair is generated in `tls_dir` on first start and
+    /// reused after.
+    #[schema(value_type = Option<String>)]
     pub cert: Option<PathBuf>,
+    /// PEM private key of `cert`.
+    #[schema(value_type = Option<String>)]
     pub key: Option<PathBuf>,
+    /// Where the generated certificate (`cert.pem`) and key are kept.
+    #[schema(value_type = String)]
     pub tls_dir: PathBuf,
-    /// Extra DNS names or IPs for the generated certificate.
+    /// DNS names or IPs the generated certificate names besides
+    /// `localhost`, `127.0.0.1` and `::1`: the names actors reach the
+    /// learner by (`actor-client --server NAME:PORT` verifies it). Read
+    /// when the certificate is generated: delete `tls_dir` to make it
+    /// again for new names.
     pub tls_names: Vec<String>,
     /// Actors must present this token (or the content of `token_file`).
     pub token: Option<String>,
+    /// A file whose trimmed content is the actors' token (kept out of the
+    /// config and its logs).
+    #[schema(value_type = Option<String>)]
     pub token_file: Option<PathBuf>,
     /// Largest frame accepted from an actor.
     pub max_frame_bytes: u32,
@@ -63,13 +78,19 @@ pub struct ActorsListener {
     /// is accepted a connection may send frames of at most 64 KiB, and it
     /// has `hello_timeout_ms` to open its stream and send the `Hello`.
     pub max_unauthenticated: u32,
+    /// Milliseconds a new connection has to send its `Hello`.
     pub hello_timeout_ms: u64,
     /// An actor that sends nothing for this long while the run waits on
     /// it (it was answered and owes its next batch, observations or work
     /// request) is dropped and its unfinished episodes go to other actors.
     /// Slow environments need a larger value; 0 never drops.
     pub actor_timeout_secs: u64,
+    /// QUIC keep-alive: milliseconds between the pings that keep a quiet
+    /// connection open.
     pub keep_alive_ms: u64,
+    /// QUIC idle timeout: a peer not heard from for this many
+    /// milliseconds is gone (an actor's connection is driven by a thread
+    /// of its own, so a slow env step does not stop its keep-alives).
     pub idle_timeout_ms: u64,
 }
 
@@ -96,7 +117,7 @@ impl Default for ActorsListener {
 
 /// How many runs the daemon holds at once, and how long an ended run's
 /// series stay in `/metrics`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct RunsConfig {
     /// Runs active at once; one more is accepted `queued` and starts when
@@ -119,7 +140,7 @@ pub struct RunsConfig {
 }
 
 /// How active runs share the learner's device (`[runs] device_turns`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DeviceTurnsMode {
     /// `weighted` on a GPU, `free` on the CPU.
@@ -158,12 +179,16 @@ impl RunsConfig {
 }
 
 /// The HTTP control API.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct ApiListener {
+    /// TCP address of the HTTP control API.
+    #[schema(value_type = String)]
     pub listen: SocketAddr,
     /// Bearer token required on every route except the open ones.
     pub token: Option<String>,
+    /// A file whose trimmed content is the API's token.
+    #[schema(value_type = Option<String>)]
     pub token_file: Option<PathBuf>,
     /// Serve `/metrics` without the token (for Prometheus).
     pub open_metrics: bool,
@@ -229,6 +254,18 @@ impl ServerConfig {
             })?;
         cfg.resolve()?;
         Ok(cfg)
+    }
+
+    /// The config as `check --server` prints it: every default filled in,
+    /// token files read, and each token shown only as `"(set)"`.
+    pub fn to_checked_toml(&self) -> String {
+        let mut shown = self.clone();
+        for token in [&mut shown.actors.token, &mut shown.api.token] {
+            if token.is_some() {
+                *token = Some("(set)".to_string());
+            }
+        }
+        toml::to_string(&shown).expect("a server config serialises")
     }
 
     /// Reads token files and checks cross-field rules.

@@ -125,3 +125,55 @@ fn set_overrides_keys_and_a_bad_one_is_named() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("KEY=VALUE"), "{err}");
 }
+
+/// `check --server` checks a server config and hides its tokens; a server
+/// config given to plain `check` is named for what it is; a bad server
+/// config is exit code 2 naming the key.
+#[test]
+fn a_server_config_is_checked_with_server() {
+    let check = |args: &[&std::ffi::OsStr]| {
+        let out = rlfleet_tests::output_within(
+            Command::new(binary("learner-server"))
+                .arg("check")
+                .args(args),
+            std::time::Duration::from_secs(60),
+            "learner-server check --server",
+        );
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let shipped = workspace_root().join("config/server.toml");
+    let (code, out, err) = check(&["--server".as_ref(), shipped.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    let parsed: learner_server::server_config::ServerConfig = toml::from_str(&out).unwrap();
+    assert_eq!(parsed.actors.listen.port(), 7000);
+    assert!(
+        !parsed.actors.tls_names.is_empty(),
+        "the example shows tls_names"
+    );
+
+    let (code, _, err) = check(&[shipped.as_os_str()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("is a server config") && err.contains("--server"),
+        "{err}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let secret = dir.path().join("server.toml");
+    std::fs::write(
+        &secret,
+        "[api]\ntoken = \"s3cret\"\n[runs]\nmax_active = 0\n",
+    )
+    .unwrap();
+    let (code, _, err) = check(&["--server".as_ref(), secret.as_os_str()]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("runs.max_active"), "{err}");
+    std::fs::write(&secret, "[api]\ntoken = \"s3cret\"\n").unwrap();
+    let (code, out, err) = check(&["--server".as_ref(), secret.as_os_str()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.contains("s3cret") && out.contains("(set)"), "{out}");
+}

@@ -412,7 +412,7 @@ fn the_multi_node_hetjob_runs_env_groups_of_two_ranks_on_two_nodes() {
         .arg(workspace_root().join("slurm/multi-node.sbatch"))
         // One host playing three: OpenMPI's shared-memory transport
         // crashes when ranks on one host are told they are on different
-        // nodes (README, "MPI and Slurm").
+        // nodes (docs/deploying.md, "Slurm").
         .env("OMPI_MCA_btl", "self,tcp")
         .env("OMPI_MCA_pml", "ob1");
     let id = String::from_utf8_lossy(&run(&mut sbatch).stdout)

@@ -11,10 +11,13 @@
 //!   workflows, `unsafe` only where it is allowed and with a SAFETY note.
 //!
 //! - [`manifest`]: `rlfleet-shared` links nothing native but by feature.
+//! - [`docs`]: the Markdown stands alone: links, anchors and paths reach
+//!   what they name, and every metric is in the manual.
 //!
 //! [`check_workspace`] runs them all; the `tidy` test and the
 //! `rlfleet-tidy` binary call it.
 
+pub mod docs;
 pub mod files;
 pub mod imports;
 pub mod layers;
@@ -271,5 +274,6 @@ pub fn check_workspace(root: &Path) -> std::io::Result<Vec<String>> {
         let sources = imports::read_sources(&root.join(krate))?;
         problems.extend(files::check_docs(&sources, krate));
     }
+    problems.extend(docs::check_docs(root)?);
     Ok(problems)
 }

@@ -18,11 +18,13 @@ pub enum TrainOn {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct A2cConfig {
-    #[schema(schema_with = super::hidden_widths_schema)]
+    /// Hidden layer widths of the policy and of the value MLP.
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
     /// Adam learning rate of both networks.
     #[schema(exclusive_minimum = 0.0)]
     pub lr: f64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// Weight of the entropy bonus.

@@ -77,6 +77,8 @@ impl SeedInference {
     }
 }
 
+/// Parameters of the workflows in which actors feed the learner: batching,
+/// acting ahead, pools, inference, policy lag and rate limits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DistributedConfig {

@@ -30,7 +30,7 @@ pub enum OptimizerKind {
 #[serde(deny_unknown_fields, default)]
 pub struct DqnConfig {
     /// Hidden layer widths of the Q-network MLP (ReLU).
-    #[schema(schema_with = super::hidden_widths_schema)]
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
     /// Learning rate (at the start, when annealed).
     #[schema(exclusive_minimum = 0.0)]
@@ -42,8 +42,10 @@ pub struct DqnConfig {
     /// Where the annealed learning rate ends (at most `lr`).
     #[schema(minimum = 0.0)]
     pub lr_end: f64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    /// Transitions per gradient step.
     #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
     /// Replay ring capacity in transitions.
@@ -79,8 +81,10 @@ pub struct DqnConfig {
     /// Huber loss threshold.
     #[schema(exclusive_minimum = 0.0)]
     pub huber_delta: f64,
+    /// ε-greedy exploration's chance of a random action at the start.
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub eps_start: f64,
+    /// ε-greedy exploration's floor, reached `eps_decay_steps` after the decay starts.
     #[schema(minimum = 0.0, maximum = 1.0)]
     pub eps_end: f64,
     /// Env steps over which epsilon decays linearly.

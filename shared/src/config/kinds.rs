@@ -62,7 +62,7 @@ impl AgentKind {
     }
 }
 
-/// How actors and learners cooperate (README.md's workflow table; also
+/// How actors and learners cooperate (the manual's [Which workflow](workflows.md); also
 /// on the wire, in `Welcome`).
 #[derive(
     Debug,

@@ -54,10 +54,12 @@ pub struct RunConfig {
     /// A short name for logs and the control API.
     #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]+$")]
     pub name: String,
-    /// A built-in environment id (see `rlfleet_shared::env::ENV_IDS`),
-    /// `gymnasium:ID` (any registered Gymnasium id) or
-    /// `python:module:attr` (a class or factory with the Gymnasium API).
-    #[schema(schema_with = env_schema)]
+    /// A built-in environment id (`CartPole-v1`, `Acrobot-v1`,
+    /// `MountainCar-v0`, `MountainCarContinuous-v0`, `Pendulum-v1`,
+    /// `Counting-v0`, `MemoryCorridor-v0`, `HeatRod-v0`), `gymnasium:ID`
+    /// (any registered Gymnasium id) or `python:module:attr` (a class or
+    /// factory with the Gymnasium API).
+    #[schema(value_type = EnvId, inline)]
     pub env: String,
     /// Keyword arguments for `gymnasium.make` or the `python:` callable.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -294,41 +296,48 @@ impl RunConfig {
 #[cfg(test)]
 mod tests;
 
-/// The OpenAPI schema of a `hidden` list: 1 to 8 layer widths, each in
-/// 1..=65536 (what `validate` requires).
 /// `frame_stack`'s default: no stacking.
 fn one() -> u32 {
     1
 }
 
-fn hidden_widths_schema() -> utoipa::openapi::schema::Array {
-    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
-    ArrayBuilder::new()
-        .items(
-            ObjectBuilder::new()
-                .schema_type(Type::Integer)
-                .minimum(Some(1))
-                .maximum(Some(65_536)),
-        )
-        .min_items(Some(1))
-        .max_items(Some(8))
-        .build()
+/// The schema of one width in a `hidden` list (what `validate` requires;
+/// the field says the list holds 1 to 8 of them).
+pub(crate) struct HiddenWidth;
+
+impl utoipa::PartialSchema for HiddenWidth {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::Integer)
+            .minimum(Some(1))
+            .maximum(Some(65_536))
+            .into()
+    }
 }
 
-/// The OpenAPI schema of `env`: a built-in id, `gymnasium:ID` or
+impl utoipa::ToSchema for HiddenWidth {}
+
+/// The schema of `env`: a built-in id, `gymnasium:ID` or
 /// `python:module:attr` (whether a Gymnasium id or Python object exists is
 /// the server's to find out).
-fn env_schema() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    let builtin: Vec<String> = crate::env::ENV_IDS
-        .iter()
-        .map(|id| id.replace('.', "\\."))
-        .collect();
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .pattern(Some(format!(
-            "^({}|gymnasium:[^:]+|python:[^:]+:[^:]+)$",
-            builtin.join("|")
-        )))
-        .build()
+pub(crate) struct EnvId;
+
+impl utoipa::PartialSchema for EnvId {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, Type};
+        let builtin: Vec<String> = crate::env::ENV_IDS
+            .iter()
+            .map(|id| id.replace('.', "\\."))
+            .collect();
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(format!(
+                "^({}|gymnasium:[^:]+|python:[^:]+:[^:]+)$",
+                builtin.join("|")
+            )))
+            .into()
+    }
 }
+
+impl utoipa::ToSchema for EnvId {}

@@ -10,7 +10,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct PpoConfig {
-    #[schema(schema_with = super::hidden_widths_schema)]
+    /// Hidden layer widths of the policy and of the value MLP.
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
     /// Adam learning rate of both networks (at the start, when annealed).
     #[schema(exclusive_minimum = 0.0)]
@@ -18,6 +19,7 @@ pub struct PpoConfig {
     /// Anneal the learning rate linearly to 0 over this many env steps (0:
     /// constant), as rl-baselines3-zoo's `lin_` schedules do.
     pub lr_anneal_steps: u64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// GAE lambda.

@@ -16,7 +16,8 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct R2d2Config {
-    #[schema(schema_with = super::hidden_widths_schema)]
+    /// Hidden layer widths before the recurrent core.
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
     /// Adam learning rate.
     #[schema(exclusive_minimum = 0.0)]
@@ -24,6 +25,7 @@ pub struct R2d2Config {
     /// Adam's epsilon (seed_rl: 1e-3).
     #[schema(exclusive_minimum = 0.0)]
     pub adam_eps: f64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// Steps of rewards before bootstrapping (truncated at a sequence's
@@ -73,6 +75,7 @@ pub struct R2d2Config {
     /// `eps_base^(1 + eps_alpha * i / (N - 1))` (`eps_base` when N = 1).
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub eps_base: f64,
+    /// α of the exploration ladder (see `eps_base`).
     #[schema(minimum = 0.0)]
     pub eps_alpha: f64,
     /// N, the ladder's rungs: actor k (in the order actors join) acts on

@@ -9,19 +9,24 @@ use serde::{Deserialize, Serialize};
 #[serde(deny_unknown_fields, default)]
 pub struct Td3Config {
     /// Hidden widths of the actor and of each critic.
-    #[schema(schema_with = super::hidden_widths_schema)]
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
+    /// Adam learning rate of the actor (policy).
     #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    /// Adam learning rate of the critics.
     #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
     /// Polyak coefficient of the target networks.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    /// Transitions per gradient step.
     #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    /// Replay capacity in transitions.
     #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
     /// Env steps of uniformly random actions before training starts.
@@ -65,21 +70,30 @@ impl Default for Td3Config {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct DdpgConfig {
-    #[schema(schema_with = super::hidden_widths_schema)]
+    /// Hidden widths of the actor and of the critic.
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
+    /// Adam learning rate of the actor (policy).
     #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    /// Adam learning rate of the critics.
     #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    /// Polyak coefficient of the target networks.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    /// Transitions per gradient step.
     #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    /// Replay capacity in transitions.
     #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
+    /// Env steps of uniformly random actions before training starts.
     pub learning_starts: u64,
+    /// Std of the Gaussian exploration noise, in units of half the action range.
     #[schema(minimum = 0.0)]
     pub exploration_noise: f64,
 }
@@ -127,10 +141,13 @@ impl DdpgConfig {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct SacConfig {
-    #[schema(schema_with = super::hidden_widths_schema)]
+    /// Hidden widths of the actor and of each critic.
+    #[schema(value_type = Vec<super::HiddenWidth>, inline, min_items = 1, max_items = 8)]
     pub hidden: Vec<u32>,
+    /// Adam learning rate of the actor (policy).
     #[schema(exclusive_minimum = 0.0)]
     pub actor_lr: f64,
+    /// Adam learning rate of the critics.
     #[schema(exclusive_minimum = 0.0)]
     pub critic_lr: f64,
     /// Learning rate of the log temperature.
@@ -145,14 +162,19 @@ pub struct SacConfig {
     /// Entropy the temperature aims for (default: minus the action
     /// dimension).
     pub target_entropy: Option<f64>,
+    /// Discount factor of future rewards.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub gamma: f64,
+    /// Polyak coefficient of the target networks.
     #[schema(exclusive_minimum = 0.0, maximum = 1.0)]
     pub tau: f64,
+    /// Transitions per gradient step.
     #[schema(minimum = 1, maximum = 65536)]
     pub batch_size: u32,
+    /// Replay capacity in transitions.
     #[schema(minimum = 1, maximum = 100000000)]
     pub buffer_size: u32,
+    /// Env steps of uniformly random actions before training starts.
     pub learning_starts: u64,
 }
 

@@ -2,7 +2,7 @@
 //!
 //! `single` (JORLDY's single): one environment loop in the learner process,
 //! training inline, an evaluator thread scoring published weights. The
-//! distributed workflows (README.md's table) reuse the same pieces (agent, replay,
+//! distributed workflows (docs/workflows.md) reuse the same pieces (agent, replay,
 //! evaluator, stop rules, output) over a transport.
 
 mod book;
