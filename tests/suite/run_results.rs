@@ -1,7 +1,9 @@
 //! A run never writes over another run's results: the same config run
 //! twice leaves two result directories (the second `<output_dir>-2`, said
 //! on stderr), each with its own CSVs and TensorBoard file; `--seed` and
-//! `--set` land in the `config.resolved.toml` each run writes.
+//! `--set` land in the `config.resolved.toml` each run writes, and in its
+//! TensorBoard file as text and hyperparameters (read back by
+//! TensorBoard's own reader).
 
 use rlfleet_shared::config::RunConfig;
 use rlfleet_tests::{binary, output_within, workspace_root};
@@ -20,6 +22,37 @@ fn run(config: &Path, state: &Path, extra: &[&str]) -> String {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{err}");
     err
+}
+
+/// The config text and three hyperparameters of a run's event file, as
+/// TensorBoard's `EventAccumulator` and hparams plugin data read them.
+const READ_CONFIG: &str = r#"
+import json, sys
+from tensorboard.backend.event_processing import event_accumulator as ea
+from tensorboard.plugins.hparams import plugin_data_pb2
+acc = ea.EventAccumulator(sys.argv[1], size_guidance={ea.TENSORS: 0}, purge_orphaned_data=False)
+acc.Reload()
+text = acc.Tensors("config")[0].tensor_proto.string_val[0].decode()
+meta = acc.SummaryMetadata("_hparams_/session_start_info").plugin_data
+hp = plugin_data_pb2.HParamsPluginData.FromString(meta.content).session_start_info.hparams
+print(json.dumps({"plugin": meta.plugin_name, "text": text, "seed": hp["seed"].number_value,
+                  "lr": hp["dqn.lr"].number_value, "agent": hp["agent"].string_value}))
+"#;
+
+fn board_config(dir: &Path) -> serde_json::Value {
+    let out = output_within(
+        Command::new(rlfleet_tests::reference_python())
+            .args(["-c", READ_CONFIG])
+            .arg(dir),
+        Duration::from_secs(120),
+        "TensorBoard's event reader",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
 }
 
 fn events_files(dir: &Path) -> usize {
@@ -65,6 +98,16 @@ fn a_config_run_twice_leaves_two_result_directories() {
             1,
             "{}: one TensorBoard run",
             out.display()
+        );
+        let board = board_config(out);
+        assert_eq!(board["plugin"], "hparams");
+        assert_eq!(
+            (&board["seed"], &board["lr"], &board["agent"]),
+            (&3.0.into(), &0.001.into(), &"dqn".into())
+        );
+        assert_eq!(
+            board["text"].as_str().unwrap(),
+            format!("```toml\n{resolved}```")
         );
     }
     // A third run with `--overwrite` writes over the first directory.

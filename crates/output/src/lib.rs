@@ -1,16 +1,19 @@
 //! What a run leaves on disk: the resolved config, `episodes.csv`,
 //! `evals.csv` (`records.rs`, through `csv_file.rs`), TensorBoard event
-//! files, the checkpoint, a learning-curve PNG and `summary.toml`. Rows
-//! and events are appended through `append.rs`: all of a flush or none.
+//! files (the config as text and hyperparameters too, `event_proto.rs`),
+//! the checkpoint, a learning-curve PNG and `summary.toml`. Rows and
+//! events are appended through `append.rs`: all of a flush or none.
 
 mod append;
 mod csv_file;
+mod event_proto;
 mod plot;
 mod records;
 mod tensorboard;
 
 pub use append::Appender;
 pub use csv_file::{CsvFile, format, read_csv};
+pub use event_proto::HParam;
 pub use plot::plot_learning_curve;
 pub use records::{
     EPISODES_HEADER, EVALS_HEADER, EpisodeRecord, EvalRecord, read_episodes, read_evals,
@@ -35,11 +38,17 @@ impl RunOutput {
     pub fn create(cfg: &RunConfig, resuming: bool) -> std::io::Result<RunOutput> {
         let dir = cfg.output_dir();
         std::fs::create_dir_all(&dir)?;
-        std::fs::write(dir.join("config.resolved.toml"), cfg.to_resolved_toml())?;
+        let resolved = cfg.to_resolved_toml();
+        std::fs::write(dir.join("config.resolved.toml"), &resolved)?;
+        let mut board = Board::create(&dir)?;
+        // TensorBoard shows the run's config beside its curves: as text,
+        // and as hyperparameters to compare runs by.
+        board.text("config", &format!("```toml\n{resolved}```"))?;
+        board.hparams(&config_hparams(&resolved))?;
         Ok(RunOutput {
             episodes: CsvFile::open(&dir.join("episodes.csv"), !resuming)?,
             evals: CsvFile::open(&dir.join("evals.csv"), !resuming)?,
-            board: Board::create(&dir)?,
+            board,
             dir,
         })
     }
@@ -89,4 +98,35 @@ impl RunOutput {
         self.board.flush()?;
         self.evals.flush()
     }
+}
+
+/// The resolved config as the hparams plugin's hyperparameters: every
+/// value by its dotted key path (a list as its TOML text).
+fn config_hparams(resolved: &str) -> Vec<(String, HParam)> {
+    fn walk(prefix: &str, table: &toml::Table, out: &mut Vec<(String, HParam)>) {
+        for (key, value) in table {
+            let path = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            let hp = match value {
+                toml::Value::Table(t) => {
+                    walk(&path, t, out);
+                    continue;
+                }
+                toml::Value::Integer(i) => HParam::Number(*i as f64),
+                toml::Value::Float(f) => HParam::Number(*f),
+                toml::Value::Boolean(b) => HParam::Bool(*b),
+                toml::Value::String(s) => HParam::Text(s.clone()),
+                other => HParam::Text(other.to_string()),
+            };
+            out.push((path, hp));
+        }
+    }
+    let mut out = Vec::new();
+    if let Ok(table) = resolved.parse::<toml::Table>() {
+        walk("", &table, &mut out);
+    }
+    out
 }

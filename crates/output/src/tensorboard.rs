@@ -4,6 +4,7 @@
 //! by its directory name. The x axis is env steps.
 
 use crate::append::Appender;
+use crate::event_proto::{HParam, hparams_event, record, text_event};
 use std::io::Write;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -92,8 +93,29 @@ impl Board {
             .write_scalar(tag, i64::try_from(step).unwrap_or(i64::MAX), value as f32)
     }
 
+    /// Writes `text` (Markdown) under `tag` at step 0, for TensorBoard's
+    /// text plugin.
+    pub fn text(&mut self, tag: &str, text: &str) -> std::io::Result<()> {
+        self.file
+            .write_all(&record(&text_event(wall_time(), 0, tag, text)))
+    }
+
+    /// Writes the run's hyperparameters for TensorBoard's hparams plugin.
+    pub fn hparams(&mut self, values: &[(String, HParam)]) -> std::io::Result<()> {
+        self.file
+            .write_all(&record(&hparams_event(wall_time(), values)))
+    }
+
     /// Everything written so far reaches the file now.
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.file.flush_if(true)
     }
+}
+
+/// Seconds since the Unix epoch, as events record them.
+fn wall_time() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs_f64()
 }
