@@ -29,6 +29,8 @@ case "${1:-}" in
     "") ;;
     *) echo "usage: scripts/test.sh [--quick]" >&2; exit 2 ;;
 esac
+# What the tests use too (Slurm, systemd's tools, schemathesis, ...).
+export RLFLEET_SETUP=test
 . scripts/setup.sh
 cargo fmt --all --check
 # The source tree's own rules first (they take seconds): every module

@@ -256,7 +256,7 @@ fn mpi_actor(play: PlayArgs, fail_after_batches: Option<u64>, ranks_per_env: u32
 fn mpi_actor(_: PlayArgs, _: Option<u64>, _: u32) -> ExitCode {
     eprintln!(
         "error: this actor-client was built without MPI: cargo build --release --features mpi \\
-         (needs an MPI library and libclang: scripts/setup.sh installs OpenMPI and libclang from Debian)"
+         (needs an MPI library and libclang: RLFLEET_SETUP=test scripts/setup.sh installs OpenMPI and libclang on Debian)"
     );
     ExitCode::from(2)
 }

@@ -17,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 #[command(name = "learner-server", version, about = "The rlfleet learner")]
 struct Cli {
     /// Log format on stderr.
-    #[arg(long, value_enum, default_value_t = LogFormat::Human, global = true)]
+    #[arg(long, value_enum, env = "RLFLEET_LOG_FORMAT", default_value_t = LogFormat::Human, global = true)]
     log_format: LogFormat,
     /// The venv whose packages Python envs (`gymnasium:`, `python:`) import
     /// (default: the set-up's cached venv).
@@ -40,9 +40,12 @@ enum Command {
     /// Daemon mode: serve actors (QUIC) and the control API (HTTP) until
     /// SIGINT/SIGTERM.
     Serve {
-        /// The server config (TOML): listeners, TLS, tokens.
-        #[arg(long)]
-        config: PathBuf,
+        /// The server config (TOML): listeners, TLS, tokens (given as
+        /// `--config FILE` or, as `run` and `check` take theirs, FILE).
+        #[arg(long = "config", env = "RLFLEET_SERVER_CONFIG", value_name = "FILE")]
+        config: Option<PathBuf>,
+        #[arg(value_name = "FILE", conflicts_with = "config", hide = true)]
+        config_file: Option<PathBuf>,
         /// Once listening, write the bound addresses and the certificate
         /// fingerprint here as JSON (for scripts and tests).
         #[arg(long)]
@@ -188,7 +191,7 @@ fn mpi_command(a: MpiArgs) -> ExitCode {
 fn mpi_command(_: MpiArgs) -> ExitCode {
     eprintln!(
         "error: this learner-server was built without MPI: cargo build --release --features mpi \
-         (needs an MPI library and libclang: scripts/setup.sh installs OpenMPI and libclang from Debian)"
+         (needs an MPI library and libclang: RLFLEET_SETUP=test scripts/setup.sh installs OpenMPI and libclang on Debian)"
     );
     ExitCode::from(2)
 }
@@ -288,7 +291,15 @@ fn main() -> ExitCode {
             latest,
         } => client_exit(learner_server::export::command(&run_dir, &onnx, latest)),
         Command::Mpi(args) => mpi_command(args),
-        Command::Serve { config, ready_file } => {
+        Command::Serve {
+            config,
+            config_file,
+            ready_file,
+        } => {
+            let Some(config) = config.or(config_file) else {
+                eprintln!("error: serve needs a server config: learner-server serve --config FILE");
+                return ExitCode::from(2);
+            };
             let cfg = match ServerConfig::load(&config) {
                 Ok(c) => c,
                 Err(e) => {

@@ -26,12 +26,33 @@ pyo3::create_exception!(
     "The learner ended the run."
 );
 
+/// `given`, else the environment variable `var` (as `actor-client` reads
+/// it), else nothing.
+fn or_env(given: Option<String>, var: &str) -> Option<String> {
+    given.or_else(|| std::env::var(var).ok().filter(|v| !v.is_empty()))
+}
+
+/// The learner's address: `server`, else `RLFLEET_SERVER`.
+fn server_of(server: Option<String>) -> PyResult<String> {
+    or_env(server, "RLFLEET_SERVER").ok_or_else(|| {
+        PyValueError::new_err("give server= (the learner's HOST:PORT) or set RLFLEET_SERVER")
+    })
+}
+
+/// How the learner's certificate is trusted: `pin` or `ca`, else
+/// `RLFLEET_PIN` or `RLFLEET_CA`.
 fn trust(pin: Option<String>, ca: Option<String>) -> PyResult<Trust> {
+    let (pin, ca) = if pin.is_none() && ca.is_none() {
+        (or_env(None, "RLFLEET_PIN"), or_env(None, "RLFLEET_CA"))
+    } else {
+        (pin, ca)
+    };
     match (pin, ca) {
         (Some(p), None) => Ok(Trust::Pin(p)),
         (None, Some(c)) => Ok(Trust::CaFile(c.into())),
         _ => Err(PyValueError::new_err(
-            "give exactly one of pin= (the learner certificate's SHA-256) or ca= (a PEM file)",
+            "give exactly one of pin= (the learner certificate's SHA-256) or ca= (a PEM file), \
+             or set RLFLEET_PIN or RLFLEET_CA",
         )),
     }
 }
@@ -92,23 +113,23 @@ impl Client {
 #[pymethods]
 impl Client {
     #[new]
-    #[pyo3(signature = (server, pin=None, ca=None, token=String::new(), actor_id=None, server_name=None, wait_secs=60.0))]
+    #[pyo3(signature = (server=None, pin=None, ca=None, token=None, actor_id=None, server_name=None, wait_secs=600.0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
-        server: String,
+        server: Option<String>,
         pin: Option<String>,
         ca: Option<String>,
-        token: String,
+        token: Option<String>,
         actor_id: Option<String>,
         server_name: Option<String>,
         wait_secs: f64,
     ) -> PyResult<Client> {
         let opts = ClientOptions {
-            server,
-            server_name,
+            server: server_of(server)?,
+            server_name: or_env(server_name, "RLFLEET_SERVER_NAME"),
             trust: trust(pin, ca)?,
-            token,
+            token: or_env(token, "RLFLEET_TOKEN").unwrap_or_default(),
             actor_id: actor_id.unwrap_or_else(default_actor_id),
             liveness: Liveness::default(),
             wait_for_episode: Duration::from_secs_f64(wait_secs),
@@ -185,21 +206,29 @@ impl Client {
 
 /// Runs an actor whose envs ``env_factory()`` builds (each a Gymnasium-API
 /// env) against the learner at ``server`` until the run ends (``once``) or
-/// the learner shuts down; returns the actor's report line.
+/// the learner shuts down; returns the actor's report line. As
+/// ``actor-client``: it gives up after ``give_up_secs`` without reaching
+/// the learner, reconnects when a run's learner has not answered for
+/// ``reply_timeout_secs`` (0: never), and ``server``, ``pin``/``ca``,
+/// ``token`` and ``server_name`` default to ``RLFLEET_SERVER``,
+/// ``RLFLEET_PIN``/``RLFLEET_CA``, ``RLFLEET_TOKEN`` and
+/// ``RLFLEET_SERVER_NAME``.
 #[pyfunction]
-#[pyo3(signature = (server, env_factory, n_envs=1, pin=None, ca=None, token=String::new(), actor_id=None, server_name=None, once=true))]
+#[pyo3(signature = (server, env_factory, n_envs=1, pin=None, ca=None, token=None, actor_id=None, server_name=None, once=true, give_up_secs=600.0, reply_timeout_secs=600.0))]
 #[allow(clippy::too_many_arguments)]
 fn run_actor(
     py: Python<'_>,
-    server: String,
+    server: Option<String>,
     env_factory: Py<PyAny>,
     n_envs: u32,
     pin: Option<String>,
     ca: Option<String>,
-    token: String,
+    token: Option<String>,
     actor_id: Option<String>,
     server_name: Option<String>,
     once: bool,
+    give_up_secs: f64,
+    reply_timeout_secs: f64,
 ) -> PyResult<String> {
     let factory = Arc::new(env_factory);
     let make = move || -> anyhow::Result<Box<dyn Env>> {
@@ -212,12 +241,12 @@ fn run_actor(
         })
     };
     let opts = ActorOptions {
-        server,
-        server_name,
+        server: server_of(server)?,
+        server_name: or_env(server_name, "RLFLEET_SERVER_NAME"),
         trust: trust(pin, ca)?,
         player: Player {
             actor_id: actor_id.unwrap_or_else(default_actor_id),
-            token,
+            token: or_env(token, "RLFLEET_TOKEN").unwrap_or_default(),
             envs: n_envs.max(1),
             once,
             run: None,
@@ -226,8 +255,10 @@ fn run_actor(
         },
         liveness: Liveness::default(),
         max_frame_bytes: rlfleet_shared::wire::DEFAULT_MAX_FRAME_BYTES,
-        give_up_after: Duration::from_secs(60),
-        reply_timeout: Some(Duration::from_secs(600)),
+        give_up_after: Duration::from_secs_f64(give_up_secs),
+        // 0: wait for ever, as `actor-client --reply-timeout-secs 0`.
+        reply_timeout: (reply_timeout_secs > 0.0)
+            .then(|| Duration::from_secs_f64(reply_timeout_secs)),
     };
     let report = py.detach(|| {
         let rt = actor_client::remote::runtime()?;

@@ -19,6 +19,7 @@ mod env_parity;
 mod frame_stacks;
 mod gpu_check;
 mod inproc;
+mod install;
 mod learn;
 mod local_actor_failures;
 mod many_runs;

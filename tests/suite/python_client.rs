@@ -188,3 +188,67 @@ fn control_submits_stops_and_resumes_runs_and_sweeps_from_python() {
     let sweep = d.json("/v1/sweeps/pysw-1");
     assert_eq!(sweep["state"], "stopped", "{sweep}");
 }
+
+/// The package's type stubs (`python/rlfleet.pyi`, in the wheel with
+/// `py.typed`): the example simulator passes `mypy --strict` against the
+/// installed package and a call of the wrong type fails it; the example
+/// then plays a `seed` run to its end, its server and fingerprint from
+/// the environment as `actor-client` reads them.
+#[test]
+fn the_example_type_checks_under_mypy_strict_and_plays_a_seed_run() {
+    let example = workspace_root().join("python/examples/simulator.py");
+    let mypy = |file: &std::path::Path| {
+        rlfleet_tests::output_within(
+            Command::new(reference_python())
+                .args(["-m", "mypy", "--strict", "--no-incremental"])
+                .arg(file),
+            Duration::from_secs(300),
+            "mypy --strict (installed by the set-up for the tests)",
+        )
+    };
+    let out = mypy(&example);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.py");
+    std::fs::write(
+        &bad,
+        "import rlfleet\nc = rlfleet.Client(\"h:1\", pin=\"x\")\nc.step(\"no\", True, False, [0.0])\n",
+    )
+    .unwrap();
+    let out = mypy(&bad);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success() && said.contains("[arg-type]"),
+        "{said}"
+    );
+
+    let _heavy = heavy();
+    const EPISODES: u64 = 10;
+    let d = Daemon::start("", "");
+    let (_, id) = start_corridor_run(&d, "py-example", "Corridor", "seed", EPISODES);
+    let out = rlfleet_tests::output_within(
+        Command::new(reference_python())
+            .arg(&example)
+            .env("RLFLEET_SERVER", &d.actors)
+            .env("RLFLEET_PIN", &d.fingerprint)
+            .env("RLFLEET_API", &d.api),
+        Duration::from_secs(300),
+        "python/examples/simulator.py",
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        said.contains(&format!("run {id}: {EPISODES} episodes")),
+        "{said}"
+    );
+    let status = d.wait_finished(&id, Duration::from_secs(60));
+    assert_eq!(status["episodes_finished"], EPISODES, "{status}");
+}
