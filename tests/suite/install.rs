@@ -221,7 +221,7 @@ fn the_installed_daemon_runs_as_nobody_and_actors_reach_it_by_its_name() {
     let _ = Command::new("kill")
         .args(["-TERM", &daemon.0.id().to_string()])
         .status();
-    let stopped = wait_output_of(&mut daemon.0, Duration::from_secs(60));
+    let stopped = exits_within(&mut daemon.0, Duration::from_secs(60));
     assert!(stopped, "the daemon did not stop on SIGTERM");
     assert_eq!(status["state"], "finished", "{status}");
     assert_eq!(status["episodes_finished"], 20, "{status}");
@@ -230,7 +230,7 @@ fn the_installed_daemon_runs_as_nobody_and_actors_reach_it_by_its_name() {
 }
 
 /// Whether `child` exits within `limit`.
-fn wait_output_of(child: &mut std::process::Child, limit: Duration) -> bool {
+fn exits_within(child: &mut std::process::Child, limit: Duration) -> bool {
     let t0 = Instant::now();
     while t0.elapsed() < limit {
         if child.try_wait().unwrap().is_some() {

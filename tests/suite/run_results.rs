@@ -39,22 +39,6 @@ print(json.dumps({"plugin": meta.plugin_name, "text": text, "seed": hp["seed"].n
                   "lr": hp["dqn.lr"].number_value, "agent": hp["agent"].string_value}))
 "#;
 
-fn board_config(dir: &Path) -> serde_json::Value {
-    let out = output_within(
-        Command::new(rlfleet_tests::reference_python())
-            .args(["-c", READ_CONFIG])
-            .arg(dir),
-        Duration::from_secs(120),
-        "TensorBoard's event reader",
-    );
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn events_files(dir: &Path) -> usize {
     std::fs::read_dir(dir)
         .unwrap()
@@ -99,7 +83,7 @@ fn a_config_run_twice_leaves_two_result_directories() {
             "{}: one TensorBoard run",
             out.display()
         );
-        let board = board_config(out);
+        let board = crate::tensorboard::read_with_tensorboard(READ_CONFIG, out);
         assert_eq!(board["plugin"], "hparams");
         assert_eq!(
             (&board["seed"], &board["lr"], &board["agent"]),

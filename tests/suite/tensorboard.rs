@@ -41,9 +41,15 @@ pub(crate) fn read_board(dir: &Path) -> Series {
         dir.display()
     );
     assert!(files[0].metadata().unwrap().len() > 0);
+    serde_json::from_value(read_with_tensorboard(READ_EVENTS, dir)).unwrap()
+}
+
+/// The JSON a Python `script` prints reading the event files in `dir`
+/// (it gets `dir` as its argument) with TensorBoard's own code.
+pub(crate) fn read_with_tensorboard(script: &str, dir: &Path) -> serde_json::Value {
     let out = rlfleet_tests::output_within(
         Command::new(rlfleet_tests::reference_python())
-            .args(["-c", READ_EVENTS])
+            .args(["-c", script])
             .arg(dir),
         std::time::Duration::from_secs(120),
         "TensorBoard's event reader",

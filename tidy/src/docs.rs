@@ -1,8 +1,9 @@
 //! The manual and the other Markdown files stand alone: every relative
 //! link reaches a file of the repository (and its `#anchor` a heading
-//! there), every repository path named in code (`config/x.toml`)
-//! exists, nothing points at a brief outside the repository, and every
-//! Prometheus series the learner exports is in `docs/metrics.md`.
+//! there), every repository path named in code (`config/x.toml`) and
+//! every Markdown file named anywhere (`BENCHMARKS.md`) exists, so nothing
+//! points at a document outside the repository, and every Prometheus
+//! series the learner exports is in `docs/metrics.md`.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -92,6 +93,30 @@ fn code_spans(line: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The Markdown file names on a line (`BENCHMARKS.md`, `docs/mpi.md`),
+/// web addresses and link targets (checked as links) left out.
+fn markdown_names(line: &str) -> Vec<&str> {
+    let mut prose = line;
+    let mut kept = Vec::new();
+    while let Some(i) = prose.find("](") {
+        kept.push(&prose[..i]);
+        prose = prose[i..].find(')').map_or("", |j| &prose[i + j..]);
+    }
+    kept.push(prose);
+    kept.into_iter()
+        .flat_map(words)
+        .filter(|w| w.len() > 3 && w.ends_with(".md"))
+        .collect()
+}
+
+/// The path-like words of `text`, without a sentence's closing dot; a
+/// word with a `:` (a web address) is left out.
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    text.split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | '_' | '-' | ':')))
+        .filter(|w| !w.contains(':'))
+        .map(|w| w.trim_end_matches('.'))
+}
+
 /// Top folders of the repository whose paths the docs name in code.
 const REPO_DIRS: [&str; 15] = [
     "config/",
@@ -132,10 +157,10 @@ pub fn check_file(root: &Path, file: &Path) -> std::io::Result<Vec<String>> {
     let dir = file.parent().unwrap_or(root);
     let mut problems = Vec::new();
     for (n, line) in prose_lines(&text) {
-        for brief in ["DESIGN.md", "SETUP.md"] {
-            if line.contains(brief) {
+        for doc in markdown_names(line) {
+            if !root.join(doc).exists() && !dir.join(doc).exists() {
                 problems.push(format!(
-                    "{name}:{n}: refers to {brief}, which is not in the repository"
+                    "{name}:{n}: names {doc}, which is not in the repository"
                 ));
             }
         }
@@ -238,7 +263,7 @@ mod tests {
             root.join("docs/a.md"),
             "# A\n\n[ok](b.md#part-two) [gone](c.md) [bad](b.md#part-three)\n\
              `config/a.toml` `config/missing.toml` `config/*.toml`\n\
-             ```\n[in code](nowhere.md)\n```\nsee SETUP.md\n",
+             ```\n[in code](nowhere.md)\n```\nsee NOWHERE.md.\n",
         )
         .unwrap();
         let problems = check_file(&root, &root.join("docs/a.md")).unwrap();
@@ -248,6 +273,6 @@ mod tests {
         assert!(joined.contains("`c.md`: no such file"), "{joined}");
         assert!(joined.contains("`b.md#part-three`: no heading"), "{joined}");
         assert!(joined.contains("`config/missing.toml` is not"), "{joined}");
-        assert!(joined.contains("SETUP.md"), "{joined}");
+        assert!(joined.contains("names NOWHERE.md"), "{joined}");
     }
 }
