@@ -363,17 +363,15 @@ fn the_sweep_and_pbt_commands_and_their_clients() {
     )
     .unwrap();
     let state = p.join("state");
-    let (ok, out, err) = learner(
-        &[
-            "sweep",
-            p.join("sweep.toml").to_str().unwrap(),
-            "--local-actors",
-            "2",
-            "--state-dir",
-            state.to_str().unwrap(),
-        ],
-        &[],
-    );
+    let sweep = |state: &std::path::Path| {
+        let spec = p.join("sweep.toml");
+        let args = ["sweep", spec.to_str().unwrap(), "--local-actors", "2"];
+        learner(
+            &[&args[..], &["--state-dir", state.to_str().unwrap()]].concat(),
+            &[],
+        )
+    };
+    let (ok, out, err) = sweep(&state);
     assert!(ok, "{err}");
     let rows: Vec<&str> = out
         .lines()
@@ -382,6 +380,30 @@ fn the_sweep_and_pbt_commands_and_their_clients() {
     assert_eq!(rows.len(), 2, "{out}");
     assert!(rows.iter().all(|r| r.contains(",finished,")), "{out}");
     assert!(out.starts_with("cli-1 Finished: "), "{out}");
+    // Run again on a fresh state directory: the sweep takes the same id,
+    // and its trials and CSV go to a sibling of the first one's folder,
+    // which stays as it was.
+    let first_csv = std::fs::read_to_string(p.join("out/cli-1/sweep.csv")).unwrap();
+    let (ok, again, err) = sweep(&p.join("state2"));
+    assert!(ok, "{err}");
+    assert!(again.starts_with("cli-1 Finished: "), "{again}");
+    assert!(again.contains("out/cli-1-2/sweep.csv"), "{again}");
+    let second_csv = std::fs::read_to_string(p.join("out/cli-1-2/sweep.csv")).unwrap();
+    assert_eq!(second_csv.lines().count(), 3, "{second_csv}");
+    assert!(
+        second_csv.lines().skip(1).all(|r| r.contains(",finished,")),
+        "{second_csv}"
+    );
+    for n in ["1", "2"] {
+        let episodes =
+            std::fs::read_to_string(p.join("out/cli-1-2").join(n).join("episodes.csv")).unwrap();
+        assert_eq!(episodes.lines().count(), 61, "trial {n}: {episodes}");
+        assert!(!p.join("out/cli-1").join(format!("{n}-2")).exists());
+    }
+    assert_eq!(
+        std::fs::read_to_string(p.join("out/cli-1/sweep.csv")).unwrap(),
+        first_csv
+    );
 
     // A population of the probe: 2 members, a generation of 300 env steps,
     // 900 each; ranked by their training returns.

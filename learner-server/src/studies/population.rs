@@ -10,7 +10,7 @@
 
 use super::Studies;
 use super::space::Params;
-use super::store::{StudyDir, StudyState};
+use super::store::{StudyDir, StudyState, claim_root, root_of};
 use super::sweep::check_name;
 use crate::hub::StartError;
 use rand::SeedableRng;
@@ -18,6 +18,7 @@ use rlfleet_shared::config::RunConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -121,6 +122,16 @@ pub(crate) struct PopulationRecord {
     /// Exploits decided and not yet all applied (redone after a crash).
     #[serde(default)]
     pub pending: Vec<Exploit>,
+    /// Where its members write (absent in older records:
+    /// `<base output_dir>/<id>`).
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+}
+
+impl PopulationRecord {
+    pub fn root(&self, id: &str) -> PathBuf {
+        root_of(&self.root, &self.spec.base.output_dir, id)
+    }
 }
 
 /// A member as `GET /v1/populations/{id}` shows it.
@@ -181,11 +192,13 @@ impl PopulationSpec {
         Ok(())
     }
 
-    /// Member `n`'s (1-based) config with hyperparameters `params`, for
-    /// the generation that ends at env step `boundary` (where the member
-    /// stops itself: `stop.max_env_steps`, within the base's).
+    /// Member `n`'s (1-based) config with hyperparameters `params`,
+    /// writing under `root`, for the generation that ends at env step
+    /// `boundary` (where the member stops itself: `stop.max_env_steps`,
+    /// within the base's).
     pub fn member_cfg(
         &self,
+        root: &Path,
         id: &str,
         n: u32,
         params: &BTreeMap<String, Value>,
@@ -199,7 +212,7 @@ impl PopulationSpec {
         ));
         let mut cfg = self.base.with_values(&values).map_err(|e| e.to_string())?;
         cfg.name = format!("{id}-{n}");
-        cfg.output_dir = self.base.output_dir.join(id).join(n.to_string());
+        cfg.output_dir = root.join(n.to_string());
         cfg.stop.max_env_steps = Some(
             self.base
                 .stop
@@ -235,8 +248,8 @@ impl Population {
         &self.dir.id
     }
 
-    pub(crate) fn csv_path(&self, spec: &PopulationSpec) -> std::path::PathBuf {
-        spec.base.output_dir.join(self.id()).join("population.csv")
+    pub(crate) fn csv_path(&self, rec: &PopulationRecord) -> PathBuf {
+        rec.root(self.id()).join("population.csv")
     }
 
     pub fn view(&self) -> PopulationView {
@@ -249,7 +262,7 @@ impl Population {
             interval_env_steps: r.spec.interval_env_steps,
             members: self.members.lock().expect("members lock").clone(),
             exploits: r.lineage.clone(),
-            csv: self.csv_path(&r.spec).display().to_string(),
+            csv: self.csv_path(&r).display().to_string(),
         }
     }
 }
@@ -267,15 +280,19 @@ impl Studies {
         }
         spec.check().map_err(StartError::Invalid)?;
         let members = spec.first_params();
-        for (i, m) in members.iter().enumerate() {
+        let (base, steps) = (&spec.base.output_dir, spec.interval_env_steps);
+        for (n, m) in (1..).zip(&members) {
             let cfg = spec
-                .member_cfg("x", i as u32 + 1, &m.params, spec.interval_env_steps)
+                .member_cfg(base, "x", n, &m.params, steps)
                 .map_err(StartError::Invalid)?;
             self.hub.device_mb(&cfg)?;
         }
         let dir = StudyDir::create(state.root(), "populations", &spec.name)
             .map_err(|e| StartError::State(format!("{e:#}")))?;
+        let root = claim_root(&spec.base.output_dir, &dir.id)
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
         let record = PopulationRecord {
+            root: Some(root),
             spec,
             state: StudyState::Active,
             generation: 0,

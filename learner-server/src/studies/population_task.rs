@@ -77,7 +77,7 @@ impl Studies {
                     let m = &rec.members[s.member as usize - 1];
                     let cfg = rec
                         .spec
-                        .member_cfg(pop.id(), s.member, &m.params, boundary)
+                        .member_cfg(&rec.root(pop.id()), pop.id(), s.member, &m.params, boundary)
                         .map_err(anyhow::Error::msg)?;
                     self.hub.start_run(cfg, RunOptions::default())?;
                     live += 1;
@@ -132,7 +132,7 @@ impl Studies {
         let params = &rec.members[member as usize - 1].params;
         let cfg = rec
             .spec
-            .member_cfg(pop.id(), member, params, boundary)
+            .member_cfg(&rec.root(pop.id()), pop.id(), member, params, boundary)
             .map_err(anyhow::Error::msg)?;
         record.write_config(&cfg)?;
         record.set_state(RecordState::Stopped, Some("between generations".into()));
@@ -260,7 +260,7 @@ impl Studies {
         rec.lineage.extend(done);
         rec.generation += 1;
         pop.dir.write(&*rec)?;
-        write_population_csv(&pop.csv_path(&rec.spec), rec)?;
+        write_population_csv(&pop.csv_path(rec), rec)?;
         Ok(())
     }
 
@@ -323,7 +323,7 @@ fn env_steps_of(look: &Look) -> Option<u64> {
 
 /// Member `n`'s output directory.
 fn member_dir(rec: &PopulationRecord, pop: &Population, n: u32) -> std::path::PathBuf {
-    rec.spec.base.output_dir.join(pop.id()).join(n.to_string())
+    rec.root(pop.id()).join(n.to_string())
 }
 
 /// A member's metric from its output files.

@@ -87,6 +87,50 @@ impl StudyDir {
     }
 }
 
+/// Where a study's runs write: the root it recorded, or (a record from
+/// before roots were recorded) `<base output_dir>/<id>`.
+pub fn root_of(recorded: &Option<PathBuf>, base_output_dir: &Path, id: &str) -> PathBuf {
+    recorded.clone().unwrap_or_else(|| base_output_dir.join(id))
+}
+
+/// Claims the folder a new study's runs write under: `<base>/<id>`, or,
+/// when that holds anything already (a study of an earlier state
+/// directory that took the same id), the first empty sibling
+/// `<base>/<id>-2`, `-3`, … Created here, so the study owns it whole.
+pub fn claim_root(base: &Path, id: &str) -> anyhow::Result<PathBuf> {
+    std::fs::create_dir_all(base)
+        .with_context(|| format!("cannot create output_dir `{}`", base.display()))?;
+    let first = base.join(id);
+    for n in 1.. {
+        let dir = if n == 1 {
+            first.clone()
+        } else {
+            rlfleet_run::workflows::sibling(&first, n)
+        };
+        let free = match std::fs::create_dir(&dir) {
+            Ok(()) => true,
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                std::fs::read_dir(&dir).is_ok_and(|mut d| d.next().is_none())
+            }
+            Err(e) => {
+                return Err(e).with_context(|| format!("cannot create `{}`", dir.display()));
+            }
+        };
+        if free {
+            if n > 1 {
+                tracing::warn!(
+                    study = %id,
+                    "{} holds an earlier study's results: this one writes under {}",
+                    first.display(),
+                    dir.display()
+                );
+            }
+            return Ok(dir);
+        }
+    }
+    unreachable!("a free sibling is found")
+}
+
 /// Writes a CSV (`header`, then `rows`, each already joined) atomically.
 pub fn write_csv(path: &Path, header: &[String], rows: &[Vec<String>]) -> std::io::Result<()> {
     if let Some(dir) = path.parent() {
@@ -138,5 +182,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!(std::fs::read_to_string(csv).unwrap(), "a,b\n\"1,2\",x\n");
+    }
+
+    #[test]
+    fn a_study_root_that_holds_an_earlier_studys_results_is_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let first = claim_root(&out, "lr-1").unwrap();
+        assert_eq!(first, out.join("lr-1"));
+        // Empty: still free (a study that never wrote).
+        assert_eq!(claim_root(&out, "lr-1").unwrap(), first);
+        std::fs::create_dir(first.join("1")).unwrap();
+        let second = claim_root(&out, "lr-1").unwrap();
+        assert_eq!(second, out.join("lr-1-2"));
+        std::fs::write(second.join("sweep.csv"), "trial\n").unwrap();
+        assert_eq!(claim_root(&out, "lr-1").unwrap(), out.join("lr-1-3"));
     }
 }

@@ -1,18 +1,21 @@
 //! Sweeps: a base run config, parameters by key path (a list of values,
 //! or a range cut into `count` points, `log` for log spacing), seeds per
 //! point, and at most `max_concurrent` trials at a time. Trial `n` is an
-//! ordinary run named `<sweep id>-<n>` writing under
-//! `<base output_dir>/<sweep id>/<n>/`; `sweep.csv` beside those folders
-//! and `GET /v1/sweeps/{id}` give one row per trial.
+//! ordinary run named `<sweep id>-<n>` writing under the sweep's root,
+//! `<base output_dir>/<sweep id>/<n>/` (the root moves to a sibling
+//! `<sweep id>-2` when an earlier state directory's sweep of the same id
+//! wrote there); `sweep.csv` beside those folders and
+//! `GET /v1/sweeps/{id}` give one row per trial.
 
 use super::Studies;
 use super::space::{Params, grid};
-use super::store::{StudyDir, StudyState};
+use super::store::{StudyDir, StudyState, claim_root, root_of};
 use crate::hub::StartError;
 use rlfleet_shared::config::RunConfig;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
@@ -57,9 +60,9 @@ pub struct Trial {
 }
 
 impl SweepSpec {
-    /// Every trial of sweep `id` (points × seeds), each config validated;
-    /// the error names the point.
-    pub fn trials(&self, id: &str) -> Result<Vec<Trial>, String> {
+    /// Every trial of sweep `id` writing under `root` (points × seeds),
+    /// each config validated; the error names the point.
+    pub fn trials(&self, root: &Path, id: &str) -> Result<Vec<Trial>, String> {
         check_name(&self.name)?;
         if !(1..=1024).contains(&self.max_concurrent) {
             return Err("`max_concurrent` must be in 1..=1024".into());
@@ -87,7 +90,7 @@ impl SweepSpec {
                 let mut values = point.clone();
                 values.push(("seed".into(), Value::from(seed)));
                 let mut cfg = self.base.with_values(&values).map_err(|e| e.to_string())?;
-                self.place(&mut cfg, id, number);
+                self.place(&mut cfg, root, id, number);
                 trials.push(Trial {
                     number,
                     seed,
@@ -102,10 +105,10 @@ impl SweepSpec {
 
 impl SweepSpec {
     /// Names trial `number` of sweep `id` and puts its output under the
-    /// base's (name and folder are all that differ between ids).
-    fn place(&self, cfg: &mut RunConfig, id: &str, number: usize) {
+    /// sweep's `root` (name and folder are all that differ between ids).
+    fn place(&self, cfg: &mut RunConfig, root: &Path, id: &str, number: usize) {
         cfg.name = format!("{id}-{number}");
-        cfg.output_dir = self.base.output_dir.join(id).join(number.to_string());
+        cfg.output_dir = root.join(number.to_string());
     }
 }
 
@@ -130,6 +133,16 @@ pub(crate) fn check_name(name: &str) -> Result<(), String> {
 pub(crate) struct SweepRecord {
     pub spec: SweepSpec,
     pub state: StudyState,
+    /// Where its trials write (absent in older records:
+    /// `<base output_dir>/<id>`).
+    #[serde(default)]
+    pub root: Option<PathBuf>,
+}
+
+impl SweepRecord {
+    pub fn root(&self, id: &str) -> PathBuf {
+        root_of(&self.root, &self.spec.base.output_dir, id)
+    }
 }
 
 /// One trial's row of `sweep.csv` and `GET /v1/sweeps/{id}`.
@@ -177,6 +190,8 @@ pub struct SweepView {
 pub struct Sweep {
     pub(crate) dir: StudyDir,
     pub(crate) spec: SweepSpec,
+    /// Where its trials and `sweep.csv` are.
+    pub(crate) root: PathBuf,
     pub(crate) trials: Vec<Trial>,
     pub(crate) state: Mutex<StudyState>,
     pub(crate) rows: Mutex<Vec<TrialRow>>,
@@ -188,8 +203,8 @@ impl Sweep {
         &self.dir.id
     }
 
-    pub(crate) fn csv_path(&self) -> std::path::PathBuf {
-        self.spec.base.output_dir.join(self.id()).join("sweep.csv")
+    pub(crate) fn csv_path(&self) -> PathBuf {
+        self.root.join("sweep.csv")
     }
 
     pub fn view(&self) -> SweepView {
@@ -208,6 +223,7 @@ impl Sweep {
         SweepRecord {
             spec: self.spec.clone(),
             state: *self.state.lock().expect("state lock"),
+            root: Some(self.root.clone()),
         }
     }
 }
@@ -224,18 +240,23 @@ impl Studies {
             return Err(StartError::ShuttingDown);
         }
         // Checked before anything is written: a bad spec leaves no trace.
-        let mut trials = spec.trials("x").map_err(StartError::Invalid)?;
+        let mut trials = spec
+            .trials(&spec.base.output_dir, "x")
+            .map_err(StartError::Invalid)?;
         for t in &trials {
             self.hub.device_mb(&t.cfg)?;
         }
         let dir = StudyDir::create(state.root(), "sweeps", &spec.name)
             .map_err(|e| StartError::State(format!("{e:#}")))?;
+        let root = claim_root(&spec.base.output_dir, &dir.id)
+            .map_err(|e| StartError::State(format!("{e:#}")))?;
         for t in &mut trials {
-            spec.place(&mut t.cfg, &dir.id, t.number);
+            spec.place(&mut t.cfg, &root, &dir.id, t.number);
         }
         let record = SweepRecord {
             spec,
             state: StudyState::Active,
+            root: Some(root),
         };
         dir.write(&record)
             .map_err(|e| StartError::State(format!("cannot record the sweep: {e}")))?;
@@ -259,7 +280,7 @@ impl Studies {
                     continue;
                 }
             };
-            match record.spec.trials(&dir.id) {
+            match record.spec.trials(&record.root(&dir.id), &dir.id) {
                 Ok(trials) => {
                     ids.push(dir.id.clone());
                     self.hold_sweep(dir, record, trials);
@@ -272,6 +293,7 @@ impl Studies {
 
     fn hold_sweep(self: &Arc<Self>, dir: StudyDir, record: SweepRecord, trials: Vec<Trial>) {
         let sweep = Arc::new(Sweep {
+            root: record.root(&dir.id),
             dir,
             spec: record.spec,
             trials,

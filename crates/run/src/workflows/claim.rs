@@ -21,7 +21,7 @@ fn holds_results(dir: &Path) -> bool {
 }
 
 /// `base`'s `n`th sibling (`runs/x` → `runs/x-2`).
-fn sibling(base: &Path, n: u32) -> PathBuf {
+pub fn sibling(base: &Path, n: u32) -> PathBuf {
     match base.file_name() {
         Some(name) => base.with_file_name(format!("{}-{n}", name.to_string_lossy())),
         None => base.join(format!("run-{n}")),

@@ -18,7 +18,7 @@ mod stop;
 mod summary;
 
 pub use book::{Effect, RunBook};
-pub use claim::{RESOLVED_CONFIG, claim_output_dir, settle_output_dir};
+pub use claim::{RESOLVED_CONFIG, claim_output_dir, settle_output_dir, sibling};
 pub use desk::Desk;
 pub use evaluator::{EvalResult, Evaluator};
 pub use recorded::{record_end, run_recorded};
