@@ -14,7 +14,8 @@
 #                 filesystem only; falls back to a copy)
 #
 # Run after scripts/main.sh (or cargo build --release) in the checkout, as a
-# user who may write to the prefix. The binaries' own library search path
+# user who may write to the prefix (with LIBTORCH_VARIANT=cu130 when the
+# build was, so that the CUDA libraries come). The binaries' own library search path
 # points into the building user's cache; the units set LD_LIBRARY_PATH to
 # DIR/lib/rlfleet instead. The manual's docs/deploying.md has the rest: the
 # user, /etc/rlfleet, the certificate's names.
@@ -50,6 +51,13 @@ put() {
 for so in "$LIBTORCH"/lib/*.so*; do
     put "$so"
 done
+# A CUDA libtorch from PyTorch's wheels (LIBTORCH_VARIANT=cu130) finds its
+# NVIDIA libraries beside it in site-packages; installed, they sit with it.
+if [ -d "$LIBTORCH/../nvidia" ]; then
+    for so in "$LIBTORCH"/../nvidia/*/lib/*.so*; do
+        put "$so"
+    done
+fi
 put "$ORT_DYLIB_PATH"
 # libpython, when the loader finds it outside the system's folders (a
 # pyenv Python under a home directory).

@@ -7,5 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/setup.sh
-cargo build --release -p learner-server -p actor-client
+features=()
+# A CUDA libtorch (LIBTORCH_VARIANT=cu130): link libtorch_cuda so the GPU is found.
+[ "${LIBTORCH_VARIANT:-cpu}" = cu130 ] && features=(--features learner-server/cuda)
+cargo build --release -p learner-server -p actor-client "${features[@]}"
 exec ./target/release/learner-server run config/cartpole-dqn-async.toml --local-actors 4 "$@"

@@ -24,6 +24,16 @@
 # told which are missing and the command that installs them, and the
 # set-up stops (it never calls sudo). RLFLEET_SETUP_PACKAGES replaces the
 # list of Debian packages required (for an image whose names differ).
+#
+# LIBTORCH_VARIANT says which libtorch LIBTORCH names:
+#   cpu    (default) the CPU libraries out of the torch wheel (about 490 MB);
+#   cu130  the CUDA 13 build, as PyTorch ships it: torch 2.11.0 with its
+#          NVIDIA library wheels in a venv of the cache (about 4.7 GB, once;
+#          scripts/torch-venv.sh shares it). Build with
+#          `--features learner-server/cuda` (scripts/main.sh adds it) so
+#          that the binaries load libtorch_cuda and train on the GPU.
+# Switching variants in one target folder rebuilds torch-sys and what
+# links it (a few minutes).
 
 _rlfleet_setup() {
     set -euo pipefail
@@ -32,12 +42,22 @@ _rlfleet_setup() {
         run | test | none) ;;
         *) echo "setup: RLFLEET_SETUP=$mode: use run, test or none" >&2; return 2 ;;
     esac
+    local variant="${LIBTORCH_VARIANT:-cpu}"
+    case "$variant" in
+        cpu | cu130) ;;
+        *) echo "setup: LIBTORCH_VARIANT=$variant: use cpu or cu130" >&2; return 2 ;;
+    esac
     local cache="${RLFLEET_CACHE:-$HOME/.cache/rlfleet}"
     local torch_ver=2.11.0 ort_ver=1.31.1 gym_ver=1.2.2 numpy_ver=2.2.6 openapi_ver=0.7.2
     local maturin_ver=1.16.0 schemathesis_ver=4.32.5 tensorboard_ver=2.21.0 minatar_ver=1.0.15
     local mypy_ver=1.18.2
     local wheels="$cache/wheels"
-    local libtorch="$cache/libtorch-$torch_ver"
+    # The CPU tree (also the base of scripts/gpu-check.sh's build), and the
+    # libtorch LIBTORCH names: that tree, or the CUDA venv's.
+    local cpu_torch="$cache/libtorch-$torch_ver"
+    local tvenv="$cache/venv-torch-$torch_ver"
+    local libtorch="$cpu_torch"
+    [ "$variant" = cu130 ] && libtorch="$(echo "$tvenv"/lib/python3*/site-packages/torch)"
     local ortdir="$cache/onnxruntime-$ort_ver"
     local venv="$cache/venv-gymnasium-$gym_ver"
 
@@ -82,14 +102,14 @@ _rlfleet_setup() {
     mkdir -p "$cache" "$wheels"
 
     # 2. libtorch (CPU) and ONNX Runtime out of PyPI wheels.
-    if [ ! -f "$libtorch/.complete" ] || [ ! -f "$ortdir/.complete" ]; then
+    if [ ! -f "$cpu_torch/.complete" ] || [ ! -f "$ortdir/.complete" ]; then
         echo "setup: fetching torch $torch_ver and onnxruntime $ort_ver wheels (about 560 MB, once)" >&2
         python3 -m pip download -q --no-deps --only-binary=:all: -d "$wheels" \
             "torch==$torch_ver" nvidia-cuda-runtime==13.0.96 nvidia-cuda-cupti==13.0.85 \
             "onnxruntime==$ort_ver"
     fi
-    if [ ! -f "$libtorch/.complete" ]; then
-        local tmp="$libtorch.tmp"
+    if [ ! -f "$cpu_torch/.complete" ]; then
+        local tmp="$cpu_torch.tmp"
         rm -rf "$tmp" && mkdir -p "$tmp"
         unzip -q -o "$wheels"/torch-$torch_ver-*.whl 'torch/include/*' 'torch/share/*' \
             torch/lib/libtorch_cpu.so torch/lib/libc10.so torch/lib/libtorch.so \
@@ -97,13 +117,29 @@ _rlfleet_setup() {
         mv "$tmp/torch" "$tmp/libtorch"
         unzip -q -o -j "$wheels"/nvidia_cuda_runtime-*.whl 'nvidia/cu13/lib/libcudart.so.13' -d "$tmp/libtorch/lib"
         unzip -q -o -j "$wheels"/nvidia_cuda_cupti-*.whl 'nvidia/cu13/lib/libcupti.so.13' -d "$tmp/libtorch/lib"
-        rm -rf "$libtorch" && mv "$tmp/libtorch" "$libtorch" && rm -rf "$tmp"
-        touch "$libtorch/.complete"
+        rm -rf "$cpu_torch" && mv "$tmp/libtorch" "$cpu_torch" && rm -rf "$tmp"
+        touch "$cpu_torch/.complete"
     fi
     if [ ! -f "$ortdir/.complete" ]; then
         mkdir -p "$ortdir"
         unzip -q -o -j "$wheels"/onnxruntime-$ort_ver-*.whl "onnxruntime/capi/libonnxruntime.so.$ort_ver" -d "$ortdir"
         touch "$ortdir/.complete"
+    fi
+    # 2'. LIBTORCH_VARIANT=cu130: the whole CUDA torch, whose libraries find
+    # their NVIDIA ones beside them in the venv (their RUNPATH says where).
+    if [ "$variant" = cu130 ]; then
+        if [ ! -f "$tvenv/.complete" ]; then
+            echo "setup: installing torch $torch_ver with its CUDA 13 libraries (about 4.7 GB, once)" >&2
+            rm -rf "$tvenv"
+            python3 -m venv "$tvenv"
+            "$tvenv/bin/pip" install -q "torch==$torch_ver" "numpy==$numpy_ver"
+            touch "$tvenv/.complete"
+        fi
+        libtorch="$(echo "$tvenv"/lib/python3*/site-packages/torch)"
+        [ -f "$libtorch/lib/libtorch_cuda.so" ] || {
+            echo "setup: $tvenv holds no libtorch_cuda.so: remove it and run again" >&2
+            return 1
+        }
     fi
 
     # 3. Python venv with the reference Gymnasium (for parity tests).
