@@ -91,6 +91,28 @@ pub(crate) enum What {
         #[arg(long, default_value_t = 1000)]
         short_runs: usize,
     },
+    /// Experience workflows over a bad link (a user-space UDP relay):
+    /// episodes/s with datagrams lost each way, a delay and a blackout,
+    /// vs. the same delay without loss.
+    Lossy {
+        #[arg(long, value_delimiter = ',', default_value = "async")]
+        workflows: Vec<String>,
+        /// Seconds each link is measured (the blackout starts a quarter in).
+        #[arg(long, default_value_t = 40.0)]
+        secs: f64,
+        /// Share of datagrams lost, each way.
+        #[arg(long, default_value_t = 0.2)]
+        loss: f64,
+        /// One-way delay, ms (both links).
+        #[arg(long, default_value_t = 50)]
+        delay_ms: u64,
+        #[arg(long, default_value_t = 8.0)]
+        blackout_secs: f64,
+        #[arg(long, default_value_t = 3)]
+        actors: usize,
+        #[arg(long, default_value_t = 2)]
+        envs: u32,
+    },
     /// Many actor connections against one daemon process for a long time
     /// (`seed` and `async`): its RSS over time, latency vs. few
     /// connections, nothing lost.

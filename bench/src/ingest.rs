@@ -46,7 +46,7 @@ pub struct Row {
     pub ratio_vs_memcpy: f64,
 }
 
-pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64, o: Obs) -> Message {
+pub(crate) fn batch(actor: usize, seq: u64, n: usize, episodes: &[u64], o: Obs) -> Message {
     Message::Experience(Experience {
         actor_id: format!("bench-{actor}"),
         session_id: actor as u64,
@@ -61,7 +61,13 @@ pub(crate) fn batch(actor: usize, seq: u64, n: usize, episode: u64, o: Obs) -> M
             };
             for i in 0..n {
                 if i % 16 == 0 {
-                    s.begin((i / 16) as u32, episode, 0, &obs(i), o.bytes);
+                    // Batch `seq` (from 1) goes on each env's episode where
+                    // the one before left it, as an actor's would: the
+                    // learner gives its agent only the next steps of a play.
+                    let env = i / 16;
+                    let first = (seq.saturating_sub(1) * 16) as u32;
+                    let episode = episodes.get(env).or(episodes.last()).copied().unwrap_or(0);
+                    s.begin(env as u32, episode, first, &obs(i), o.bytes);
                 }
                 s.step(&[(i % 2) as f32], 1.0, &obs(i + 1), o.bytes);
             }
@@ -89,12 +95,12 @@ async fn drive(addr: SocketAddr, pin: &str, actors: usize, n: usize, secs: f64, 
             let Ok(Some(Message::Welcome(w))) = fs.recv().await else {
                 panic!("no welcome");
             };
-            let episode = w.starts.first().map_or(0, |s| s.episode);
+            let episodes: Vec<u64> = w.starts.iter().map(|s| s.episode).collect();
             let start = Instant::now();
             let (mut seq, mut acked) = (0, 0u64);
             while start.elapsed().as_secs_f64() < secs {
                 seq += 1;
-                fs.send(&batch(i, seq, n, episode, o)).await.unwrap();
+                fs.send(&batch(i, seq, n, &episodes, o)).await.unwrap();
                 match fs.recv().await {
                     Ok(Some(Message::Ack(a))) if !a.duplicate => acked += n as u64,
                     other => panic!("expected an ack, got {other:?}"),
@@ -137,7 +143,7 @@ pub async fn bench(
     o: Obs,
 ) -> anyhow::Result<Vec<Row>> {
     let dir = tempfile::tempdir()?;
-    let frame = wire::encode(&batch(0, 1, per_batch, 0, o)).len();
+    let frame = wire::encode(&batch(0, 1, per_batch, &[0; 8], o)).len();
     let mut rows = Vec::new();
     for &actors in counts {
         // An `async` run that ingests and never trains, evaluates or
@@ -198,7 +204,7 @@ pub fn command(
     } else {
         ("config/cartpole-dqn-async.toml", CARTPOLE, "ingest")
     };
-    let cfg = RunConfig::load(std::path::Path::new(config))?;
+    let cfg = RunConfig::load(&crate::workflows::shipped(config))?;
     let rows = rt.block_on(bench(cfg, actors, transitions, secs, obs))?;
     crate::measure::write_json(out, name, &rows)
 }

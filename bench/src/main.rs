@@ -53,6 +53,7 @@ mod inference_stall;
 mod ingest;
 mod learn;
 mod loopback;
+mod lossy;
 mod measure;
 #[cfg(feature = "mpi")]
 mod mpi;
@@ -117,6 +118,26 @@ fn main() -> anyhow::Result<()> {
             envs,
             short_runs,
         } => fleet::bench(secs, actors, envs, short_runs, &cli.out),
+        What::Lossy {
+            workflows,
+            secs,
+            loss,
+            delay_ms,
+            blackout_secs,
+            actors,
+            envs,
+        } => lossy::bench(
+            &workflows,
+            lossy::Shape {
+                loss,
+                delay_ms,
+                blackout_secs,
+            },
+            actors,
+            envs,
+            secs,
+            &cli.out,
+        ),
         What::Learn {
             only,
             eval_episodes,

@@ -5,6 +5,7 @@ mod actor_faults;
 mod atari;
 mod bad_config;
 mod bad_input;
+mod bad_links;
 mod checkpoint_failures;
 mod cnn_models;
 mod conformance;

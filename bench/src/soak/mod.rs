@@ -102,7 +102,7 @@ async fn connection(
     let Some(Message::Welcome(w)) = fs.recv().await? else {
         anyhow::bail!("connection {i}: no welcome");
     };
-    let episode = w.starts.first().map_or(0, |s| s.episode);
+    let episodes: Vec<u64> = w.starts.iter().map(|s| s.episode).collect();
     let mut t = Tally::default();
     if seed {
         fs.send(&obs_msg(0, true)).await?;
@@ -123,7 +123,7 @@ async fn connection(
         let msg = if seed {
             obs_msg(seq, false)
         } else {
-            crate::ingest::batch(i, seq, PER_BATCH, episode, crate::ingest::CARTPOLE)
+            crate::ingest::batch(i, seq, PER_BATCH, &episodes, crate::ingest::CARTPOLE)
         };
         fs.send(&msg).await.map_err(|e| lost(e.into()))?;
         t.sent += 1;
