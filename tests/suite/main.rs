@@ -42,4 +42,5 @@ mod studies;
 mod systemd_notify;
 mod systemd_units;
 mod tensorboard;
+mod value_watch;
 mod vtrace_reference;

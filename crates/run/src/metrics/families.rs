@@ -42,6 +42,8 @@ pub(super) struct RunFamilies {
     pub(super) open_episodes: IntGaugeVec,
     pub(super) train_steps: IntCounterVec,
     pub(super) loss: GaugeVec,
+    pub(super) q_value_max: GaugeVec,
+    pub(super) value_divergences: IntCounterVec,
     pub(super) loop_seconds: CounterVec,
     pub(super) last_eval_return: GaugeVec,
     pub(super) best_eval_return: GaugeVec,
@@ -271,6 +273,17 @@ impl RunFamilies {
                 None,
             ),
             loss: float_gauge(r, "rlfleet_loss", "Loss of the latest gradient step."),
+            q_value_max: float_gauge(
+                r,
+                "rlfleet_q_value_max",
+                "Largest |Q| the value network (DQN) gives its latest sampled batch: past max |reward| / (1 - gamma) no return can reach it (rlfleet_value_divergences_total).",
+            ),
+            value_divergences: counter(
+                r,
+                "rlfleet_value_divergences_total",
+                "Times the Q-values went past twice the largest discounted return the rewards seen allow (max |reward| / (1 - gamma)), or became NaN: diverged values, which the policy then follows down; each streak is logged once.",
+                None,
+            ),
             loop_seconds: float_counter(
                 r,
                 "rlfleet_run_loop_seconds_total",

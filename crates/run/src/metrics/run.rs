@@ -72,6 +72,8 @@ pub struct RunMetrics {
     pub open_episodes: IntGauge,
     pub train_steps: IntCounter,
     pub loss: Gauge,
+    pub q_value_max: Gauge,
+    pub value_divergences: IntCounter,
     /// Seconds the run's loop spent, by activity (`train`, `wait`; and of
     /// `train`, `device` holding the daemon's device for gradient steps
     /// and `device_wait` waiting for other runs' turns on it).
@@ -147,6 +149,8 @@ impl RunFamilies {
             open_episodes: self.open_episodes.with_label_values(&l),
             train_steps: self.train_steps.with_label_values(&l),
             loss: self.loss.with_label_values(&l),
+            q_value_max: self.q_value_max.with_label_values(&l),
+            value_divergences: self.value_divergences.with_label_values(&l),
             loop_seconds,
             last_eval_return: self.last_eval_return.with_label_values(&l),
             best_eval_return: self.best_eval_return.with_label_values(&l),
@@ -182,6 +186,7 @@ impl RunFamilies {
             &self.batches_trained,
             &self.batches_lost,
             &self.checkpoint_failures,
+            &self.value_divergences,
             &self.transitions_ingested,
             &self.transitions_unstacked,
             &self.transitions_withheld,
@@ -214,7 +219,12 @@ impl RunFamilies {
         ] {
             drop_all(v, name, id, &[]);
         }
-        for v in [&self.loss, &self.last_eval_return, &self.best_eval_return] {
+        for v in [
+            &self.loss,
+            &self.q_value_max,
+            &self.last_eval_return,
+            &self.best_eval_return,
+        ] {
             drop_all(v, name, id, &[]);
         }
     }

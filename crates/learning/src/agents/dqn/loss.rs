@@ -22,6 +22,23 @@ impl Dqn {
         value + &adv - adv.mean_dim(1, true, Kind::Float)
     }
 
+    /// The largest |Q(s, a)| the online network gives the last sampled
+    /// batch's observations (NaN if one is), and the largest discounted
+    /// return the rewards observed allow (max |reward| / (1 − γ)); `None`
+    /// before the first gradient step or reward. Far above the bound, the
+    /// values have diverged (the run's `ValueWatch` says so).
+    pub(super) fn q_watch(&self) -> Option<(f64, f64)> {
+        if self.train_steps == 0 || self.max_abs_reward == 0.0 {
+            return None;
+        }
+        let b = self.replay.batch.batch as i64;
+        let (both, _) = crate::agents::batch_on_device(&self.replay.batch, self.device);
+        let q = tch::no_grad(|| self.q(&self.params, &both.narrow(0, 0, b)));
+        let q_max = q.abs().max().double_value(&[]);
+        let bound = f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma);
+        Some((q_max, bound))
+    }
+
     /// The Huber loss of `q_sa` against `target`: the batch's mean, each
     /// row weighted by its importance weight under prioritized replay.
     pub(super) fn huber(

@@ -54,6 +54,8 @@ pub struct Dqn {
     /// flat gradient each step); `None`: autograd (on an accelerator
     /// cuDNN's kernels win).
     grad_buf: Option<Tensor>,
+    /// The largest |reward| observed (bounds what a Q-value can be).
+    max_abs_reward: f32,
 }
 
 impl Dqn {
@@ -100,6 +102,7 @@ impl Dqn {
             copy_fresh: false,
             reduce: None,
             grad_buf,
+            max_abs_reward: 0.0,
         }
     }
 
@@ -255,10 +258,12 @@ impl Act for Dqn {
 
 impl Learn for Dqn {
     fn observe(&mut self, t: &Transition<'_>) {
+        self.max_abs_reward = self.max_abs_reward.max(t.reward.abs());
         self.replay.observe(t);
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
+        self.max_abs_reward = self.max_abs_reward.max(t.reward.abs());
         self.replay.observe_bytes(t);
     }
 
@@ -321,6 +326,9 @@ impl Learn for Dqn {
                 .as_ref()
                 .map(|g| ("train/grad_norm", g.double_value(&[]))),
         );
+        if let Some((q_max, bound)) = self.q_watch() {
+            s.extend([("train/q_max", q_max), ("train/q_bound", bound)]);
+        }
         s
     }
 

@@ -37,6 +37,8 @@ pub enum Effect {
     Checkpoint(Box<CheckpointJob>),
     /// The progress bar's figures.
     Progress(crate::workflows::progress::ProgressLine),
+    /// A warning for the run's log.
+    Warning(String),
 }
 
 /// A distributed run's part of a checkpoint's books, and the lengths of

@@ -14,9 +14,11 @@ mod finish;
 mod snapshot;
 mod target;
 mod telemetry;
+mod values;
 
 pub use effect::{CheckpointJob, Effect, RunBooks};
 pub use target::{Scored, TargetRule, Verdict};
+pub use values::ValueWatch;
 
 use super::{EvalResult, StopReason, check_limits};
 use crate::state::BookState;
@@ -79,6 +81,8 @@ pub struct RunBook {
     pub resumed_from: Option<ResumedFrom>,
     /// What the desk is to do, oldest first.
     effects: VecDeque<Effect>,
+    /// The values' watch: [`ValueWatch`].
+    pub values: ValueWatch,
 }
 
 impl RunBook {
@@ -119,6 +123,7 @@ impl RunBook {
             restored_run: run,
             resumed_from,
             effects: VecDeque::new(),
+            values: ValueWatch::default(),
         }
     }
 

@@ -71,6 +71,9 @@ impl RunBook {
         let secs = now.saturating_duration_since(then).as_secs_f64().max(1e-9);
         let train_steps = agent.train_steps();
         let mut s = agent.scalars(steps);
+        if let Some(warning) = self.values.look(&s, steps) {
+            self.push(Effect::Warning(warning));
+        }
         s.push((
             "perf/env_steps_per_sec",
             (steps - since_steps) as f64 / secs,

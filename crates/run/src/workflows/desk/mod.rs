@@ -109,6 +109,7 @@ impl Desk {
                 }
                 Effect::Checkpoint(job) => self.checkpoint(*job)?,
                 Effect::Progress(line) => self.progress.update(&line),
+                Effect::Warning(line) => tracing::warn!("{line}"),
             }
         }
         Ok(())

@@ -39,6 +39,14 @@ impl Core {
         if let Some(l) = self.agent.last_loss() {
             self.metrics.loss.set(l);
         }
+        let values = &self.book.values;
+        if let Some(q) = values.q_max {
+            self.metrics.q_value_max.set(q);
+        }
+        let new = values
+            .divergences
+            .saturating_sub(self.metrics.value_divergences.get());
+        self.metrics.value_divergences.inc_by(new);
         if let Some(e) = self.book.last_eval() {
             self.metrics.last_eval_return.set(e);
         }
