@@ -15,7 +15,7 @@
 //! Budget (2-core machine, seed 1, measured): async reaches 500 at ~40,000
 //! env steps in ~36 s, sync at ~40,000 in ~33 s, seed at ~69,000 in ~69 s;
 //! see the closing note of issue 4 and BENCHMARKS.md for the others. The
-//! configs cap each at 150,000 steps and 600 s.
+//! configs cap each at 150,000 steps (`rma`: 300,000) and 600 s.
 
 use rlfleet_output::read_episodes;
 use rlfleet_shared::config::RunConfig;
