@@ -51,9 +51,20 @@ pub struct FleetReport {
 }
 
 fn actor(s: &Server, id: &str, envs: u32) -> anyhow::Result<Child> {
+    spawn_actor(s.actors, &s.fingerprint, id, envs)
+}
+
+/// An `actor-client` process of `envs` envs reaching `addr` (a learner,
+/// or a relay in front of one), trusting the certificate `pin`.
+pub(crate) fn spawn_actor(
+    addr: std::net::SocketAddr,
+    pin: &str,
+    id: &str,
+    envs: u32,
+) -> anyhow::Result<Child> {
     let exe = std::env::current_exe()?.with_file_name("actor-client");
     Ok(Command::new(&exe)
-        .args(["--server", &s.actors.to_string(), "--pin", &s.fingerprint])
+        .args(["--server", &addr.to_string(), "--pin", pin])
         .args(["--envs", &envs.to_string(), "--actor-id", id])
         .env("RUST_LOG", "error")
         .stdout(Stdio::null())

@@ -8,11 +8,11 @@
 
 pub mod relay;
 
+use crate::fleet::spawn_actor;
 use crate::soak::Server;
 use relay::{Link, Relay};
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use serde::Serialize;
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -69,17 +69,6 @@ fn counting(workflow: &str, dir: &std::path::Path) -> RunConfig {
     RunConfig::from_toml(&text, &name).expect("a valid counting config")
 }
 
-fn actor(addr: std::net::SocketAddr, pin: &str, id: &str, envs: u32) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe()?.with_file_name("actor-client");
-    Ok(Command::new(&exe)
-        .args(["--server", &addr.to_string(), "--pin", pin])
-        .args(["--envs", &envs.to_string(), "--actor-id", id])
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()?)
-}
-
 fn counter(status: &serde_json::Value, key: &str) -> anyhow::Result<u64> {
     status[key]
         .as_u64()
@@ -99,7 +88,7 @@ fn measure(
     let relay = rt.block_on(Relay::start(s.actors, link, 7))?;
     let id = s.start_run(&counting(workflow, s.dir()))?;
     let mut children = (0..actors)
-        .map(|i| actor(relay.addr, &s.fingerprint, &format!("lossy-{i}"), envs))
+        .map(|i| spawn_actor(relay.addr, &s.fingerprint, &format!("lossy-{i}"), envs))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let result = (|| {
         let path = format!("/v1/runs/{id}");
