@@ -13,7 +13,7 @@
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
 use super::sequences::{Padded, all_pieces, windowed_both};
-use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use rlfleet_replay::Transition;
 use rlfleet_shared::config::A2cConfig;
@@ -236,13 +236,13 @@ impl Persist for A2c {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.nets.policy),
+            data: self.nets.policy_values(),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
-        copy_into(&mut self.nets.policy, &w.data);
+        self.nets.load_policy(&w.data);
         self.actor.stale();
         Ok(())
     }

@@ -2,7 +2,7 @@
 //! PPO) — a policy MLP and a value MLP, each over one flat tensor with its
 //! own Adam — with their joint gradient step and their checkpoint tensors.
 
-use super::{AgentError, AgentState, named, restore, to_vec};
+use super::{AgentError, AgentState, named, restore};
 use crate::nets::FlatNet;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, Core, NetShape};
@@ -60,7 +60,7 @@ impl SoftmaxActor {
     /// Samples an action for `obs` from `nets`' policy (at `version`).
     pub fn act(&mut self, nets: &PolicyValue, version: u64, obs: &[f32], action: &mut [f32]) {
         if !self.fresh {
-            let w = to_vec(&nets.policy);
+            let w = nets.policy_values();
             self.policy
                 .load(version, &w)
                 .expect("the policy's own shape");
@@ -71,7 +71,22 @@ impl SoftmaxActor {
     }
 }
 
+/// The state's tensors over the policy's parameters, and the value's.
+const POLICY_TENSORS: [&str; 3] = ["online", "adam.m", "adam.v"];
+const VALUE_TENSORS: [&str; 3] = ["value", "value_adam.m", "value_adam.v"];
+
 impl PolicyValue {
+    /// A host copy of the policy's parameters in the shared layout: what
+    /// is published.
+    pub fn policy_values(&self) -> Vec<f32> {
+        self.policy_net.shared_values(&self.policy)
+    }
+
+    /// The policy's parameters overwritten with published ones.
+    pub fn load_policy(&mut self, shared: &[f32]) {
+        self.policy_net.load_shared(&mut self.policy, shared);
+    }
+
     /// A policy over `spec`'s discrete actions (logits) and a value
     /// network, both `torso` then `hidden`, initialised from `seed`; and a
     /// sampling actor (its draws seeded by `actor_seed`).
@@ -169,7 +184,7 @@ impl PolicyValue {
 
     /// The networks and optimizer moments, for a checkpoint.
     pub fn state(&self, train_steps: u64) -> AgentState {
-        AgentState {
+        let mut s = AgentState {
             tensors: vec![
                 named("online", &self.policy),
                 named("value", &self.value),
@@ -181,12 +196,17 @@ impl PolicyValue {
             train_steps,
             version: train_steps,
             optimizer_steps: self.policy_adam.steps,
-        }
+        };
+        self.policy_net.state_to_shared(&mut s, &POLICY_TENSORS);
+        self.value_net.state_to_shared(&mut s, &VALUE_TENSORS);
+        s
     }
 
     pub fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
+        let s = self.policy_net.state_to_own(s, &POLICY_TENSORS);
+        let s = self.value_net.state_to_own(&s, &VALUE_TENSORS);
         restore(
-            s,
+            &s,
             &mut [
                 ("online", &mut self.policy),
                 ("value", &mut self.value),

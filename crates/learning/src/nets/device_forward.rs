@@ -48,7 +48,9 @@ impl Forward for DeviceForward {
         self.net.shape().check_params(params.len())?;
         // A new tensor, not a copy into the old one: a forward pass still
         // running on the old weights (on a CUDA stream) is not disturbed.
-        self.params = Some(upload(params, &[params.len() as i64], self.device));
+        // Held in the network's own order (its core first).
+        let own = self.net.to_own(params);
+        self.params = Some(upload(&own, &[own.len() as i64], self.device));
         Ok(())
     }
 

@@ -4,6 +4,7 @@
 //! over sequences by `lstm.rs`). The layout is
 //! `rlfleet_shared::nets::NetShape`'s.
 
+use super::layout::Order;
 use rlfleet_kernels::conv::ConvDims;
 use rlfleet_kernels::conv::sparse::Reach;
 use rlfleet_shared::nets::{ConvTorso, NetShape, Op};
@@ -16,14 +17,17 @@ pub struct FlatNet {
     pub(super) shape: NetShape,
     /// MLP layer sizes, input first.
     pub(super) sizes: Vec<i64>,
-    /// Lengths of each layer's weight and bias in the flat vector, in
-    /// order: the torso's convolutions, then the MLP's hidden layers, the
-    /// core's (four per layer), the output layer.
+    /// Lengths of each layer's weight and bias in the flat vector, in the
+    /// network's own order (`layout.rs`): the torso's convolutions, then
+    /// the MLP's hidden layers, the core's (four per layer), the output
+    /// layer, except that a core's parts come first.
     pub(super) parts: Vec<i64>,
-    /// Where each part starts in the flat vector.
+    /// Where each part starts in the flat vector (own order).
     pub(super) offsets: Vec<usize>,
-    /// Each part's fan-in, for its initialisation.
-    fan_ins: Vec<i64>,
+    /// Each part's fan-in, for its initialisation (shared order).
+    pub(super) fan_ins: Vec<i64>,
+    /// Where the parts sit in the own order.
+    pub(super) order: Order,
     /// Per convolution: its `[out, in, k, k]` weight shape, stride and
     /// padding.
     pub(super) convs: Vec<([i64; 4], i64, i64)>,
@@ -65,8 +69,10 @@ impl FlatNet {
                     .flat_map(|w| [(w[0] * w[1], w[0]), (w[1], w[0])]),
             )
             .collect();
+        let mut core_parts = None;
         if let Some(core) = shape.core() {
             let h = core.size as i64;
+            core_parts = Some(parts.len()..parts.len() + 4 * core.layers);
             parts.extend(
                 core.parts(sizes[n - 2] as usize)
                     .into_iter()
@@ -76,9 +82,12 @@ impl FlatNet {
         let head_in = shape.head_input() as i64;
         parts.extend([(head_in * sizes[n - 1], head_in), (sizes[n - 1], head_in)]);
         let reach = first_reach(shape.torso(), convs.first());
-        let offsets = parts
+        let lens: Vec<usize> = parts.iter().map(|&(len, _)| len as usize).collect();
+        let order = Order::new(&lens, core_parts);
+        let own: Vec<i64> = order.canon.iter().map(|&j| lens[j] as i64).collect();
+        let offsets = own
             .iter()
-            .scan(0usize, |at, &(len, _)| {
+            .scan(0usize, |at, &len| {
                 let start = *at;
                 *at += len as usize;
                 Some(start)
@@ -90,7 +99,8 @@ impl FlatNet {
             shape,
             sizes,
             fan_ins: parts.iter().map(|&(_, fan_in)| fan_in).collect(),
-            parts: parts.into_iter().map(|(len, _)| len).collect(),
+            parts: own,
+            order,
             convs,
         }
     }
@@ -113,18 +123,32 @@ impl FlatNet {
     /// Fresh parameters with PyTorch's default initialisation of `Conv2d`
     /// and `nn.Linear` (uniform in ±1/sqrt(fan_in) for weights and
     /// biases), drawn from libtorch's generator (seed it with
-    /// `tch::manual_seed`).
+    /// `tch::manual_seed`) part by part in the shared order, and laid out
+    /// in the own order.
     pub fn init(&self, device: Device) -> Tensor {
-        let parts: Vec<Tensor> = self
-            .parts
+        let mut shared: Vec<Option<Tensor>> = self
+            .fan_ins
             .iter()
-            .zip(&self.fan_ins)
-            .map(|(&n, &fan_in)| {
+            .enumerate()
+            .map(|(j, &fan_in)| {
                 let bound = 1.0 / (fan_in as f64).sqrt();
-                Tensor::empty([n], (Kind::Float, device)).uniform_(-bound, bound)
+                let n = self
+                    .order
+                    .canon
+                    .iter()
+                    .position(|&c| c == j)
+                    .expect("every part");
+                let mut t = Tensor::empty([self.parts[n]], (Kind::Float, device));
+                Some(t.uniform_(-bound, bound))
             })
             .collect();
-        Tensor::cat(&parts, 0)
+        let own: Vec<Tensor> = self
+            .order
+            .canon
+            .iter()
+            .map(|&j| shared[j].take().expect("each part once"))
+            .collect();
+        Tensor::cat(&own, 0)
     }
 
     /// Applies the network with parameters `params` to `x` of shape

@@ -72,7 +72,7 @@ impl FlatNet {
     /// output layer's (weight, bias).
     fn around_core(&self, params: &Tensor, x: &Tensor) -> (Tensor, Vec<Tensor>, Vec<Tensor>) {
         let core = *self.shape.core().expect("a network with a recurrent core");
-        let mut parts = params.split_with_sizes(&self.parts, 0);
+        let mut parts = self.shared_parts(params);
         let n = self.sizes.len();
         let head = parts.split_off(parts.len() - 2);
         let core_parts = parts.split_off(parts.len() - 4 * core.layers);
@@ -111,8 +111,7 @@ impl FlatNet {
         let (layers, units) = (core.layers as i64, core.size as i64);
         let batch = state.size()[0];
         let seq = h.view([steps, batch, -1]);
-        let own_buffer = matches!(params.device(), tch::Device::Cuda(_));
-        let weights = core_weights(&core_parts, units, seq.size()[2], own_buffer);
+        let weights = core_weights(&core_parts, units, seq.size()[2]);
         // [batch, layers, (h, c), units] as the core lays it out.
         let st = state.view([batch, layers, 2, units]);
         let h0 = st.select(2, 0).transpose(0, 1).contiguous();
@@ -130,29 +129,14 @@ impl FlatNet {
 }
 
 /// The core's parameters as ATen's `lstm` takes them: per layer `w_ih`
-/// `[4 units, input]`, `w_hh` `[4 units, units]`, `b_ih`, `b_hh`.
-///
-/// With `own_buffer` they are first copied, in that order, into one new
-/// tensor. cuDNN runs an LSTM on its weights in place only when they fill
-/// one storage from its start in that order. In the flat vector they sit
-/// after the torso and hidden layers, so on CUDA libtorch would copy them
-/// itself on every call, and warn each time that they are "not part of
-/// single contiguous chunk of memory". The copy's backward adds into the
-/// flat gradient like the views' does.
-fn core_weights(core_parts: &[Tensor], units: i64, input: i64, own_buffer: bool) -> Vec<Tensor> {
-    let parts: Vec<Tensor> = if own_buffer {
-        let lens: Vec<i64> = core_parts
-            .iter()
-            .map(Tensor::numel)
-            .map(|n| n as i64)
-            .collect();
-        Tensor::cat(core_parts, 0).split_with_sizes(&lens, 0)
-    } else {
-        core_parts.iter().map(Tensor::shallow_clone).collect()
-    };
-    let mut weights = Vec::with_capacity(parts.len());
+/// `[4 units, input]`, `w_hh` `[4 units, units]`, `b_ih`, `b_hh`. They open
+/// the network's own order (`layout.rs`), so where the flat vector fills
+/// its storage from the start (every parameter tensor the learner makes),
+/// cuDNN runs on them in place.
+fn core_weights(core_parts: &[Tensor], units: i64, input: i64) -> Vec<Tensor> {
+    let mut weights = Vec::with_capacity(core_parts.len());
     let mut input = input;
-    for p in parts.chunks_exact(4) {
+    for p in core_parts.chunks_exact(4) {
         weights.push(p[0].view([4 * units, input]));
         weights.push(p[1].view([4 * units, units]));
         weights.push(p[2].shallow_clone());
@@ -160,6 +144,23 @@ fn core_weights(core_parts: &[Tensor], units: i64, input: i64, own_buffer: bool)
         input = units;
     }
     weights
+}
+
+impl FlatNet {
+    /// `params` cut into the network's parts with one split, listed in the
+    /// shared order.
+    fn shared_parts(&self, params: &Tensor) -> Vec<Tensor> {
+        let mut own: Vec<Option<Tensor>> = params
+            .split_with_sizes(&self.parts, 0)
+            .into_iter()
+            .map(Some)
+            .collect();
+        let mut shared: Vec<Option<Tensor>> = (0..own.len()).map(|_| None).collect();
+        for (i, &j) in self.order.canon.iter().enumerate() {
+            shared[j] = own[i].take();
+        }
+        shared.into_iter().map(|t| t.expect("every part")).collect()
+    }
 }
 
 #[cfg(test)]
@@ -201,7 +202,8 @@ mod tests {
         let out: Vec<f32> = Vec::try_from(out.view([-1])).unwrap();
         let end: Vec<f32> = Vec::try_from(end.view([-1])).unwrap();
         let mut copy = NetCopy::new(shape);
-        copy.load(&Vec::<f32>::try_from(&p).unwrap()).unwrap();
+        copy.load(&net.to_shared(Vec::<f32>::try_from(&p).unwrap()))
+            .unwrap();
         for b in 0..batch {
             let mut s = state0[b * sl..(b + 1) * sl].to_vec();
             for t in 0..steps {
@@ -252,42 +254,41 @@ mod tests {
         assert!(diff < 1e-4, "gradients differ by {diff}");
     }
 
-    /// The weights the CUDA pass hands to cuDNN lie back to back from the
-    /// start of one buffer in `lstm`'s order, and their gradient reaches
-    /// the flat vector exactly as the in-place views' does.
+    /// The weights the fused pass hands to ATen (and so to cuDNN) lie
+    /// back to back from the flat vector's start in `lstm`'s order, and
+    /// the gradient reaches each part.
     #[test]
-    fn the_core_weights_copied_for_cudnn_fill_one_buffer_and_carry_the_gradient() {
+    fn the_core_weights_open_the_flat_vector() {
         let core = Core { size: 5, layers: 2 };
         let net = FlatNet::from_shape(NetShape::new(3, &[8], 4).with_core(Some(core)));
         let mut p = net.init(Device::Cpu).set_requires_grad(true);
         let x = Tensor::randn([4, 3], (Kind::Float, Device::Cpu));
-        let mut grads = Vec::new();
-        for own in [false, true] {
-            let (h, core_parts, _) = net.around_core(&p, &x);
-            let w = core_weights(&core_parts, 5, h.size()[1], own);
-            assert_eq!(w.len(), 8);
-            let shapes: Vec<Vec<i64>> = w.iter().map(Tensor::size).collect();
-            assert_eq!(shapes[0], [20, 8]);
-            assert_eq!(shapes[4], [20, 5]);
-            assert_eq!(shapes[1], [20, 5]);
-            assert_eq!(shapes[3], [20]);
-            if own {
-                let mut at = w[0].data_ptr() as usize;
-                for t in &w {
-                    assert_eq!(t.data_ptr() as usize, at, "a gap before {:?}", t.size());
-                    at += t.numel() * 4;
-                }
-            }
-            let weighted: Vec<Tensor> = w
-                .iter()
-                .enumerate()
-                .map(|(i, t)| (t * (i as f64 + 1.0)).sum(Kind::Float))
-                .collect();
-            p.zero_grad();
-            Tensor::stack(&weighted, 0).sum(Kind::Float).backward();
-            grads.push(p.grad().copy());
+        let (h, core_parts, _) = net.around_core(&p, &x);
+        let w = core_weights(&core_parts, 5, h.size()[1]);
+        assert_eq!(w.len(), 8);
+        let shapes: Vec<Vec<i64>> = w.iter().map(Tensor::size).collect();
+        assert_eq!(shapes[0], [20, 8]);
+        assert_eq!(shapes[4], [20, 5]);
+        assert_eq!(shapes[1], [20, 5]);
+        assert_eq!(shapes[3], [20]);
+        let mut at = p.data_ptr() as usize;
+        for t in &w {
+            assert_eq!(t.data_ptr() as usize, at, "a gap before {:?}", t.size());
+            at += t.numel() * 4;
         }
-        assert!(grads[0].equal(&grads[1]));
-        assert!(grads[0].abs().sum(Kind::Float).double_value(&[]) > 0.0);
+        let weighted: Vec<Tensor> = w
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t * (i as f64 + 1.0)).sum(Kind::Float))
+            .collect();
+        p.zero_grad();
+        Tensor::stack(&weighted, 0).sum(Kind::Float).backward();
+        // Layer 0's w_ih opens the vector with weight 1; layer 1's b_hh
+        // (the core's last part) carries 8.
+        let g = p.grad();
+        assert_eq!(g.double_value(&[0]), 1.0);
+        let core_len: i64 = w.iter().map(|t| t.numel() as i64).sum();
+        assert_eq!(g.double_value(&[core_len - 1]), 8.0);
+        assert_eq!(g.double_value(&[core_len]), 0.0);
     }
 }

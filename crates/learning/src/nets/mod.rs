@@ -7,6 +7,7 @@
 mod device_forward;
 mod flat;
 mod host_mlp;
+mod layout;
 mod lstm;
 mod manual;
 

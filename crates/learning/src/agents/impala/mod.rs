@@ -16,7 +16,7 @@ mod recurrent;
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
 use super::versions::KeptVersions;
-use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
@@ -340,13 +340,13 @@ impl Persist for Impala {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.nets.policy),
+            data: self.nets.policy_values(),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
-        copy_into(&mut self.nets.policy, &w.data);
+        self.nets.load_policy(&w.data);
         self.forget_versions();
         Ok(())
     }

@@ -27,7 +27,7 @@ mod recurrent;
 use super::policy_value::PolicyValue;
 use super::rollout::{self, Rollout};
 use super::versions::KeptVersions;
-use super::{AgentError, AgentState, Weights, check_weights, copy_into, rows_on_device, to_vec};
+use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
 use rand::{Rng, SeedableRng};
@@ -254,7 +254,7 @@ impl Ppo {
 impl Act for Ppo {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         if !self.actor_fresh {
-            let w = to_vec(&self.nets.policy);
+            let w = self.nets.policy_values();
             match &mut self.actor {
                 Actor::Discrete(q) => q.load(self.train_steps, &w),
                 Actor::Continuous(c) => c.load(self.train_steps, &w),
@@ -353,13 +353,13 @@ impl Persist for Ppo {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.nets.policy),
+            data: self.nets.policy_values(),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy.numel())?;
-        copy_into(&mut self.nets.policy, &w.data);
+        self.nets.load_policy(&w.data);
         self.forget_versions();
         Ok(())
     }
@@ -577,6 +577,53 @@ mod tests {
             let mut a = vec![0.0; ppo.act_dim];
             other.act(&o, 0, &mut a);
             assert!(a[0].is_finite());
+        }
+    }
+
+    /// A checkpoint written before the learner kept the core's weights
+    /// first (`fixtures/README.md`) loads: the policy's sequence pass
+    /// computes what the plain-Rust copy computes from the saved weights,
+    /// and the state goes back out in the shared layout bit for bit.
+    #[test]
+    fn a_recurrent_checkpoint_of_the_earlier_layout_loads() {
+        use rlfleet_shared::nets::{Forward, NetCopy, Rows};
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/ppo-lstm-8.safetensors");
+        let ck = rlfleet_checkpoint::Checkpoint::load(&path).unwrap();
+        let spec = rlfleet_shared::env::spec("MemoryCorridor-v0").unwrap();
+        let cfg = PpoConfig {
+            hidden: vec![8],
+            ..PpoConfig::default()
+        };
+        let core = Core { size: 8, layers: 1 };
+        let mut ppo = Ppo::with_core(&cfg, &spec, None, (Some(core), 16), 9, Device::Cpu);
+        assert!(!ppo.nets.policy_net.in_shared_order());
+        ppo.load_state(&ck.agent_state).unwrap();
+        assert_eq!(ppo.state().first_difference(&ck.agent_state), None);
+        let online = &ck.agent_state.tensor("online").unwrap().data;
+        assert_eq!(ppo.weights().data, *online);
+        let (obs_dim, steps) = (spec.obs_dim(), 5);
+        let x: Vec<f32> = (0..steps * obs_dim)
+            .map(|i| ((i * 3) % 4) as f32 / 3.0)
+            .collect();
+        let zeros = Tensor::zeros([1, core.state_len() as i64], (Kind::Float, Device::Cpu));
+        let (out, _) = ppo.nets.policy_net.forward_seq_all(
+            &ppo.nets.policy,
+            &Tensor::from_slice(&x).view([steps as i64, obs_dim as i64]),
+            &zeros,
+            steps as i64,
+        );
+        let out: Vec<f32> = Vec::try_from(out.view([-1])).unwrap();
+        let mut copy = NetCopy::new(ppo.nets.policy_net.shape().clone());
+        copy.load(online).unwrap();
+        let mut state = vec![0.0; core.state_len()];
+        let n_out = out.len() / steps;
+        for t in 0..steps {
+            let row = Rows::Values(&x[t * obs_dim..(t + 1) * obs_dim]);
+            let y = copy.forward_state(row, 1, &mut state);
+            for (a, b) in y.iter().zip(&out[t * n_out..(t + 1) * n_out]) {
+                assert!((a - b).abs() < 1e-5, "step {t}: copy {a}, learner {b}");
+            }
         }
     }
 }

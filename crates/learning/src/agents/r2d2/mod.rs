@@ -17,7 +17,7 @@ mod tests;
 mod update;
 
 use super::q_state::{load_q_state, q_state};
-use super::{AgentError, AgentState, Optimizer, Weights, check_weights, copy_into, to_vec};
+use super::{AgentError, AgentState, Optimizer, Weights, check_weights};
 use crate::nets::{DeviceForward, FlatNet};
 use rlfleet_replay::{Prioritized, ReplayImage, SequenceReplay, Transition};
 
@@ -152,8 +152,8 @@ impl R2d2 {
     /// Loads the current online parameters into the tracker.
     fn refresh_tracker(&mut self) {
         if !self.tracker_fresh {
-            let p = &self.params;
-            let host = self.host.get_or_insert_with(|| to_vec(p));
+            let (p, net) = (&self.params, &self.net);
+            let host = self.host.get_or_insert_with(|| net.shared_values(p));
             self.tracker.load(host).expect("the network's own size");
             self.tracker_fresh = true;
         }
@@ -162,8 +162,8 @@ impl R2d2 {
     /// Loads the current online parameters into `single`'s actor.
     fn refresh_actor(&mut self) {
         if !self.actor_fresh {
-            let p = &self.params;
-            let host = self.host.get_or_insert_with(|| to_vec(p));
+            let (p, net) = (&self.params, &self.net);
+            let host = self.host.get_or_insert_with(|| net.shared_values(p));
             self.actor
                 .load(self.train_steps, host)
                 .expect("the network's own size");
@@ -300,27 +300,41 @@ impl Learn for R2d2 {
     }
 }
 
+/// The tensors of R2D2's state over its network's parameters: the
+/// networks and either optimizer's moments.
+const Q_TENSORS: [&str; 6] = [
+    "online",
+    "target",
+    "adam.m",
+    "adam.v",
+    "rmsprop.square_avg",
+    "rmsprop.grad_avg",
+];
+
 impl Persist for R2d2 {
     fn weights(&self) -> Weights {
         Weights {
             version: self.train_steps,
-            data: to_vec(&self.params),
+            data: self.net.shared_values(&self.params),
         }
     }
 
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.net.numel() as usize)?;
-        copy_into(&mut self.params, &w.data);
+        self.net.load_shared(&mut self.params, &w.data);
         self.params_changed();
         Ok(())
     }
 
     fn state(&self) -> AgentState {
-        q_state(&self.params, &self.target, &self.opt, self.train_steps)
+        let mut s = q_state(&self.params, &self.target, &self.opt, self.train_steps);
+        self.net.state_to_shared(&mut s, &Q_TENSORS);
+        s
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
-        self.train_steps = load_q_state(s, &mut self.params, &mut self.target, &mut self.opt)?;
+        let s = self.net.state_to_own(s, &Q_TENSORS);
+        self.train_steps = load_q_state(&s, &mut self.params, &mut self.target, &mut self.opt)?;
         self.params_changed();
         Ok(())
     }

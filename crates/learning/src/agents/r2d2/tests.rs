@@ -223,7 +223,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
     agent.end_episode(4);
     assert_eq!(agent.replay.len(), 5);
     let mut copy = NetCopy::new(agent.net.shape().clone());
-    copy.load(&to_vec(&agent.params)).unwrap();
+    copy.load(&agent.net.shared_values(&agent.params)).unwrap();
     let mut state = vec![0.0; core.state_len()];
     let mut want = Vec::new();
     for t in 0..23 {
@@ -382,4 +382,52 @@ fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
         by_values.last_loss().unwrap(),
     );
     assert!((a - b).abs() < 1e-6 * a.abs().max(1.0), "{a} vs {b}");
+}
+
+/// A checkpoint written before the learner kept the core's weights first
+/// (`fixtures/README.md`) loads: the learner's own sequence pass computes
+/// what the plain-Rust copy computes from the saved weights, and the state
+/// goes back out in the shared layout bit for bit.
+#[test]
+fn a_checkpoint_of_the_earlier_layout_loads() {
+    let path =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/r2d2-lstm-8.safetensors");
+    let ck = rlfleet_checkpoint::Checkpoint::load(&path).unwrap();
+    let core = Core { size: 8, layers: 1 };
+    let mut agent = R2d2::new(&small(4, 16), &corridor(), None, core, 9, Device::Cpu);
+    assert!(!agent.net.in_shared_order());
+    agent.load_state(&ck.agent_state).unwrap();
+    assert_eq!(agent.state().first_difference(&ck.agent_state), None);
+    let online = &ck.agent_state.tensor("online").unwrap().data;
+    assert_eq!(agent.weights().data, *online);
+    let obs_dim = corridor().obs_dim();
+    let steps = 6;
+    let x: Vec<f32> = (0..steps * obs_dim)
+        .map(|i| ((i * 7) % 5) as f32 / 4.0)
+        .collect();
+    let zeros = Tensor::zeros(
+        [1, core.state_len() as i64],
+        (tch::Kind::Float, Device::Cpu),
+    );
+    let (out, _) = agent.net.forward_seq_all(
+        &agent.params,
+        &Tensor::from_slice(&x).view([steps as i64, obs_dim as i64]),
+        &zeros,
+        steps as i64,
+    );
+    let out: Vec<f32> = Vec::try_from(out.view([-1])).unwrap();
+    let mut copy = NetCopy::new(agent.net.shape().clone());
+    copy.load(online).unwrap();
+    let mut state = vec![0.0; core.state_len()];
+    let n_out = out.len() / steps;
+    for t in 0..steps {
+        let y = copy.forward_state(
+            Rows::Values(&x[t * obs_dim..(t + 1) * obs_dim]),
+            1,
+            &mut state,
+        );
+        for (a, b) in y.iter().zip(&out[t * n_out..(t + 1) * n_out]) {
+            assert!((a - b).abs() < 1e-5, "step {t}: copy {a}, learner {b}");
+        }
+    }
 }
