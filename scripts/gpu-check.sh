@@ -9,9 +9,14 @@
 #       .gpu/ (git-ignored, under 64 MiB), and prints the device command.
 #   scripts/gpu-check.sh device     (there) unpacks .gpu/, points the
 #       binaries at the machine's own torch libraries and Python, and runs
-#       scripts/gpu_check.py: gpu.json and gpu.log in $OUT, within ~8 min
-#       (GPU_CHECK_ARGS="--steps cnn,atari --atari-steps 40000" picks steps
-#       and lengthens the Pong runs).
+#       scripts/gpu_check.py: gpu.json and gpu.log in $OUT (and the Pong
+#       learning run's episodes.csv and curve in $OUT/pong-learn). Steps
+#       go in order of value — Pong learning (7 min), Pong end to end
+#       against `random`, R2D2 against PyTorch, 1 and 4 concurrent Pong
+#       runs, then CartPole, resume and the CNN benches — and none starts
+#       after GPU_CHECK_DEADLINE seconds (540), so one call of 600 s
+#       returns what fitted (GPU_CHECK_ARGS="--steps atari,r2d2,concurrent"
+#       runs the rest in a second call; "--pong-secs 480" gives Pong 8 min).
 #   scripts/gpu-check.sh --dry-run  (here, and in the test suite) the same
 #       steps against this checkout's CPU build (target/release) on tiny
 #       budgets, into $OUT (default: a temporary folder), so the script
@@ -58,7 +63,7 @@ build() {
     rm -rf "$stage"
     grep -qx '/.gpu/' .git/info/exclude 2>/dev/null || echo '/.gpu/' >> .git/info/exclude
     echo "gpu-check: $(du -sb "$bundle" | cut -f1) bytes in .gpu/ (the limit: 67108864 with the tree)"
-    echo "device command: run(command=\"bash scripts/gpu-check.sh device\", carry=[\".gpu\"], timeout_s=560)"
+    echo "device command: run(command=\"bash scripts/gpu-check.sh device\", carry=[\".gpu\"], timeout_s=600)"
 }
 
 device() {
@@ -88,14 +93,16 @@ device() {
         PYTHONHOME="$home" PYTHONPATH="$site" \
         RLFLEET_PYTHON_VENV="$venv" PYTHONUNBUFFERED=1 \
         $python scripts/gpu_check.py --bin "$bin" --out "$out" --torch-python "$python" \
-        --budget "${GPU_CHECK_BUDGET:-420}" --threads 4 ${GPU_CHECK_ARGS:-}
+        --budget "${GPU_CHECK_BUDGET:-420}" --deadline "${GPU_CHECK_DEADLINE:-540}" \
+        --threads 4 ${GPU_CHECK_ARGS:-}
 }
 
 dry_run() {
     . scripts/setup.sh >/dev/null
     local out="${OUT:-$(mktemp -d)}"
     [ -x target/release/rlfleet-bench ] || cargo build --release -q -p learner-server -p actor-client -p rlfleet-bench
-    "$RLFLEET_PYTHON" scripts/gpu_check.py --bin target/release --out "$out" --dry-run --budget 240 --threads 1
+    "$RLFLEET_PYTHON" scripts/gpu_check.py --bin target/release --out "$out" --dry-run --budget 240 --threads 1 \
+        --envs-per-actor 8
     echo "gpu-check dry run: $out/gpu.json"
 }
 
@@ -103,5 +110,5 @@ case "${1:-}" in
     build) build ;;
     device) device ;;
     --dry-run) dry_run ;;
-    *) sed -n 2,17p "$0"; exit 2 ;;
+    *) sed -n 2,23p "$0"; exit 2 ;;
 esac

@@ -3,13 +3,37 @@ machine it is on (a GPU machine, or with --dry-run this CPU machine on tiny
 budgets) and writes gpu.json and gpu.log under OUT.
 
 usage: gpu_check.py --bin DIR --out DIR [--dry-run] [--budget SECS]
-                    [--torch-python PY] [--steps A,B] [--atari-steps N]
+                    [--deadline SECS] [--torch-python PY] [--steps A,B]
+                    [--pong-secs S] [--pong-actors N] [--atari-steps N]
                     [--envs-per-actor N,M] [--lanes N,M] [--ahead N,M]
 
-Steps, each bounded by its share of the budget, each recorded even when it
-fails (its "error" says why):
+Steps, in order of value (a run cut short still returns the most
+important figures; each is skipped once --deadline seconds have passed),
+each recorded even when it fails (its "error" says why), each with its
+time (`<step>_secs`):
 - machine: nvidia-smi's card, the Python and torch seen, the binaries'
   missing shared libraries;
+- pong: `config/pong-ppo-seed-a2c.toml` (PPO, CleanRL's ppo_atari
+  settings) trained for --pong-secs with one local actor process per
+  free core (8 envs each): its learning curve (env steps, wall seconds,
+  the mean of the last 20 training episodes), the mean of the last 100,
+  frames/s in all and per CPU core, GPU utilisation;
+- atari: Pong DQN `async`, DQN `seed` (the same DQN acted for by the
+  learner's front on the GPU rather than by each actor's CPU) and PPO
+  `seed-a2c` end to end with local actors of 8 and of 1 envs each
+  (--envs-per-actor), `seed-a2c` again with its front allowed 16 batches
+  ahead of training (--ahead: acting goes on during PPO's update) and
+  with each actor's envs in two lanes (one lane steps while the other
+  waits for its actions), each against the same actors under `random`,
+  with the learner's busy share and the `seed` front's passes, waits and
+  time held behind training; GPU utilisation sampled with nvidia-smi;
+- r2d2: `rlfleet-bench r2d2` (R2D2 sequence updates: burn-in, n-step
+  double-Q under h, priorities back) against PyTorch-Python, on the
+  default device;
+- concurrent: 1 and 4 concurrent Pong `seed-a2c` runs on one daemon
+  (`learner-server serve`) sharing one fleet of actors
+  (`rlfleet-bench fleet --shares-only`): frames/s in all against one
+  run's;
 - cartpole: DQN `single` CartPole to a confirmed solve; the learner's
   logged device;
 - resume: a checkpoint written on the default device (the GPU) resumed on
@@ -17,20 +41,7 @@ fails (its "error" says why):
   resumed run's checkpoint holding the same weights bit for bit;
 - cnn: `rlfleet-bench cnn` (DQN-Nature update and seed inference from
   uint8 frames at batch 32 and 256 against PyTorch-Python on the same
-  device), once on the default device and once on the CPU;
-- r2d2: `rlfleet-bench r2d2` (R2D2 sequence updates: burn-in, n-step
-  double-Q under h, priorities back) against PyTorch-Python, on the
-  default device;
-- atari: Pong DQN `async`, DQN `seed` (the same DQN acted for by the
-  learner's front on the GPU rather than by each actor's CPU) and PPO
-  `seed-a2c` end to end with local actors of 8 envs each (SEED RL's way: a
-  `seed` actor's round trip is shared by its envs; --envs-per-actor 1,8
-  runs both), `seed-a2c` again with its front allowed 16 batches ahead of
-  training (--ahead: acting goes on during PPO's update) and with each
-  actor's envs in two lanes (one lane steps while the other waits for its
-  actions), each against the same actors under `random`, with the
-  learner's busy share and the `seed` front's passes, waits and time held
-  behind training; GPU utilisation sampled with nvidia-smi.
+  device), once on the default device and once on the CPU (cnn_cpu).
 """
 
 import argparse
@@ -289,6 +300,115 @@ def bench_r2d2(args, env, work, secs):
     return r
 
 
+def episodes(path):
+    """episodes.csv's rows as (env_steps, wall_secs, return)."""
+    rows = []
+    p = Path(path)
+    if p.exists():
+        lines = p.read_text().splitlines()
+        if lines:
+            head = lines[0].split(",")
+            at = {k: head.index(k) for k in ("env_steps", "wall_secs", "return")}
+            for line in lines[1:]:
+                f = line.split(",")
+                rows.append((int(f[at["env_steps"]]), float(f[at["wall_secs"]]), float(f[at["return"]])))
+    return rows
+
+
+def curve(rows, points=200):
+    """At most `points` points of (env steps, wall seconds, mean return of
+    the last 20 episodes), the last episode's always among them."""
+    out = []
+    every = max(1, len(rows) // points)
+    for i in range(len(rows)):
+        if (i + 1) % every == 0 or i + 1 == len(rows):
+            last = [r[2] for r in rows[max(0, i - 19) : i + 1]]
+            out.append([rows[i][0], round(rows[i][1], 1), round(sum(last) / len(last), 2)])
+    return out
+
+
+def pong(args, env, work, out, secs, actors, envs, extra=()):
+    """PPO on Pong (`config/pong-ppo-seed-a2c.toml`) for `secs` of wall
+    time with `actors` local actor processes of `envs` envs: its curve and
+    rates. Training episodes judge it (no evaluations during the run)."""
+    d = work / "pong-learn"
+    cmd = [
+        Path(args.bin) / "learner-server", "run", "--no-progress", "--state-dir", work / "state-pong",
+        ROOT / "config/pong-ppo-seed-a2c.toml", "--overwrite",
+        "--local-actors", str(actors), "--envs-per-actor", str(envs),
+        "--set", f"stop.max_wall_secs={secs:.1f}", "--set", "eval.period_steps=1000000000",
+        "--set", f"output_dir={d}", *extra,
+    ]
+    with GpuSampler() as sampler:
+        code, text = run(cmd, secs + 180, env=env, cwd=ROOT)
+    s = summary(d)
+    rows = episodes(d / "episodes.csv")
+    keep = out / "pong-learn"
+    keep.mkdir(parents=True, exist_ok=True)
+    for f in ("episodes.csv", "learning_curve.png", "summary.toml"):
+        if (d / f).exists():
+            shutil.copy(d / f, keep / f)
+    steps, wall = s.get("env_steps"), s.get("wall_secs")
+    fps = steps / wall if steps and wall else None
+    last100 = [r[2] for r in rows[-100:]]
+    return {
+        "exit": code,
+        "device": device_logged(text),
+        "reason": s.get("reason"),
+        "actors": actors,
+        "envs_per_actor": envs,
+        "cores": os.cpu_count(),
+        "env_steps": steps,
+        "wall_secs": wall,
+        "frames_per_sec": fps,
+        "frames_per_sec_per_core": fps / os.cpu_count() if fps else None,
+        "episodes": len(rows),
+        "last100_mean_return": sum(last100) / len(last100) if last100 else None,
+        "best_rolling20": max((c[2] for c in curve(rows, len(rows) or 1)), default=None),
+        "curve": curve(rows),
+        "gpu": sampler.summary(),
+    }
+
+
+def concurrent(args, env, work, levels, secs, warmup, actors, envs):
+    """`levels` concurrent Pong `seed-a2c` runs on one daemon sharing
+    `actors` actors of `envs` envs (`rlfleet-bench fleet --shares-only`)."""
+    what = [
+        "fleet", "--shares-only", "--config", str(ROOT / "config/pong-ppo-seed-a2c.toml"),
+        "--levels", levels, "--secs", str(secs), "--warmup-secs", str(warmup),
+        "--actors", str(actors), "--envs", str(envs),
+    ]
+    with GpuSampler() as sampler:
+        code, r, tail = bench(args, env, work / "bench-concurrent", what, "fleet_shares.json")
+    r = r if r is not None else {"error": f"exit {code}: {tail}"}
+    r["exit"] = code
+    r["gpu"] = sampler.summary()
+    return r
+
+
+def atari(args, env, work, dry):
+    """Pong end to end against `random` (see the module's docstring)."""
+    atari_steps = args.atari_steps or (300 if dry else 6000)
+    with GpuSampler() as sampler:
+        rows = []
+        ints = lambda text: [int(x) for x in text.split(",") if x]
+        ppo = [c for c in PONG if "seed-a2c" in c]
+        for envs in ints(args.envs_per_actor):
+            runs = []
+            for lanes in [n for n in ints(args.lanes) if n <= envs]:
+                runs.append((lanes, PONG if lanes == 1 else ppo, None))
+                if lanes == 1:
+                    runs += [(1, ppo, a) for a in ints(args.ahead)]
+            for lanes, configs, ahead in runs:
+                try:
+                    r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10,
+                                  f"atari-{envs}-{lanes}-{ahead}", envs, lanes, configs, ahead)
+                    rows += r.get("atari", [r])
+                except Exception as e:
+                    rows.append({"error": f"{type(e).__name__}: {e}"})
+    return {"rows": rows, "gpu": sampler.summary()}
+
+
 class GpuSampler:
     """nvidia-smi's utilisation every second while a step runs."""
 
@@ -334,9 +454,16 @@ def main():
     ap.add_argument("--threads", type=int, default=4)
     ap.add_argument("--torch-python", default=sys.executable)
     ap.add_argument("--steps", default="", help="comma-separated steps to run (default: all)")
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="seconds after which no further step starts (default: none)")
+    ap.add_argument("--pong-secs", type=float, default=0.0,
+                    help="wall seconds of the Pong learning run (default: 420, 20 dry)")
+    ap.add_argument("--pong-actors", type=int, default=0,
+                    help="local actor processes of the Pong learning run (default: one per core "
+                         "but two, at least 1)")
     ap.add_argument("--atari-steps", type=int, default=0, help="env steps per Pong run (default: 6000, 300 dry)")
-    ap.add_argument("--envs-per-actor", default="8",
-                    help="comma-separated envs per Pong actor, one set of runs each (default: 8)")
+    ap.add_argument("--envs-per-actor", default="8,1",
+                    help="comma-separated envs per Pong actor, one set of runs each (default: 8,1)")
     ap.add_argument("--lanes", default="1,2",
                     help="comma-separated lanes per Pong actor (actor-client --lanes); "
                          "above 1, `seed-a2c` only (default: 1,2)")
@@ -352,18 +479,34 @@ def main():
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     dry = args.dry_run
     report = {"dry_run": dry, "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    cores = os.cpu_count() or 1
+    pong_actors = args.pong_actors or max(1, cores - 2)
+    # The dry run's Pong episodes end after 400 frames (100 steps), so that
+    # a few finish within its seconds.
+    short = ["--set", "env_kwargs.max_num_frames_per_episode=400"] if dry else []
     steps = [
         ("machine", lambda: machine(args, env)),
+        ("pong", lambda: pong(args, env, work, out, args.pong_secs or (20 if dry else 420),
+                              1 if dry else pong_actors, 2 if dry else 8, short)),
+        ("atari", lambda: atari(args, env, work, dry)),
+        ("r2d2", lambda: bench_r2d2(args, env, work, 0.3 if dry else 3)),
+        ("concurrent", lambda: concurrent(args, env, work, "1,2" if dry else "1,4", 3 if dry else 20,
+                                          5 if dry else 15, 2 if dry else pong_actors, 2 if dry else 8)),
         ("cartpole", lambda: cartpole(args, env, work, 10 if dry else 120)),
         ("resume", lambda: resume(args, env, work, 400 if dry else 2000)),
         ("cnn", lambda: bench_cnn(args, env, work, 0.3 if dry else 3, 0, 0, "default")),
         ("cnn_cpu", lambda: bench_cnn(args, cpu_env(env), work, 0.3 if dry else 2, 0, 0, "cpu")),
-        ("r2d2", lambda: bench_r2d2(args, env, work, 0.3 if dry else 3)),
     ]
     only = {s for s in args.steps.split(",") if s}
     report["steps"] = sorted(only) if only else "all"
+    report["order"] = [name for name, _ in steps if not only or name in only]
+    t_start = time.time()
     for name, step in steps:
         if only and name not in only:
+            continue
+        if args.deadline and time.time() - t_start > args.deadline:
+            report[name] = {"skipped": f"the deadline of {args.deadline:.0f} s had passed"}
+            log(name, "skipped: deadline")
             continue
         t0 = time.time()
         try:
@@ -373,33 +516,6 @@ def main():
         report[name + "_secs"] = round(time.time() - t0, 1)
         log(name, json.dumps(report[name])[:2000])
         (out / "gpu.json").write_text(json.dumps(report, indent=1))
-    if only and "atari" not in only:
-        log("wrote", out / "gpu.json")
-        return
-    atari_steps = args.atari_steps or (300 if dry else 6000)
-    t0 = time.time()
-    with GpuSampler() as sampler:
-        rows = []
-        ints = lambda text: [int(x) for x in text.split(",") if x]
-        ppo = [c for c in PONG if "seed-a2c" in c]
-        for envs in ints(args.envs_per_actor):
-            runs = []
-            for lanes in [n for n in ints(args.lanes) if n <= envs]:
-                runs.append((lanes, PONG if lanes == 1 else ppo, None))
-                if lanes == 1:
-                    runs += [(1, ppo, a) for a in ints(args.ahead)]
-            for lanes, configs, ahead in runs:
-                try:
-                    r = bench_cnn(args, env, work, 0.1, atari_steps, 2 if dry else 10,
-                                  f"atari-{envs}-{lanes}-{ahead}", envs, lanes, configs, ahead)
-                    rows += r.get("atari", [r])
-                except Exception as e:
-                    rows.append({"error": f"{type(e).__name__}: {e}"})
-        report["atari"] = rows
-    report["atari_gpu"] = sampler.summary()
-    report["atari_secs"] = round(time.time() - t0, 1)
-    log("atari", json.dumps(report["atari"])[:2000])
-    (out / "gpu.json").write_text(json.dumps(report, indent=1))
     log("wrote", out / "gpu.json")
 
 

@@ -90,6 +90,21 @@ pub(crate) enum What {
         /// Short runs sent through one daemon, one after the other.
         #[arg(long, default_value_t = 1000)]
         short_runs: usize,
+        /// The config the concurrent runs share (default: the main job's,
+        /// `config/cartpole-dqn-async.toml`).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Comma-separated numbers of concurrent runs, the first the
+        /// baseline.
+        #[arg(long, default_value = "1,2,4", value_delimiter = ',')]
+        levels: Vec<usize>,
+        /// Seconds the runs play before each measurement starts.
+        #[arg(long, default_value_t = 5.0)]
+        warmup_secs: f64,
+        /// Only the concurrent runs (into `fleet_shares.json`): no
+        /// hand-off, queued runs, short runs or device turns.
+        #[arg(long)]
+        shares_only: bool,
     },
     /// Experience workflows over a bad link (a user-space UDP relay):
     /// episodes/s with datagrams lost each way, a delay and a blackout,

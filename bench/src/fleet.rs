@@ -83,7 +83,13 @@ fn kill_all(actors: &mut Vec<Child>) {
 /// The main job's config, playing until stopped, its output in `s`'s
 /// folder.
 pub(crate) fn endless(s: &Server, name: &str) -> anyhow::Result<RunConfig> {
-    let mut cfg = RunConfig::load(&shipped("config/cartpole-dqn-async.toml"))?;
+    endless_of(&shipped("config/cartpole-dqn-async.toml"), s, name)
+}
+
+/// The config at `path`, playing until stopped (no checkpoints), its
+/// output in `s`'s folder.
+fn endless_of(path: &std::path::Path, s: &Server, name: &str) -> anyhow::Result<RunConfig> {
+    let mut cfg = RunConfig::load(path)?;
     cfg.name = name.to_string();
     cfg.output_dir = s.dir().join(name);
     cfg.stop = Default::default();
@@ -125,19 +131,45 @@ fn serving(s: &Server, id: &str) -> anyhow::Result<usize> {
     }))
 }
 
-fn shares(runs: usize, actors: usize, envs: u32, secs: f64) -> anyhow::Result<ShareRow> {
+/// What the concurrent runs are: `levels` runs at a time of `config`,
+/// sharing `actors` actors of `envs` envs, measured for `secs` after
+/// `warmup_secs`.
+#[derive(Debug, Clone)]
+pub struct Shares {
+    pub config: Option<std::path::PathBuf>,
+    pub levels: Vec<usize>,
+    pub actors: usize,
+    pub envs: u32,
+    pub secs: f64,
+    pub warmup_secs: f64,
+}
+
+fn shares(runs: usize, how: &Shares) -> anyhow::Result<ShareRow> {
     let s = Server::start_with(tempfile::tempdir()?, "[runs]\nmax_active = 8\n")?;
     let ids: Vec<String> = (0..runs)
-        .map(|i| s.start_run(&endless(&s, &format!("share-{runs}-{i}"))?))
+        .map(|i| {
+            let name = format!("share-{runs}-{i}");
+            let cfg = match &how.config {
+                None => endless(&s, &name)?,
+                // A config of the user's plays without evaluations (an
+                // Atari evaluation would hold its learner for seconds).
+                Some(path) => {
+                    let mut cfg = endless_of(path, &s, &name)?;
+                    cfg.eval.period_steps = u64::MAX / 4;
+                    cfg
+                }
+            };
+            s.start_run(&cfg)
+        })
         .collect::<anyhow::Result<_>>()?;
-    let mut fleet: Vec<Child> = (0..actors)
-        .map(|i| actor(&s, &format!("fleet-{i}"), envs))
+    let mut fleet: Vec<Child> = (0..how.actors)
+        .map(|i| actor(&s, &format!("fleet-{i}"), how.envs))
         .collect::<anyhow::Result<_>>()?;
     // Warm up past the replay's learning start.
-    std::thread::sleep(Duration::from_secs_f64(secs.min(5.0)));
+    std::thread::sleep(Duration::from_secs_f64(how.warmup_secs));
     let before = env_steps(&s, &ids)?;
     let t0 = Instant::now();
-    std::thread::sleep(Duration::from_secs_f64(secs));
+    std::thread::sleep(Duration::from_secs_f64(how.secs));
     let after = env_steps(&s, &ids)?;
     let wall = t0.elapsed().as_secs_f64();
     kill_all(&mut fleet);
@@ -250,29 +282,59 @@ fn counting(name: &str, dir: &std::path::Path) -> RunConfig {
     RunConfig::from_toml(&text, name).expect("a valid counting config")
 }
 
-pub fn bench(
-    secs: f64,
-    actors: usize,
-    envs: u32,
-    short: usize,
-    out: &std::path::Path,
-) -> anyhow::Result<()> {
+/// Each level's row, against the first level's aggregate.
+fn share_rows(how: &Shares) -> anyhow::Result<Vec<ShareRow>> {
     let mut rows = Vec::new();
-    for runs in [1, 2, 4] {
-        let mut row = shares(runs, actors, envs, secs)?;
+    for &runs in &how.levels {
+        let mut row = shares(runs, how)?;
         let one = rows
             .first()
             .map_or(row.env_steps_per_sec, |r: &ShareRow| r.env_steps_per_sec);
         row.ratio_vs_one_run = row.env_steps_per_sec / one;
         println!(
-            "{runs} concurrent run(s), {actors} actors x {envs} envs: {:.0} env steps/s in all \
-             ({:.2}x one run's), per run {:?}",
+            "{runs} concurrent run(s), {} actors x {} envs: {:.0} env steps/s in all \
+             ({:.2}x the first level's), per run {:?}",
+            how.actors,
+            how.envs,
             row.env_steps_per_sec,
             row.ratio_vs_one_run,
             row.per_run.iter().map(|r| r.round()).collect::<Vec<_>>()
         );
         rows.push(row);
     }
+    Ok(rows)
+}
+
+#[derive(Debug, Serialize)]
+pub struct SharesReport {
+    pub config: String,
+    pub actors: usize,
+    pub envs_per_actor: u32,
+    pub secs: f64,
+    pub warmup_secs: f64,
+    pub shares: Vec<ShareRow>,
+}
+
+/// Only the concurrent runs: `fleet_shares.json`.
+pub fn shares_only(how: &Shares, out: &std::path::Path) -> anyhow::Result<()> {
+    let shares = share_rows(how)?;
+    let report = SharesReport {
+        config: how.config.as_ref().map_or_else(
+            || "config/cartpole-dqn-async.toml".to_string(),
+            |c| c.display().to_string(),
+        ),
+        actors: how.actors,
+        envs_per_actor: how.envs,
+        secs: how.secs,
+        warmup_secs: how.warmup_secs,
+        shares,
+    };
+    crate::measure::write_json(out, "fleet_shares", &report)
+}
+
+pub fn bench(how: &Shares, short: usize, out: &std::path::Path) -> anyhow::Result<()> {
+    let (secs, actors, envs) = (how.secs, how.actors, how.envs);
+    let rows = share_rows(how)?;
     let (handoff_ms, fresh_join_ms) = handoff(actors, envs)?;
     println!(
         "hand-off: all {actors} actors serve the other run {handoff_ms:.0} ms after one ends \

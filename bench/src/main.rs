@@ -117,7 +117,25 @@ fn main() -> anyhow::Result<()> {
             actors,
             envs,
             short_runs,
-        } => fleet::bench(secs, actors, envs, short_runs, &cli.out),
+            config,
+            levels,
+            warmup_secs,
+            shares_only,
+        } => {
+            let shares = fleet::Shares {
+                config,
+                levels,
+                actors,
+                envs,
+                secs,
+                warmup_secs,
+            };
+            if shares_only {
+                fleet::shares_only(&shares, &cli.out)
+            } else {
+                fleet::bench(&shares, short_runs, &cli.out)
+            }
+        }
         What::Lossy {
             workflows,
             secs,

@@ -28,6 +28,68 @@ fn the_gpu_check_dry_run_measures_every_step() {
     let text = std::fs::read_to_string(dir.path().join("gpu.json")).unwrap();
     let r: serde_json::Value = serde_json::from_str(&text).unwrap();
     assert_eq!(r["dry_run"], true, "{r}");
+    // Every step ran, in order of value, each timed.
+    let order: Vec<&str> = r["order"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "machine",
+            "pong",
+            "atari",
+            "r2d2",
+            "concurrent",
+            "cartpole",
+            "resume",
+            "cnn",
+            "cnn_cpu"
+        ],
+        "{r}"
+    );
+    for step in &order {
+        assert!(
+            r[format!("{step}_secs")].as_f64().unwrap() > 0.0,
+            "{step}: {r}"
+        );
+    }
+    // Pong learned for its seconds (here 20, on the CPU, episodes cut at
+    // 100 steps): the curve, its last point the last episode's, and rates.
+    let pong = &r["pong"];
+    assert_eq!(pong["exit"], 0, "{pong}");
+    assert_eq!(pong["device"], "cpu", "{pong}");
+    let episodes = pong["episodes"].as_u64().unwrap();
+    assert!(episodes >= 2, "{pong}");
+    let curve = pong["curve"].as_array().unwrap();
+    assert_eq!(curve.len() as u64, episodes.min(200), "{pong}");
+    let last = curve.last().unwrap().as_array().unwrap();
+    assert!(
+        last[0].as_u64().unwrap() <= pong["env_steps"].as_u64().unwrap(),
+        "{pong}"
+    );
+    let mean = pong["last100_mean_return"].as_f64().unwrap();
+    assert!((-21.0..=21.0).contains(&mean), "{pong}");
+    assert!(pong["frames_per_sec"].as_f64().unwrap() > 0.0, "{pong}");
+    assert!(
+        pong["frames_per_sec_per_core"].as_f64().unwrap() > 0.0,
+        "{pong}"
+    );
+    let csv = std::fs::read_to_string(dir.path().join("pong-learn/episodes.csv")).unwrap();
+    assert_eq!(csv.lines().count() as u64, episodes + 1);
+    // Concurrent Pong runs on one daemon: 1 then 2 (4 on the device).
+    let shares = r["concurrent"]["shares"].as_array().expect("shares");
+    let runs: Vec<u64> = shares.iter().map(|s| s["runs"].as_u64().unwrap()).collect();
+    assert_eq!(runs, [1, 2], "{r}");
+    for s in shares {
+        assert!(s["env_steps_per_sec"].as_f64().unwrap() > 0.0, "{s}");
+        assert_eq!(
+            s["per_run"].as_array().unwrap().len() as u64,
+            s["runs"].as_u64().unwrap()
+        );
+    }
     // The binaries start: nothing they link is missing.
     for bin in ["learner-server", "actor-client", "rlfleet-bench"] {
         assert_eq!(
@@ -68,7 +130,7 @@ fn the_gpu_check_dry_run_measures_every_step() {
     // Pong end to end, DQN under `async` and `seed` and PPO under
     // `seed-a2c` (again with its front 16 batches ahead of training, and
     // in two lanes per actor), each against `random`.
-    let atari = r["atari"].as_array().expect("atari rows");
+    let atari = r["atari"]["rows"].as_array().expect("atari rows");
     let workflows: Vec<&str> = atari
         .iter()
         .map(|a| a["workflow"].as_str().unwrap())
