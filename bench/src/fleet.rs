@@ -162,6 +162,13 @@ fn shares(runs: usize, how: &Shares) -> anyhow::Result<ShareRow> {
             s.start_run(&cfg)
         })
         .collect::<anyhow::Result<_>>()?;
+    // Every run active before any actor connects: each actor then goes to
+    // the hungriest run at once, rather than to the first run up (a run
+    // whose env takes seconds to build, as Pong's, starts late) and being
+    // moved later, which waits for its episodes to end.
+    for id in &ids {
+        wait_state(&s, id, "running")?;
+    }
     let mut fleet: Vec<Child> = (0..how.actors)
         .map(|i| actor(&s, &format!("fleet-{i}"), how.envs))
         .collect::<anyhow::Result<_>>()?;
