@@ -82,6 +82,19 @@ pub fn download_into<T: Element>(t: &Tensor, out: &mut [T]) {
     tch::no_grad(|| view.copy_(&t.reshape([n])));
 }
 
+/// Copies a flat f32 tensor out to host memory.
+pub(crate) fn to_vec(t: &Tensor) -> Vec<f32> {
+    let mut v = vec![0f32; t.numel()];
+    download_into(t, &mut v);
+    v
+}
+
+/// Overwrites a tensor in place with host data of the same length.
+pub(crate) fn copy_into(dst: &mut Tensor, data: &[f32]) {
+    let src = upload(data, &[data.len() as i64], dst.device());
+    tch::no_grad(|| dst.copy_(&src));
+}
+
 /// Whether `t`'s values are one run of `kind` values in host memory.
 fn on_host(t: &Tensor, kind: Kind) -> bool {
     t.device() == Device::Cpu && t.kind() == kind && t.is_contiguous() && t.numel() > 0

@@ -38,7 +38,8 @@ pub use r2d2::R2d2;
 pub use sac::Sac;
 pub use td3::Td3;
 
-use crate::device::{download_into, upload};
+use crate::device::upload;
+pub(crate) use crate::device::{copy_into, to_vec};
 use rlfleet_replay::{ObsStore, SampledBatch, Transition};
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
@@ -360,19 +361,6 @@ pub(crate) fn gradients<const N: usize>(
         Some(_) => params[i].zeros_like(),
         None => panic!("one gradient per input"),
     })
-}
-
-/// Copies a flat f32 tensor out to host memory.
-pub(crate) fn to_vec(t: &tch::Tensor) -> Vec<f32> {
-    let mut v = vec![0f32; t.numel()];
-    download_into(t, &mut v);
-    v
-}
-
-/// Overwrites a tensor in place with host data of the same length.
-pub(crate) fn copy_into(dst: &mut tch::Tensor, data: &[f32]) {
-    let src = upload(data, &[data.len() as i64], dst.device());
-    tch::no_grad(|| dst.copy_(&src));
 }
 
 /// A tensor of an agent's state, flattened, under `name`.

@@ -126,29 +126,16 @@ impl FlatNet {
     /// `tch::manual_seed`) part by part in the shared order, and laid out
     /// in the own order.
     pub fn init(&self, device: Device) -> Tensor {
-        let mut shared: Vec<Option<Tensor>> = self
-            .fan_ins
+        let lens = self.order.shared_from_own(self.parts.clone());
+        let shared: Vec<Tensor> = lens
             .iter()
-            .enumerate()
-            .map(|(j, &fan_in)| {
+            .zip(&self.fan_ins)
+            .map(|(&n, &fan_in)| {
                 let bound = 1.0 / (fan_in as f64).sqrt();
-                let n = self
-                    .order
-                    .canon
-                    .iter()
-                    .position(|&c| c == j)
-                    .expect("every part");
-                let mut t = Tensor::empty([self.parts[n]], (Kind::Float, device));
-                Some(t.uniform_(-bound, bound))
+                Tensor::empty([n], (Kind::Float, device)).uniform_(-bound, bound)
             })
             .collect();
-        let own: Vec<Tensor> = self
-            .order
-            .canon
-            .iter()
-            .map(|&j| shared[j].take().expect("each part once"))
-            .collect();
-        Tensor::cat(&own, 0)
+        Tensor::cat(&self.order.own_from_shared(shared), 0)
     }
 
     /// Applies the network with parameters `params` to `x` of shape

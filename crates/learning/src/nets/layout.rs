@@ -11,6 +11,7 @@
 //! other network keeps the shared order, and its conversions copy nothing.
 
 use super::FlatNet;
+use crate::device::{copy_into, to_vec};
 use rlfleet_checkpoint::AgentState;
 use std::borrow::Cow;
 use tch::Tensor;
@@ -72,6 +73,27 @@ impl Order {
     pub fn is_shared(&self) -> bool {
         self.moves.is_empty()
     }
+
+    /// One item per part, from the own order to the shared one.
+    pub fn shared_from_own<T>(&self, own: Vec<T>) -> Vec<T> {
+        let mut shared: Vec<Option<T>> = own.iter().map(|_| None).collect();
+        for (item, &j) in own.into_iter().zip(&self.canon) {
+            shared[j] = Some(item);
+        }
+        shared
+            .into_iter()
+            .map(|t| t.expect("one item per part"))
+            .collect()
+    }
+
+    /// One item per part, from the shared order to the own one.
+    pub fn own_from_shared<T>(&self, shared: Vec<T>) -> Vec<T> {
+        let mut shared: Vec<Option<T>> = shared.into_iter().map(Some).collect();
+        self.canon
+            .iter()
+            .map(|&j| shared[j].take().expect("one item per part"))
+            .collect()
+    }
 }
 
 impl FlatNet {
@@ -113,16 +135,12 @@ impl FlatNet {
     /// A host copy of `own` (parameters or an optimizer moment in this
     /// network's own order), in the shared layout.
     pub fn shared_values(&self, own: &Tensor) -> Vec<f32> {
-        let mut v = vec![0f32; own.numel()];
-        crate::device::download_into(own, &mut v);
-        self.to_shared(v)
+        self.to_shared(to_vec(own))
     }
 
     /// `dst` (in this network's own order) overwritten with `shared`.
     pub fn load_shared(&self, dst: &mut Tensor, shared: &[f32]) {
-        let own = self.to_own(shared);
-        let src = crate::device::upload(&own, &[own.len() as i64], dst.device());
-        tch::no_grad(|| dst.copy_(&src));
+        copy_into(dst, &self.to_own(shared));
     }
 
     /// A checkpoint's tensors `names` (this network's, in its own order)
@@ -167,6 +185,9 @@ mod tests {
     fn the_core_goes_first_and_comes_back() {
         let order = Order::new(&[2, 3, 4, 5, 6], Some(1..4));
         assert_eq!(order.canon, [1, 2, 3, 0, 4]);
+        let own = order.own_from_shared(vec!['a', 'b', 'c', 'd', 'e']);
+        assert_eq!(own, ['b', 'c', 'd', 'a', 'e']);
+        assert_eq!(order.shared_from_own(own), ['a', 'b', 'c', 'd', 'e']);
         let shared: Vec<f32> = (0..20).map(|i| i as f32).collect();
         let net = FlatNet {
             order,

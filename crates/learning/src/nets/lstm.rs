@@ -150,16 +150,8 @@ impl FlatNet {
     /// `params` cut into the network's parts with one split, listed in the
     /// shared order.
     fn shared_parts(&self, params: &Tensor) -> Vec<Tensor> {
-        let mut own: Vec<Option<Tensor>> = params
-            .split_with_sizes(&self.parts, 0)
-            .into_iter()
-            .map(Some)
-            .collect();
-        let mut shared: Vec<Option<Tensor>> = (0..own.len()).map(|_| None).collect();
-        for (i, &j) in self.order.canon.iter().enumerate() {
-            shared[j] = own[i].take();
-        }
-        shared.into_iter().map(|t| t.expect("every part")).collect()
+        self.order
+            .shared_from_own(params.split_with_sizes(&self.parts, 0))
     }
 }
 
