@@ -119,8 +119,10 @@ impl<W: Wire> Session<W> {
                 Some(Message::Hello(h)) => break h,
                 // Batches the actor had in flight when its run ended.
                 Some(Message::Experience(e)) if self.registered => self.count_late(e),
-                // A request for work the actor had in flight: moot now.
-                Some(Message::WorkRequest(_)) if self.registered => {}
+                // A request for work, or a `seed` actor's observations, sent
+                // before it read its stop: moot now (their episodes were
+                // abandoned when the session left its run).
+                Some(Message::WorkRequest(_) | Message::Observations(_)) if self.registered => {}
                 Some(other) => {
                     return Err(End::Refused(
                         ErrorCode::Unexpected,

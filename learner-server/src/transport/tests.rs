@@ -1,7 +1,9 @@
-//! Sessions against a real run's inbox while the run thread is stalled:
-//! actors that drop and reconnect never queue more than the inbox's bound
+//! Sessions against real runs' inboxes: actors that drop and reconnect
+//! while the run thread is stalled never queue more than the inbox's bound
 //! (a departing actor keeps its registry slot until the run has taken its
-//! departure) and no session ever blocks its runtime's thread.
+//! departure) and no session ever blocks its runtime's thread; an actor
+//! moved to another run while its next request is on its way is welcomed
+//! there, not refused.
 
 use super::inproc;
 use crate::registry::Registry;
@@ -28,6 +30,68 @@ fn hello(session: u64) -> Message {
     })
 }
 
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A `probe` run of `Counting-v0` over `inproc` (id `NAME-1`), and what
+/// the registry routes to it.
+fn counting_run(
+    name: &str,
+    workflow: &str,
+    dir: &std::path::Path,
+    metrics: &Metrics,
+    rt: &tokio::runtime::Runtime,
+) -> (RemoteRun, ActiveRun) {
+    let text = format!(
+        "name = \"{name}\"\nenv = \"Counting-v0\"\nagent = \"probe\"\nworkflow = \"{workflow}\"\n\
+         transport = \"inproc\"\noutput_dir = \"{}\"\n[stop]\nmax_episodes = 1000\n\
+         [eval]\nperiod_steps = 1000000\nepisodes = 1\n",
+        dir.join(name).display()
+    );
+    let cfg = RunConfig::from_toml(&text, name).unwrap();
+    let id = format!("{name}-1");
+    let shared = Arc::new(RunShared {
+        status: Mutex::new(RunStatus::starting(&id, &cfg)),
+        episodes: Mutex::default(),
+        watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
+    });
+    let opts = RunOptions::new(None, false);
+    let mut run = RemoteRun::new(&id, &cfg, &opts, metrics.run(name, &id), shared, 1).unwrap();
+    let active = ActiveRun {
+        id,
+        name: name.into(),
+        share: cfg.fleet.clone(),
+        events: run.inbox(rt.handle()),
+    };
+    (run, active)
+}
+
+/// One env's observations as a `seed` actor sends them: `flag` and the
+/// reward of its last action.
+fn observations(seq: u64, t: f32, reward: f32, flag: u8) -> Message {
+    Message::Observations(wire::Observations {
+        seq,
+        obs: vec![1.0, t, 0.0],
+        obs_u8: Vec::new(),
+        rewards: vec![reward],
+        flags: vec![flag],
+        faults: Vec::new(),
+    })
+}
+
+/// The next message to `link` within 20 s.
+async fn next(link: &mut actor_client::remote::InprocLink) -> Message {
+    tokio::time::timeout(Duration::from_secs(20), link.from_learner.recv())
+        .await
+        .expect("an answer within 20 s")
+        .expect("the session is open")
+}
+
 /// One actor (`max_actors = 1`) joins, drops and reconnects 30 times
 /// while the run thread takes nothing. The inbox holds 2 + 16 inputs: were
 /// a slot freed before the run took the departure, every cycle would
@@ -39,43 +103,13 @@ fn hello(session: u64) -> Message {
 #[test]
 fn reconnects_under_a_full_inbox_neither_block_nor_overflow() {
     let dir = tempfile::tempdir().unwrap();
-    let text = format!(
-        "name = \"churn\"\nenv = \"Counting-v0\"\nagent = \"probe\"\nworkflow = \"async\"\n\
-         transport = \"inproc\"\noutput_dir = \"{}\"\n[stop]\nmax_episodes = 1000\n\
-         [eval]\nperiod_steps = 1000000\nepisodes = 1\n",
-        dir.path().display()
-    );
-    let cfg = RunConfig::from_toml(&text, "churn").unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = runtime();
     let metrics = Arc::new(Metrics::new());
     let mut registry = Registry::new(metrics.clone(), CancellationToken::new(), 1);
     registry.patience = Duration::from_millis(50);
     let registry = Arc::new(registry);
-    let shared = Arc::new(RunShared {
-        status: Mutex::new(RunStatus::starting("churn-1", &cfg)),
-        episodes: Mutex::default(),
-        watchdog: Arc::new(rlfleet_run::notify::Watchdog::from_env()),
-    });
-    let opts = RunOptions::new(None, false);
-    let mut run = RemoteRun::new(
-        "churn-1",
-        &cfg,
-        &opts,
-        metrics.run("churn", "churn-1"),
-        shared,
-        1,
-    )
-    .unwrap();
-    registry.add_run(ActiveRun {
-        id: "churn-1".into(),
-        name: "churn".into(),
-        share: cfg.fleet.clone(),
-        events: run.inbox(rt.handle()),
-    });
+    let (run, active) = counting_run("churn", "async", dir.path(), &metrics, &rt);
+    registry.add_run(active);
     let refused = || {
         metrics
             .protocol_errors
@@ -128,4 +162,86 @@ fn reconnects_under_a_full_inbox_neither_block_nor_overflow() {
     });
     cancel.cancel();
     thread.join().unwrap().unwrap();
+}
+
+/// Two `seed` actors serve one run; a second run starts and the fleet
+/// moves one of them while it is between requests, so its Stop goes out
+/// before its next observations arrive (a real actor sends them, then
+/// reads the Stop as their reply). Those observations reach the session's
+/// next hello: moot there (the run it left abandons its open episodes),
+/// not a reason to refuse the actor, which is welcomed into the other run.
+#[test]
+fn observations_in_flight_when_an_actor_moves_do_not_refuse_its_next_hello() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let metrics = Arc::new(Metrics::new());
+    let registry = Arc::new(Registry::new(metrics.clone(), CancellationToken::new(), 2));
+    let cancel = CancellationToken::new();
+    let mut threads = Vec::new();
+    let mut start = |name: &str| {
+        let (run, active) = counting_run(name, "seed", dir.path(), &metrics, &rt);
+        registry.add_run(active);
+        let stop = cancel.clone();
+        threads.push(std::thread::spawn(move || run.run(&stop)));
+    };
+    start("first");
+    let moved_to = rt.block_on(async {
+        let mut links = Vec::new();
+        for session in 0..2 {
+            let mut link = inproc::connect(&registry);
+            link.to_learner.send(hello(session)).await.unwrap();
+            let Message::Welcome(w) = next(&mut link).await else {
+                panic!("no welcome")
+            };
+            assert_eq!(w.run_id, "first-1");
+            link.to_learner
+                .send(observations(1, 0.0, 0.0, wire::flags::FRESH))
+                .await
+                .unwrap();
+            assert!(matches!(next(&mut link).await, Message::Actions(_)));
+            links.push(link);
+        }
+        // Both are between requests when the second run starts.
+        start("second");
+        let moved = tokio::time::timeout(Duration::from_secs(20), async {
+            loop {
+                for (i, link) in links.iter_mut().enumerate() {
+                    if let Ok(m) = link.from_learner.try_recv() {
+                        return (i, m);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("one actor is moved");
+        let (i, Message::Stop(stop)) = moved else {
+            panic!("expected a stop, got {:?}", moved.1)
+        };
+        assert_eq!(stop.reason, "moved to another run");
+        let link = &mut links[i];
+        link.to_learner
+            .send(observations(2, 1.0, 1.0, 0))
+            .await
+            .unwrap();
+        link.to_learner.send(hello(i as u64)).await.unwrap();
+        let welcome = next(link).await;
+        // The other actor plays on in the first run.
+        let other = &mut links[1 - i];
+        other
+            .to_learner
+            .send(observations(2, 1.0, 1.0, 0))
+            .await
+            .unwrap();
+        assert!(matches!(next(other).await, Message::Actions(_)));
+        welcome
+    });
+    let Message::Welcome(w) = moved_to else {
+        panic!("the moved actor was not welcomed: {moved_to:?}")
+    };
+    assert_eq!(w.run_id, "second-1");
+    cancel.cancel();
+    for t in threads {
+        t.join().unwrap().unwrap();
+    }
 }
