@@ -68,6 +68,11 @@ pub struct DqnConfig {
     pub tau: f64,
     /// Double-DQN targets (online argmax, target evaluation).
     pub double: bool,
+    /// Clip the bootstrapped value in each target to ±max |reward| /
+    /// (1 − gamma), the largest discounted return the rewards seen so far
+    /// allow: no true value lies outside, and values that overshoot it
+    /// cannot feed their own growth through the targets.
+    pub bound_targets: bool,
     /// Dueling head (Wang et al.): the last layer gives a state value and
     /// one advantage per action, Q = V + A - mean(A).
     pub dueling: bool,
@@ -135,6 +140,7 @@ impl Default for DqnConfig {
             target_update_interval: 500,
             tau: 1.0,
             double: true,
+            bound_targets: false,
             dueling: false,
             n_step: 1,
             max_grad_norm: 10.0,

@@ -39,6 +39,13 @@ impl Dqn {
         Some((q_max, bound))
     }
 
+    /// The bound of bootstrapped values under `dqn.bound_targets`: the
+    /// largest discounted return the rewards seen so far allow.
+    fn target_bound(&self) -> Option<f32> {
+        (self.cfg.bound_targets && self.max_abs_reward > 0.0)
+            .then(|| (f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma)) as f32)
+    }
+
     /// The Huber loss of `q_sa` against `target`: the batch's mean, each
     /// row weighted by its importance weight under prioritized replay.
     pub(super) fn huber(
@@ -79,6 +86,10 @@ impl Dqn {
                 q_next_target.gather(1, &best, false).squeeze_dim(1)
             } else {
                 q_next_target.amax(1, false)
+            };
+            let next_q = match self.target_bound() {
+                Some(b) => next_q.clamp(-f64::from(b), f64::from(b)),
+                None => next_q,
             };
             rewards + discounts * next_q
         });
@@ -167,6 +178,7 @@ impl Dqn {
         let (mut q, mut q_next, mut q_pick) = (vec![0f32; k], vec![0f32; k], vec![0f32; k]);
         let mut td_abs = Vec::with_capacity(if weights.is_some() { b } else { 0 });
         let mut loss = 0f64;
+        let bound = self.target_bound().unwrap_or(f32::INFINITY);
         for i in 0..b {
             let r = i * width..(i + 1) * width;
             self.q_row(&next_target[r.clone()], &mut q_next);
@@ -176,7 +188,8 @@ impl Dqn {
                     q_next[argmax(&q_pick)]
                 }
                 None => q_next.iter().copied().fold(f32::NEG_INFINITY, f32::max),
-            };
+            }
+            .clamp(-bound, bound);
             let target = batch.data[o_rew + i] + batch.data[o_disc + i] * next_value;
             self.q_row(&out[r.clone()], &mut q);
             let a = batch.data[o_act + i] as usize;
