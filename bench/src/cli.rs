@@ -177,9 +177,14 @@ pub(crate) enum What {
         seeds: u64,
         #[arg(long, default_value_t = 4)]
         actors: usize,
-        /// Seconds of the run without a target, per seed.
+        /// Seconds of the run without a target, per seed (and of CleanRL's
+        /// DQN beside a DQN config).
         #[arg(long, default_value_t = 45.0)]
         free_secs: f64,
+        /// Leave out CleanRL's DQN (it needs the torch Python:
+        /// `scripts/torch-venv.sh`).
+        #[arg(long)]
+        no_cleanrl: bool,
     },
     /// DQN-Nature's CNN: update steps/s and inference obs/s vs.
     /// PyTorch-Python on the same threads; Atari frames/s end to end with 4

@@ -167,7 +167,8 @@ fn main() -> anyhow::Result<()> {
             seeds,
             actors,
             free_secs,
-        } => solve::bench(&configs, seeds, actors, free_secs, &cli.out),
+            no_cleanrl,
+        } => solve::bench(&configs, seeds, actors, free_secs, !no_cleanrl, &cli.out),
         What::Seed {
             secs,
             actors,
