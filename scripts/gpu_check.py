@@ -513,7 +513,7 @@ def main():
             report[name] = step()
         except Exception as e:  # recorded, and the next step runs
             report[name] = {"error": f"{type(e).__name__}: {e}"}
-        report[name + "_secs"] = round(time.time() - t0, 1)
+        report[name + "_secs"] = round(time.time() - t0, 3)
         log(name, json.dumps(report[name])[:2000])
         (out / "gpu.json").write_text(json.dumps(report, indent=1))
     log("wrote", out / "gpu.json")

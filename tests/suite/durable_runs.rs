@@ -534,7 +534,10 @@ fn a_sigterm_restart_resumes_the_run_with_the_same_actors() {
     let _heavy = heavy();
     let mut d = Daemon::start("", "");
     let out = d.dir.path().join("out");
-    let episodes = 2_000;
+    // Enough for several seconds after the restart: an actor reconnects
+    // after a back-off of up to 5 s, and 2,000 episodes were once all
+    // played by the first one back in under a second.
+    let episodes = 20_000;
     let mut cfg = counting_probe("restarted", "async", TransportKind::Quic, 4, episodes, &out);
     cfg.checkpoint.period_steps = 1_000;
     cfg.distributed.batch_log = true;
