@@ -164,7 +164,8 @@ pub(crate) enum What {
         steps_factor: f64,
     },
     /// Time to a confirmed CartPole solve, shipped configs over QUIC with 4
-    /// local actors, per seed, against the same seeds under `single`.
+    /// local actors, per seed, against the same seeds under `single`; then
+    /// whether it stays solved without a target, beside CleanRL's DQN.
     Solve {
         /// Shipped config names, or paths of config files (`*.toml`).
         #[arg(
