@@ -155,6 +155,8 @@ fn free_run(
     if free.workflow.ends_on_episodes() {
         free.stop.max_episodes = Some(1_000_000);
     }
+    // Only the seconds end it: not the config's step limit either.
+    free.stop.max_env_steps = None;
     free.stop.max_wall_secs = Some(secs);
     free.eval.period_steps = u64::MAX / 2;
     one(&free, dir, actors)?;
