@@ -17,7 +17,7 @@
 
 use crate::learn::{Rolling, rolling, spread};
 use rlfleet_output::{EpisodeRecord, read_episodes};
-use rlfleet_shared::config::{RunConfig, TransportKind, WorkflowKind};
+use rlfleet_shared::config::{AgentKind, RunConfig, TransportKind, WorkflowKind};
 use serde::Serialize;
 use std::path::Path;
 use std::process::Command;
@@ -166,16 +166,11 @@ fn free_run(
 
 /// CleanRL's DQN on `seed` for `secs`, read as [`free_run`] reads ours.
 fn cleanrl_dqn(seed: u64, secs: f64, target: f64) -> anyhow::Result<CleanRlRow> {
-    #[derive(serde::Deserialize)]
-    struct Line {
-        frames: u64,
-        #[serde(rename = "return")]
-        ret: f64,
-        secs: f64,
-    }
-    let lines: Vec<Line> =
+    let lines: Vec<crate::reference::Episode> =
         crate::torch_python::json_lines(CLEANRL_DQN, &[seed.to_string(), secs.to_string()])
             .map_err(|e| anyhow::anyhow!("CleanRL's DQN, seed {seed}: {e}"))?;
+    // As `episodes.csv` rows, for the rules ours are read by (a CartPole
+    // episode's length is its return).
     let eps: Vec<EpisodeRecord> = lines
         .iter()
         .enumerate()
@@ -212,12 +207,12 @@ fn confirmed_secs(rows: &[SolveRow]) -> Option<[f64; 3]> {
 
 /// Whether CleanRL's DQN is the peer of `cfg` (a DQN config on CartPole).
 fn cleanrl_peer(cfg: &RunConfig) -> bool {
-    cfg.agent.to_string() == "dqn" && cfg.env == "CartPole-v1"
+    cfg.agent == AgentKind::Dqn && cfg.env == "CartPole-v1"
 }
 
 /// `rolling20_first`'s seconds and the last-100 means of `rows`.
-fn tails<'a>(
-    rows: impl Iterator<Item = (Option<(u64, f64)>, Option<f64>)> + Clone + 'a,
+fn tails(
+    rows: impl Iterator<Item = (Option<(u64, f64)>, Option<f64>)> + Clone,
     target: f64,
 ) -> (Option<[f64; 3]>, u64, Option<[f64; 3]>, u64) {
     let secs: Vec<f64> = rows.clone().filter_map(|r| r.0.map(|x| x.1)).collect();
@@ -340,6 +335,12 @@ pub fn bench(
             theirs.iter().map(|r| (r.rolling20_first, r.last100)),
             target,
         );
+        // CleanRL's PPO was timed once, earlier; its DQN is run here.
+        let cleanrl_secs = match shipped.agent {
+            _ if with_cleanrl => c_secs,
+            AgentKind::Ppo => Some([CLEANRL_PPO_SECS; 3]),
+            _ => None,
+        };
         let peer = if with_cleanrl {
             format!(
                 "CleanRL DQN, same seeds and seconds: rolling 20 reached on {c_reached}/{seeds} at \
@@ -348,7 +349,7 @@ pub fn bench(
                 ratio(rolling20_secs, c_secs),
                 show(c_last, ""),
             )
-        } else if shipped.agent.to_string() == "ppo" {
+        } else if shipped.agent == AgentKind::Ppo {
             format!(
                 "CleanRL PPO (measured earlier on this machine kind, rolling 20): {CLEANRL_PPO_SECS:.0} s"
             )
@@ -382,13 +383,7 @@ pub fn bench(
             single_run_secs,
             last100,
             last100_at_target,
-            cleanrl_rolling20_secs: if with_cleanrl {
-                c_secs
-            } else if shipped.agent.to_string() == "ppo" {
-                Some([CLEANRL_PPO_SECS; 3])
-            } else {
-                None
-            },
+            cleanrl_rolling20_secs: cleanrl_secs,
             cleanrl_rolling20_reached: with_cleanrl.then_some(c_reached),
             cleanrl_last100: c_last,
             cleanrl_last100_at_target: with_cleanrl.then_some(c_at),
