@@ -4,8 +4,11 @@
 //! `batch_step_frequency` steps or at an episode end (`steps_per_round`
 //! steps, episode ends included, for `sync`). Up to `in_flight` batches may
 //! be unacknowledged while the actor keeps playing ([`Flight`]); replies
-//! arrive in order and carry newer weights and episodes. A batch the
-//! learner's pool refused (full) is sent again, in order, after a pause.
+//! arrive in order and carry newer weights and episodes. Over QUIC the
+//! weights come on a stream of their own; unless the run says otherwise
+//! (`Welcome.weights_may_trail`) the actor plays on while they are on their
+//! way and loads them when they land. A batch the learner's pool refused
+//! (full) is sent again, in order, after a pause.
 
 use super::flight::{Acked, Flight};
 use super::{Carry, Link, Player, SessionEnd, answer};
@@ -14,7 +17,8 @@ use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::env::newest;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{
-    EpisodeResult, Experience, Message, RUN_GOES_ON, Steps, Submission, Welcome, WorkRequest,
+    EpisodeResult, Experience, Message, RUN_GOES_ON, Steps, Submission, WeightsApart, Welcome,
+    WorkRequest,
 };
 use std::time::Duration;
 
@@ -44,7 +48,20 @@ struct Play<'a, L> {
     /// Each env's runs of the batch being played (one env's steps stay
     /// together, each observation once: see [`Steps`]).
     per_env: Vec<Steps>,
+    /// `Welcome.weights_may_trail`: act on while announced weights are on
+    /// their way.
+    may_trail: bool,
+    /// The first weights stream announced in this run: weights from
+    /// earlier streams belong to another run.
+    apart_from: Option<u64>,
 }
+
+/// How long an actor whose weights may trail waits for the weights an
+/// `Ack` announced before it acts on without them. They are sent ahead of
+/// the `Ack`, so on a link that loses nothing they have landed already;
+/// one of their datagrams lost costs a round trip, which the actor then
+/// spends playing.
+const LANDING_GRACE: Duration = Duration::from_millis(5);
 
 pub(super) async fn play_experience<L: Link>(
     player: &Player,
@@ -101,6 +118,8 @@ pub(super) async fn play_experience<L: Link>(
         obs: Vec::new(),
         actions: Vec::new(),
         per_env: Vec::new(),
+        may_trail: w.weights_may_trail,
+        apart_from: None,
     };
     // Batches the previous session sent but never saw acknowledged.
     let resend = match play.carry.pending.take() {
@@ -154,7 +173,13 @@ impl<L: Link> Play<'_, L> {
                     Ok(m) => m,
                     Err(end) => return Ok(end),
                 };
-                self.on_reply(m)?;
+                if let Some(apart) = self.on_reply(m)? {
+                    let grace = self.may_trail.then_some(LANDING_GRACE);
+                    if let Err(why) = self.link.await_weights(apart, grace).await {
+                        return Ok(SessionEnd::Lost(why));
+                    }
+                }
+                self.load_landed()?;
             }
             if self.flight.resend_due() {
                 tokio::time::sleep(pause).await;
@@ -167,6 +192,7 @@ impl<L: Link> Play<'_, L> {
                 continue;
             }
             pause = Duration::from_millis(1);
+            self.load_landed()?;
             let (batch, finished) = self.play_batch()?;
             let faults = self.envs.take_faults();
             let idle = self.flight.report_idle(self.envs.idle());
@@ -225,6 +251,10 @@ impl<L: Link> Play<'_, L> {
         let (od, ad, n) = (envs.obs_dim, envs.act_dim, envs.slots.len());
         let (running, obs, actions) = (&mut self.running, &mut self.obs, &mut self.actions);
         let stack = self.stack;
+        // On a link that loses datagrams a batch is not cut at an episode
+        // end: the other envs play on to theirs (each exchange costs probe
+        // timeouts there).
+        let to_the_ends = !self.sync && self.link.losing();
         let per_env = &mut self.per_env;
         per_env.resize_with(n, Steps::default);
         let mut finished = Vec::new();
@@ -283,7 +313,7 @@ impl<L: Link> Play<'_, L> {
                     ended = true;
                 }
             }
-            if ended && !self.sync {
+            if ended && !self.sync && !to_the_ends {
                 break;
             }
         }
@@ -295,8 +325,9 @@ impl<L: Link> Play<'_, L> {
     }
 
     /// Applies the reply to the oldest batch in flight: newer weights,
-    /// the exploration rate, the next episodes.
-    fn on_reply(&mut self, m: Message) -> anyhow::Result<()> {
+    /// the exploration rate, the next episodes. Returns the weights it
+    /// announces as sent apart.
+    fn on_reply(&mut self, m: Message) -> anyhow::Result<Option<WeightsApart>> {
         let Message::Ack(ack) = m else {
             anyhow::bail!("expected ack, got {}", m.kind());
         };
@@ -304,7 +335,7 @@ impl<L: Link> Play<'_, L> {
             if batch {
                 self.carry.report.batches_refused += 1;
             }
-            return Ok(());
+            return Ok(None);
         }
         if let Some(weights) = &ack.weights {
             anyhow::ensure!(
@@ -317,7 +348,25 @@ impl<L: Link> Play<'_, L> {
                 .load(weights.version, &weights.data)
                 .map_err(anyhow::Error::msg)?;
         }
+        if let Some(apart) = ack.weights_apart {
+            self.apart_from.get_or_insert(apart.stream);
+        }
         self.policy.set_exploration(ack.epsilon);
-        self.envs.start(&ack.starts)
+        self.envs.start(&ack.starts)?;
+        Ok(ack.weights_apart)
+    }
+
+    /// Loads the newest weights of this run that landed apart from their
+    /// `Ack`, if newer than the policy's.
+    fn load_landed(&mut self) -> anyhow::Result<()> {
+        let Some(from) = self.apart_from else {
+            return Ok(());
+        };
+        if let Some(w) = self.link.weights_landed(from, self.policy.version()) {
+            self.policy
+                .load(w.version, &w.data)
+                .map_err(anyhow::Error::msg)?;
+        }
+        Ok(())
     }
 }

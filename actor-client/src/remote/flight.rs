@@ -161,6 +161,7 @@ mod tests {
             seq,
             duplicate: false,
             weights: None,
+            weights_apart: None,
             epsilon: 0.0,
             starts: vec![],
             full,

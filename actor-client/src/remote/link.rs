@@ -3,8 +3,9 @@
 //! arrive) or, in the learner's own process, channels ([`InprocLink`]).
 //! (An MPI rank's link is in the `mpi_link` module, above this one.)
 
-use rlfleet_shared::wire::Message;
+use rlfleet_shared::wire::{Message, WeightsApart, WeightsMsg};
 use std::future::Future;
+use std::time::Duration;
 use tokio::sync::mpsc;
 
 /// One request to the learner and its reply. `Err` says why the link was
@@ -18,6 +19,35 @@ pub trait Link: Send {
         async move {
             self.send(msg).await?;
             self.recv().await
+        }
+    }
+    /// The link is losing datagrams (QUIC's loss counts), so that each
+    /// exchange costs probe timeouts: worth fewer, larger batches.
+    fn losing(&mut self) -> bool {
+        false
+    }
+    /// Weights the learner sent apart from their `Ack` (QUIC) that have
+    /// landed: the newest, when they came on stream `from_stream` or a
+    /// later one and are newer than `version`. A link whose weights travel
+    /// in their messages has none.
+    fn weights_landed(&mut self, from_stream: u64, version: u64) -> Option<WeightsMsg> {
+        let _ = (from_stream, version);
+        None
+    }
+    /// Waits until the weights `apart` announces (or newer ones) have
+    /// landed: at most `grace` when given (`Ok` either way), else as long
+    /// as the link allows a reply.
+    fn await_weights(
+        &mut self,
+        apart: WeightsApart,
+        grace: Option<Duration>,
+    ) -> impl Future<Output = Result<(), String>> + Send {
+        let _ = grace;
+        async move {
+            Err(format!(
+                "weights version {} announced apart on a link that carries none",
+                apart.version
+            ))
         }
     }
 }

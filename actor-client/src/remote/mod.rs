@@ -16,6 +16,7 @@ mod experience;
 mod flight;
 mod lanes;
 mod link;
+mod loss_watch;
 mod seed;
 
 pub use client::{ClientOptions, RunEnded, SeedClient};

@@ -1,11 +1,13 @@
 //! QUIC glue shared by the learner and the actors: TLS identities and trust
 //! (a CA file or a pinned certificate fingerprint), endpoint configuration
-//! (ALPN, keep-alive, idle timeout, congestion control) and a framed
-//! request/reply stream.
+//! (ALPN, keep-alive, idle timeout, congestion control), a framed
+//! request/reply stream, and nudges for lossy links.
 
+mod nudge;
 mod stream;
 mod tls;
 
+pub use nudge::{drain_echoes, echo_nudges, nudge, nudge_interval};
 pub use stream::{FrameReader, FramedStream};
 pub use tls::{ServerIdentity, TlsError, Trust, fingerprint};
 

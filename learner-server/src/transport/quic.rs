@@ -9,10 +9,11 @@ use super::session::{End, Session, Wire};
 use crate::registry::Registry;
 use rlfleet_quic::FramedStream;
 use rlfleet_run::metrics::Metrics;
-use rlfleet_shared::wire::{ErrorCode, FrameError, Message, WeightsFrames};
+use rlfleet_shared::wire::{self, ErrorCode, FrameError, Message, WeightsApart, WeightsFrames};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 /// The largest frame a connection may send before its `Hello` is
@@ -101,6 +102,7 @@ async fn connection(
         }
     };
     let addr = conn.remote_address();
+    tokio::spawn(rlfleet_quic::echo_nudges(conn.clone()));
     let started = tokio::time::Instant::now();
     let pre_auth = PRE_AUTH_MAX_FRAME.min(opts.max_frame_bytes);
     let stream = match tokio::time::timeout(opts.hello_timeout, conn.accept_bi()).await {
@@ -119,6 +121,7 @@ async fn connection(
         reported: (0, 0),
         max_frame: opts.max_frame_bytes,
         unauthenticated: Some(unauthenticated),
+        weights_apart: None,
     };
     let mut session = Session::new(wire, id, registry.clone(), opts.token.clone());
     // The deadline covers opening the stream and reading the hello.
@@ -163,6 +166,8 @@ struct QuicWire {
     max_frame: u32,
     /// Held until the actor's `Hello` is accepted.
     unauthenticated: Option<Unauthenticated>,
+    /// Cancels the latest weights stream while it is still being sent.
+    weights_apart: Option<CancellationToken>,
 }
 
 impl QuicWire {
@@ -175,6 +180,41 @@ impl QuicWire {
             .with_label_values(&["quic"])
             .inc_by(self.fs.bytes_out - self.reported.1);
         self.reported = (self.fs.bytes_in, self.fs.bytes_out);
+    }
+
+    /// Sends an `Ack`'s weights frame on a unidirectional stream of its
+    /// own and returns the stream's id. What the stream's flow-control
+    /// credit allows is written at once, ahead of the `Ack` (and sent
+    /// first: the stream has the higher priority), the rest by a task. The
+    /// previous weights stream, if still being sent, is reset: its lost
+    /// datagrams are never sent again, and its reader moves on to this one.
+    async fn send_apart(&mut self, frame: Arc<Vec<u8>>) -> Result<u64, End> {
+        if let Some(older) = self.weights_apart.take() {
+            older.cancel();
+        }
+        let mut stream = self.conn.open_uni().await.map_err(|_| End::Lost)?;
+        let _ = stream.set_priority(1);
+        let id = u64::from(stream.id());
+        let now = stream.write(&frame).await.map_err(|_| End::Lost)?;
+        self.fs.bytes_out += frame.len() as u64;
+        let cancel = CancellationToken::new();
+        let superseded = cancel.clone();
+        tokio::spawn(async move {
+            let sent = async {
+                stream.write_all(&frame[now..]).await.ok()?;
+                stream.finish().ok()?;
+                stream.stopped().await.ok()
+            };
+            let reset = tokio::select! {
+                _ = sent => false,
+                () = superseded.cancelled() => true,
+            };
+            if reset {
+                let _ = stream.reset(0u32.into());
+            }
+        });
+        self.weights_apart = Some(cancel);
+        Ok(id)
     }
 
     /// Finishes our side so the last frame is delivered, then closes.
@@ -192,11 +232,20 @@ impl Wire for QuicWire {
         Ok(m)
     }
 
-    /// An `Ack` or `Welcome` with weights goes as the shared weights frame
-    /// and then the message without them.
+    /// A `Welcome` with weights goes as the shared weights frame and then
+    /// the message without them; an `Ack`'s weights go on a stream of
+    /// their own ([`QuicWire::send_apart`]), announced in the `Ack`.
     async fn send(&mut self, mut msg: Message) -> Result<(), End> {
+        let version = wire::weights_of(&msg).map(|w| w.version);
         if let Some(frame) = super::weights_frame(&self.weights, &self.metrics, "quic", &mut msg) {
-            self.fs.send_frame(&frame).await.map_err(|_| End::Lost)?;
+            if let (Message::Ack(_), Some(version)) = (&msg, version) {
+                let stream = self.send_apart(frame).await?;
+                if let Message::Ack(ack) = &mut msg {
+                    ack.weights_apart = Some(WeightsApart { version, stream });
+                }
+            } else {
+                self.fs.send_frame(&frame).await.map_err(|_| End::Lost)?;
+            }
         }
         self.fs.send(&msg).await.map_err(|_| End::Lost)?;
         self.report_bytes();

@@ -3,7 +3,7 @@
 //! before any of their body is read; bodies are validated (rkyv's checked
 //! access) before they are deserialised.
 
-use super::Message;
+use super::{Message, WeightsMsg};
 use rkyv::rancor;
 use rkyv::util::AlignedVec;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -79,6 +79,22 @@ pub async fn read_frame<R: AsyncRead + Unpin>(
         if let Some(whole) = rejoin.join(msg)? {
             return Ok(Some((whole, total)));
         }
+    }
+}
+
+/// Reads the one weights frame of a stream that carries nothing else (an
+/// `Ack`'s weights over QUIC).
+pub async fn read_weights<R: AsyncRead + Unpin>(
+    r: &mut R,
+    max_bytes: u32,
+) -> Result<WeightsMsg, FrameError> {
+    match read_one(r, max_bytes, &mut AlignedVec::new()).await? {
+        Some((Message::Weights(w), _)) => Ok(w),
+        Some((other, _)) => Err(FrameError::Invalid(format!(
+            "a {} frame on a weights stream",
+            other.kind()
+        ))),
+        None => Err(FrameError::Truncated),
     }
 }
 

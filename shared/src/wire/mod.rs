@@ -6,11 +6,13 @@
 //! exchange on one bidirectional stream: `Observations -> Actions` (seed) or
 //! `Experience -> Ack` (the others). Replies come in request order; an actor
 //! may have up to `Welcome::in_flight` experience requests outstanding. Any
-//! reply may be [`Stop`] or [`ErrorMsg`] instead. Over QUIC and MPI an
-//! `Ack` or `Welcome` that carries weights travels as a
+//! reply may be [`Stop`] or [`ErrorMsg`] instead. Over MPI an `Ack` or
+//! `Welcome` that carries weights, and over QUIC a `Welcome`, travels as a
 //! [`Message::Weights`] frame and then the message without them
 //! ([`WeightsFrames`]); [`read_frame`] and [`WeightsRejoin`] put them back
-//! together.
+//! together. Over QUIC an `Ack`'s weights go alone on a unidirectional
+//! stream of their own ([`read_weights`]), announced in the `Ack`
+//! ([`WeightsApart`]).
 
 mod frame;
 mod messages;
@@ -20,7 +22,7 @@ mod submission;
 mod weights;
 mod welcome;
 
-pub use frame::{FrameError, decode, encode, encode_into, read_frame, write_frame};
+pub use frame::{FrameError, decode, encode, encode_into, read_frame, read_weights, write_frame};
 pub use messages::*;
 pub use steps::StepRef;
 pub use submission::Submission;
@@ -29,7 +31,7 @@ pub use welcome::core_msg;
 
 /// Bumped whenever a message changes shape; a peer with another version is
 /// refused at `Hello` with [`ErrorCode::ProtocolVersion`].
-pub const PROTOCOL_VERSION: u32 = 14;
+pub const PROTOCOL_VERSION: u32 = 15;
 
 /// The default largest frame accepted (64 MiB), length prefix excluded.
 pub const DEFAULT_MAX_FRAME_BYTES: u32 = 64 << 20;

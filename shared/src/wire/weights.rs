@@ -123,6 +123,7 @@ mod tests {
             seq: 3,
             duplicate: false,
             weights,
+            weights_apart: None,
             epsilon: 0.1,
             starts: vec![],
             full: false,

@@ -69,6 +69,7 @@ fn messages() -> Vec<Message> {
             in_flight: 2,
             epsilon: 0.1,
             weights: Some(weights.clone()),
+            weights_may_trail: true,
             starts: vec![start],
         }),
         Message::Observations(Observations {
@@ -119,6 +120,7 @@ fn messages() -> Vec<Message> {
             seq: 12,
             duplicate: false,
             weights: Some(weights),
+            weights_apart: None,
             epsilon: 0.05,
             starts: vec![start],
             full: false,

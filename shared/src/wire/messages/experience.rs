@@ -111,6 +111,15 @@ pub struct WorkRequest {
     pub last: bool,
 }
 
+/// Weights on their way on a QUIC stream of their own: the version and
+/// the stream's id. Streams are opened in the order of their versions, and
+/// a newer one resets the older one's if it is still being sent.
+#[derive(Archive, Serialize, Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WeightsApart {
+    pub version: u64,
+    pub stream: u64,
+}
+
 /// Reply to `Experience` and `WorkRequest`.
 #[derive(Archive, Serialize, Deserialize, Debug, Clone, PartialEq)]
 pub struct Ack {
@@ -119,6 +128,9 @@ pub struct Ack {
     pub duplicate: bool,
     /// Newer weights than the actor's, if any.
     pub weights: Option<WeightsMsg>,
+    /// Newer weights sent apart from this `Ack` (over QUIC, on a stream of
+    /// their own, so that their lost datagrams do not hold it back).
+    pub weights_apart: Option<WeightsApart>,
     pub epsilon: f32,
     pub starts: Vec<EpisodeStart>,
     /// The actor's pool on the learner is full (`rma` with overflow =

@@ -89,6 +89,12 @@ pub struct Welcome {
     pub epsilon: f32,
     /// Initial weights (none for `seed`: they never leave the learner).
     pub weights: Option<WeightsMsg>,
+    /// The actor may go on acting with its weights while newer ones
+    /// announced in an `Ack` (`Ack.weights_apart`) are still on their way,
+    /// and load them when they land; else it waits for them. False for
+    /// `sync` (a round acts with the round's weights) and for runs that
+    /// bound the policy lag (`distributed.max_policy_lag`).
+    pub weights_may_trail: bool,
     pub starts: Vec<EpisodeStart>,
 }
 

@@ -14,7 +14,7 @@ mod seed;
 pub use control::{Decline, ErrorCode, ErrorMsg, Stop};
 pub use experience::{
     Ack, EnvFaultReport, EpisodeResult, Experience, RUN_GOES_ON, RUN_TERMINATED, RUN_TRUNCATED,
-    StepRun, Steps, WorkRequest,
+    StepRun, Steps, WeightsApart, WorkRequest,
 };
 pub use handshake::{EpisodeStart, Hello, TorsoMsg, WeightsMsg, Welcome};
 pub use seed::{Actions, Observations};

@@ -8,6 +8,7 @@ use super::{ActorSlot, Core, stop_message};
 use crate::vocab::ConnId;
 use crate::vocab::Reply;
 use rlfleet_learning::agents::Weights;
+use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::wire::{self, EpisodeStart, Hello, Message, WeightsMsg};
 
 impl Core {
@@ -117,6 +118,8 @@ impl Core {
             in_flight: self.in_flight,
             epsilon,
             weights,
+            weights_may_trail: cfg.workflow != WorkflowKind::Sync
+                && cfg.distributed.max_policy_lag.is_none(),
             starts,
         })
     }
@@ -156,6 +159,7 @@ impl Core {
             seq,
             duplicate,
             weights,
+            weights_apart: None,
             epsilon: self.epsilon_of(conn),
             starts,
             full: false,
