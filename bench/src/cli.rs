@@ -108,7 +108,8 @@ pub(crate) enum What {
     },
     /// Experience workflows over a bad link (a user-space UDP relay):
     /// episodes/s with datagrams lost each way, a delay and a blackout,
-    /// vs. the same delay without loss.
+    /// and on a milder link, vs. the same delay without loss; each run's
+    /// books checked once stopped.
     Lossy {
         #[arg(long, value_delimiter = ',', default_value = "async")]
         workflows: Vec<String>,
@@ -123,6 +124,13 @@ pub(crate) enum What {
         delay_ms: u64,
         #[arg(long, default_value_t = 8.0)]
         blackout_secs: f64,
+        /// A milder link measured too (no blackout): its share lost each
+        /// way (0: not measured)...
+        #[arg(long, default_value_t = 0.05)]
+        mild_loss: f64,
+        /// ...and its one-way delay, ms.
+        #[arg(long, default_value_t = 10)]
+        mild_delay_ms: u64,
         #[arg(long, default_value_t = 3)]
         actors: usize,
         #[arg(long, default_value_t = 2)]

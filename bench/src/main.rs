@@ -142,6 +142,8 @@ fn main() -> anyhow::Result<()> {
             loss,
             delay_ms,
             blackout_secs,
+            mild_loss,
+            mild_delay_ms,
             actors,
             envs,
         } => lossy::bench(
@@ -151,6 +153,10 @@ fn main() -> anyhow::Result<()> {
                 delay_ms,
                 blackout_secs,
             },
+            (mild_loss > 0.0).then_some(lossy::relay::Link {
+                loss: mild_loss,
+                delay_ms: mild_delay_ms,
+            }),
             actors,
             envs,
             secs,

@@ -2,9 +2,12 @@
 //! `learner-server serve` daemon through [`relay::Relay`], a user-space
 //! UDP relay on loopback, and a `probe` run of `Counting-v0` plays for a
 //! fixed time. In one invocation, per workflow: the episode rate at the
-//! link's delay without loss (the baseline), and at the same delay with
+//! link's delay without loss (the baseline), on a milder link (less
+//! loss, a shorter delay, no blackout), and at the baseline's delay with
 //! datagrams lost each way and a blackout in the middle of the window;
-//! the figure is the lossy rate against the clean one.
+//! the figure is each rate against the clean one. Each run's books are
+//! read once it has stopped: every env step in a finished episode, an
+//! abandoned one or one cut off, every batch trained or dropped.
 
 pub mod relay;
 
@@ -37,6 +40,9 @@ pub struct Row {
     pub episodes_per_sec: f64,
     pub env_steps_per_sec: f64,
     pub episodes_reissued: u64,
+    /// Episodes finished per batch received (actors on a losing link send
+    /// fewer, larger batches).
+    pub episodes_per_batch: f64,
     pub batches_dropped: u64,
     pub datagrams_passed: u64,
     pub datagrams_dropped: u64,
@@ -44,6 +50,58 @@ pub struct Row {
     pub bytes_per_episode: f64,
     /// Episodes/s against the same workflow's on the clean link.
     pub ratio_vs_clean: f64,
+    /// The run's books once stopped: every env step in a finished
+    /// episode, an abandoned one or one its stop cut off, every batch
+    /// received trained or dropped.
+    pub books: Option<Books>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Books {
+    pub env_steps: u64,
+    /// The lengths of `episodes.csv`'s episodes, summed.
+    pub episode_lengths: u64,
+    pub env_steps_abandoned: u64,
+    pub env_steps_cut_off: u64,
+    pub batches_received: u64,
+    pub batches_trained: u64,
+    pub batches_dropped: u64,
+    pub exact: bool,
+}
+
+/// Waits for the stopped run to finish and reads its books.
+fn books(s: &Server, id: &str, output_dir: &std::path::Path) -> anyhow::Result<Books> {
+    let path = format!("/v1/runs/{id}");
+    let t = Instant::now();
+    let end = loop {
+        let st = s.json(&path)?;
+        if st["state"] == "finished" || st["state"] == "failed" {
+            break st;
+        }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(60),
+            "the run did not finish within 60 s of its stop: {st}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let episodes = rlfleet_output::read_episodes(&output_dir.join("episodes.csv"))?;
+    let b = &end["batches"];
+    let mut books = Books {
+        env_steps: counter(&end, "env_steps")?,
+        episode_lengths: episodes.iter().map(|e| u64::from(e.length)).sum(),
+        env_steps_abandoned: counter(&end, "env_steps_abandoned")?,
+        env_steps_cut_off: counter(&end, "env_steps_in_play")?,
+        batches_received: counter(b, "received")?,
+        batches_trained: counter(b, "trained")?,
+        batches_dropped: b["dropped"]
+            .as_object()
+            .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum()),
+        exact: false,
+    };
+    books.exact = books.episode_lengths + books.env_steps_abandoned + books.env_steps_cut_off
+        == books.env_steps
+        && books.batches_trained + books.batches_dropped == books.batches_received;
+    Ok(books)
 }
 
 #[derive(Debug, Serialize)]
@@ -86,7 +144,8 @@ fn measure(
 ) -> anyhow::Result<Row> {
     let s = Server::start_in(tempfile::tempdir()?)?;
     let relay = rt.block_on(Relay::start(s.actors, link, 7))?;
-    let id = s.start_run(&counting(workflow, s.dir()))?;
+    let cfg = counting(workflow, s.dir());
+    let id = s.start_run(&cfg)?;
     let mut children = (0..actors)
         .map(|i| spawn_actor(relay.addr, &s.fingerprint, &format!("lossy-{i}"), envs))
         .collect::<anyhow::Result<Vec<_>>>()?;
@@ -126,8 +185,10 @@ fn measure(
             .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum());
         Ok(Row {
             workflow: workflow.to_string(),
-            link: if link.loss > 0.0 || blackout_secs > 0.0 {
+            link: if blackout_secs > 0.0 {
                 "lossy"
+            } else if link.loss > 0.0 {
+                "mild"
             } else {
                 "clean"
             }
@@ -140,25 +201,61 @@ fn measure(
             episodes_per_sec: episodes as f64 / wall,
             env_steps_per_sec: delta("env_steps")? as f64 / wall,
             episodes_reissued: delta("episodes_reissued")?,
+            episodes_per_batch: episodes as f64
+                / (counter(&last["batches"], "received")?
+                    .saturating_sub(counter(&first["batches"], "received")?))
+                .max(1) as f64,
             batches_dropped: dropped,
             datagrams_passed: relay.counts.passed.load(Ordering::Relaxed) - passed0,
             datagrams_dropped: relay.counts.dropped.load(Ordering::Relaxed) - dropped0,
             bytes_per_episode: (relay.counts.bytes.load(Ordering::Relaxed) - bytes0) as f64
                 / episodes.max(1) as f64,
             ratio_vs_clean: 1.0,
+            books: None,
         })
     })();
-    let _ = s.post(&format!("/v1/runs/{id}/stop"));
+    let stopped = s
+        .post(&format!("/v1/runs/{id}/stop"))
+        .and_then(|()| books(&s, &id, &cfg.output_dir));
     for c in &mut children {
         let _ = c.kill();
         let _ = c.wait();
     }
-    result
+    let mut row = result?;
+    row.books = Some(stopped?);
+    Ok(row)
 }
 
+/// Prints one row of a workflow.
+fn print(wf: &str, r: &Row) {
+    let books = match &r.books {
+        Some(b) if b.exact => "books exact".to_string(),
+        b => format!("BOOKS DO NOT CLOSE: {b:?}"),
+    };
+    println!(
+        "{wf}: {} ms each way, {:.0} % lost, a {} s blackout: {:.1} episodes/s, {:.2}x the \
+         clean link's ({:.2} episodes a batch, {} reissued, {} batches dropped, {} of {} \
+         datagrams lost; {books})",
+        r.delay_ms,
+        r.loss * 100.0,
+        r.blackout_secs,
+        r.episodes_per_sec,
+        r.ratio_vs_clean,
+        r.episodes_per_batch,
+        r.episodes_reissued,
+        r.batches_dropped,
+        r.datagrams_dropped,
+        r.datagrams_dropped + r.datagrams_passed
+    );
+}
+
+/// Per workflow: the clean link (the shape's delay, no loss), the mild
+/// link when given, and the shape's lossy link with its blackout; each
+/// rate against the clean one.
 pub fn bench(
     workflows: &[String],
     shape: Shape,
+    mild: Option<Link>,
     actors: usize,
     envs: u32,
     secs: f64,
@@ -176,27 +273,26 @@ pub fn bench(
             delay_ms: shape.delay_ms,
         };
         let base = measure(&rt, wf, clean, 0.0, (actors, envs), secs)?;
-        println!(
-            "{wf}: {} ms each way, no loss: {:.1} episodes/s ({} episodes in {:.1} s)",
-            shape.delay_ms, base.episodes_per_sec, base.episodes, base.secs
-        );
-        let mut bad = measure(&rt, wf, lossy, shape.blackout_secs, (actors, envs), secs)?;
-        bad.ratio_vs_clean = bad.episodes_per_sec / base.episodes_per_sec.max(f64::MIN_POSITIVE);
-        println!(
-            "{wf}: {} ms, {:.0} % lost each way, a {:.0} s blackout: {:.1} episodes/s, \
-             {:.2}x the clean link's ({} reissued, {} batches dropped, {} of {} datagrams lost)",
-            shape.delay_ms,
-            shape.loss * 100.0,
+        print(wf, &base);
+        let mut others = Vec::new();
+        if let Some(mild) = mild {
+            others.push(measure(&rt, wf, mild, 0.0, (actors, envs), secs)?);
+        }
+        others.push(measure(
+            &rt,
+            wf,
+            lossy,
             shape.blackout_secs,
-            bad.episodes_per_sec,
-            bad.ratio_vs_clean,
-            bad.episodes_reissued,
-            bad.batches_dropped,
-            bad.datagrams_dropped,
-            bad.datagrams_dropped + bad.datagrams_passed
-        );
+            (actors, envs),
+            secs,
+        )?);
         rows.push(base);
-        rows.push(bad);
+        let base = rows.last().expect("just pushed").episodes_per_sec;
+        for mut r in others {
+            r.ratio_vs_clean = r.episodes_per_sec / base.max(f64::MIN_POSITIVE);
+            print(wf, &r);
+            rows.push(r);
+        }
     }
     crate::measure::write_json(
         out,
