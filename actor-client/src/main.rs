@@ -79,7 +79,7 @@ struct ConnectArgs {
     /// QUIC idle timeout: the learner is gone once not heard from for
     /// this many milliseconds, and the actor reconnects (the learner's
     /// `[actors] idle_timeout_ms`).
-    #[arg(long, default_value_t = 5000)]
+    #[arg(long, default_value_t = 15000)]
     idle_timeout_ms: u64,
 }
 

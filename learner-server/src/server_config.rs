@@ -90,7 +90,10 @@ pub struct ActorsListener {
     pub keep_alive_ms: u64,
     /// QUIC idle timeout: a peer not heard from for this many
     /// milliseconds is gone (an actor's connection is driven by a thread
-    /// of its own, so a slow env step does not stop its keep-alives).
+    /// of its own, so a slow env step does not stop its keep-alives). A
+    /// network blackout shorter than this keeps the connection, and the
+    /// run goes on where it was; a dead actor's episodes go to others
+    /// this long after it was last heard from.
     pub idle_timeout_ms: u64,
 }
 
@@ -110,7 +113,7 @@ impl Default for ActorsListener {
             hello_timeout_ms: 10_000,
             actor_timeout_secs: 600,
             keep_alive_ms: 1_000,
-            idle_timeout_ms: 5_000,
+            idle_timeout_ms: 15_000,
         }
     }
 }

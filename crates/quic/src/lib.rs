@@ -31,7 +31,11 @@ impl Default for Liveness {
     fn default() -> Self {
         Liveness {
             keep_alive: Duration::from_secs(1),
-            idle_timeout: Duration::from_secs(5),
+            // Longer than a network blackout of several seconds, which
+            // then costs what it lasts and no reconnection (measured with
+            // `rlfleet-bench lossy`: 0.63 of the clean episode rate at
+            // 20 % loss with an 8-s blackout, against 0.51-0.55 at 5 s).
+            idle_timeout: Duration::from_secs(15),
         }
     }
 }
