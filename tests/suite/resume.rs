@@ -52,9 +52,10 @@ fn resumed_run_continues_from_saved_counters_and_weights() {
     let run = SingleRun::new(&second, &opts).unwrap();
     assert_eq!(run.counters(), saved.counters);
     assert_eq!(run.agent().train_steps(), 2_001);
-    // Every tensor of the agent (online, target, Adam moments) is the saved one.
+    // Every tensor of the agent (online, target, Adam moments, the largest
+    // |reward| seen) is the saved one.
     let state = run.agent().state();
-    assert_eq!(state.tensors.len(), 4);
+    assert_eq!(state.tensors.len(), 5);
     for t in &state.tensors {
         let want = saved.agent_state.tensor(&t.name).unwrap();
         assert!(

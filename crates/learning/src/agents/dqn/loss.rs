@@ -4,10 +4,13 @@
 //! (`FlatNet::backward_into`).
 
 use super::Dqn;
-use crate::agents::to_vec;
+use crate::agents::{AgentState, NamedTensor, to_vec};
 use crate::device::host_values;
 use rlfleet_shared::nets::argmax;
 use tch::{Kind, Reduction, Tensor};
+
+/// The state's tensor that keeps the largest |reward| observed.
+const MAX_ABS_REWARD: &str = "reward.max_abs";
 
 impl Dqn {
     /// Q-values from the network's outputs `out`: the outputs, or for a
@@ -37,6 +40,27 @@ impl Dqn {
         let q_max = q.abs().max().double_value(&[]);
         let bound = f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma);
         Some((q_max, bound))
+    }
+
+    /// The largest |reward| observed, as a tensor of the agent's state:
+    /// it goes with a checkpoint, so that a resumed run bounds its first
+    /// targets as the run it resumes would have.
+    pub(super) fn reward_bound_state(&self) -> NamedTensor {
+        NamedTensor {
+            name: MAX_ABS_REWARD.into(),
+            shape: vec![1],
+            data: vec![self.max_abs_reward],
+        }
+    }
+
+    /// Takes the largest |reward| back from a state. One from before it
+    /// was kept has none: the next transition observed sets it.
+    pub(super) fn load_reward_bound(&mut self, s: &AgentState) {
+        self.max_abs_reward = s
+            .tensor(MAX_ABS_REWARD)
+            .ok()
+            .and_then(|t| t.data.first().copied())
+            .unwrap_or(0.0);
     }
 
     /// The bound of bootstrapped values under `dqn.bound_targets`: the

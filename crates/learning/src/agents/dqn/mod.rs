@@ -361,12 +361,15 @@ impl Persist for Dqn {
     }
 
     fn state(&self) -> AgentState {
-        q_state(&self.params, &self.target, &self.opt, self.train_steps)
+        let mut s = q_state(&self.params, &self.target, &self.opt, self.train_steps);
+        s.tensors.push(self.reward_bound_state());
+        s
     }
 
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.train_steps = load_q_state(s, &mut self.params, &mut self.target, &mut self.opt)?;
         self.copy_fresh = false;
+        self.load_reward_bound(s);
         Ok(())
     }
 

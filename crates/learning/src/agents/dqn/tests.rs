@@ -285,7 +285,13 @@ fn rmsprop_trains_and_its_state_round_trips() {
     let names: Vec<&str> = saved.tensors.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(
         names,
-        ["online", "target", "rmsprop.square_avg", "rmsprop.grad_avg"]
+        [
+            "online",
+            "target",
+            "rmsprop.square_avg",
+            "rmsprop.grad_avg",
+            "reward.max_abs"
+        ]
     );
     assert_eq!(saved.optimizer_steps, 10);
     let mut other = Dqn::new(&rms, &spec, None, 9, Device::Cpu);
@@ -405,6 +411,60 @@ fn hand_written_gradients_train_as_autograd_does() {
     }
 }
 
+/// Batches of 8 from the first step, with `bound_targets` as given.
+fn bounded(bound_targets: bool) -> DqnConfig {
+    DqnConfig {
+        batch_size: 8,
+        learning_starts: 0,
+        bound_targets,
+        ..DqnConfig::default()
+    }
+}
+
+/// A CartPole DQN fed transitions whose target network gives values far
+/// past what CartPole's rewards allow (every weight 1: Q about 4,000).
+fn far_past_the_bound(cfg: &DqnConfig, by_autograd: bool) -> Dqn {
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+    let mut dqn = Dqn::new(cfg, &spec, None, 3, Device::Cpu);
+    if by_autograd {
+        dqn.use_autograd();
+    }
+    feed(&mut dqn);
+    tch::no_grad(|| {
+        let _ = dqn.target.fill_(1.0);
+    });
+    dqn
+}
+
+/// The largest |reward| seen travels with the state: an agent resumed from
+/// it, before it observes anything, bounds its first targets as the one
+/// it was saved from (the same first loss, bit for bit). A state from
+/// before it was kept loads with none.
+#[test]
+fn a_resumed_agent_keeps_its_reward_bound() {
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+    let cfg = bounded(true);
+    let mut dqn = far_past_the_bound(&cfg, false);
+    let saved = dqn.state();
+    assert_eq!(saved.tensor("reward.max_abs").unwrap().data, vec![1.0]);
+    let mut resumed = Dqn::new(&cfg, &spec, None, 3, Device::Cpu);
+    resumed.load_state(&saved).unwrap();
+    resumed
+        .restore_replay(&dqn.replay_image().unwrap())
+        .unwrap();
+    assert_eq!(resumed.state(), saved);
+    assert_eq!(dqn.train(0), 1);
+    assert_eq!(resumed.train(0), 1);
+    assert_eq!(
+        resumed.last_loss().unwrap().to_bits(),
+        dqn.last_loss().unwrap().to_bits()
+    );
+    let mut old = saved.clone();
+    old.tensors.retain(|t| t.name != "reward.max_abs");
+    resumed.load_state(&old).unwrap();
+    assert!(resumed.state().tensor("reward.max_abs").unwrap().data == vec![0.0]);
+}
+
 /// Under `bound_targets`, a target network whose values run far past what
 /// CartPole's rewards allow (every weight 1: Q about 4,000 where no return
 /// passes 100 at γ 0.99) gives targets of at most 1 + 0.99 · 100: the first
@@ -412,23 +472,9 @@ fn hand_written_gradients_train_as_autograd_does() {
 /// bound it is in the thousands.
 #[test]
 fn bounded_targets_hold_the_bootstrap_to_the_return_bound() {
-    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
     for bound in [false, true] {
         for by_autograd in [false, true] {
-            let cfg = DqnConfig {
-                batch_size: 8,
-                learning_starts: 0,
-                bound_targets: bound,
-                ..DqnConfig::default()
-            };
-            let mut dqn = Dqn::new(&cfg, &spec, None, 3, Device::Cpu);
-            if by_autograd {
-                dqn.use_autograd();
-            }
-            feed(&mut dqn);
-            tch::no_grad(|| {
-                let _ = dqn.target.fill_(1.0);
-            });
+            let mut dqn = far_past_the_bound(&bounded(bound), by_autograd);
             assert_eq!(dqn.train(0), 1);
             let loss = dqn.last_loss().unwrap();
             let case = format!("bound {bound}, autograd {by_autograd}: loss {loss}");
