@@ -11,8 +11,8 @@
 //! - two learner-bound runs of weights 1 and 3 sharing the device, free
 //!   and in weighted turns ([`crate::fleet_turns`]).
 
+use crate::endless::{endless, endless_of};
 use crate::soak::Server;
-use crate::workflows::shipped;
 use rlfleet_shared::config::{RunConfig, TransportKind};
 use serde::Serialize;
 use std::process::{Child, Command, Stdio};
@@ -78,25 +78,6 @@ fn kill_all(actors: &mut Vec<Child>) {
         let _ = a.wait();
     }
     actors.clear();
-}
-
-/// The main job's config, playing until stopped, its output in `s`'s
-/// folder.
-pub(crate) fn endless(s: &Server, name: &str) -> anyhow::Result<RunConfig> {
-    endless_of(&shipped("config/cartpole-dqn-async.toml"), s, name)
-}
-
-/// The config at `path`, playing until stopped (no checkpoints), its
-/// output in `s`'s folder.
-fn endless_of(path: &std::path::Path, s: &Server, name: &str) -> anyhow::Result<RunConfig> {
-    let mut cfg = RunConfig::load(path)?;
-    cfg.name = name.to_string();
-    cfg.output_dir = s.dir().join(name);
-    cfg.stop = Default::default();
-    cfg.stop.max_wall_secs = Some(3600.0);
-    cfg.stop.max_episodes = Some(u64::MAX / 2);
-    cfg.checkpoint.period_steps = 0;
-    Ok(cfg)
 }
 
 fn env_steps(s: &Server, ids: &[String]) -> anyhow::Result<Vec<u64>> {

@@ -28,7 +28,7 @@ pub struct TurnsRow {
 /// The main job's DQN made learner-bound: a gradient step of batch 256
 /// per env step.
 fn learner_bound(s: &Server, name: &str, weight: f64) -> anyhow::Result<RunConfig> {
-    let mut cfg = crate::fleet::endless(s, name)?;
+    let mut cfg = crate::endless::endless(s, name)?;
     cfg.eval.period_steps = 1 << 40;
     cfg.dqn.batch_size = 256;
     cfg.dqn.train_freq = 16;

@@ -43,6 +43,7 @@ mod cli;
 mod cnn;
 mod dqn;
 mod durability;
+mod endless;
 #[cfg(feature = "mpi")]
 mod env_groups;
 mod envs;
