@@ -179,7 +179,6 @@ impl<L: Link> Play<'_, L> {
                         return Ok(SessionEnd::Lost(why));
                     }
                 }
-                self.load_landed()?;
             }
             if self.flight.resend_due() {
                 tokio::time::sleep(pause).await;
@@ -192,6 +191,8 @@ impl<L: Link> Play<'_, L> {
                 continue;
             }
             pause = Duration::from_millis(1);
+            // Weights that landed apart, once before each batch (not after
+            // each of several replies taken in a row).
             self.load_landed()?;
             let (batch, finished) = self.play_batch()?;
             let faults = self.envs.take_faults();

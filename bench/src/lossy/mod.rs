@@ -86,22 +86,31 @@ fn books(s: &Server, id: &str, output_dir: &std::path::Path) -> anyhow::Result<B
     };
     let episodes = rlfleet_output::read_episodes(&output_dir.join("episodes.csv"))?;
     let b = &end["batches"];
-    let mut books = Books {
-        env_steps: counter(&end, "env_steps")?,
-        episode_lengths: episodes.iter().map(|e| u64::from(e.length)).sum(),
-        env_steps_abandoned: counter(&end, "env_steps_abandoned")?,
-        env_steps_cut_off: counter(&end, "env_steps_in_play")?,
-        batches_received: counter(b, "received")?,
-        batches_trained: counter(b, "trained")?,
-        batches_dropped: b["dropped"]
-            .as_object()
-            .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum()),
-        exact: false,
-    };
-    books.exact = books.episode_lengths + books.env_steps_abandoned + books.env_steps_cut_off
-        == books.env_steps
-        && books.batches_trained + books.batches_dropped == books.batches_received;
-    Ok(books)
+    let env_steps = counter(&end, "env_steps")?;
+    let episode_lengths = episodes.iter().map(|e| u64::from(e.length)).sum();
+    let env_steps_abandoned = counter(&end, "env_steps_abandoned")?;
+    let env_steps_cut_off = counter(&end, "env_steps_in_play")?;
+    let batches_received = counter(b, "received")?;
+    let batches_trained = counter(b, "trained")?;
+    let batches_dropped = dropped_batches(&end);
+    Ok(Books {
+        exact: episode_lengths + env_steps_abandoned + env_steps_cut_off == env_steps
+            && batches_trained + batches_dropped == batches_received,
+        env_steps,
+        episode_lengths,
+        env_steps_abandoned,
+        env_steps_cut_off,
+        batches_received,
+        batches_trained,
+        batches_dropped,
+    })
+}
+
+/// The batches a run's status says were dropped, every reason summed.
+fn dropped_batches(status: &serde_json::Value) -> u64 {
+    status["batches"]["dropped"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum())
 }
 
 #[derive(Debug, Serialize)]
@@ -180,9 +189,7 @@ fn measure(
             Ok(counter(&last, k)?.saturating_sub(counter(&first, k)?))
         };
         let episodes = delta("episodes_finished")?;
-        let dropped: u64 = last["batches"]["dropped"]
-            .as_object()
-            .map_or(0, |m| m.values().filter_map(|v| v.as_u64()).sum());
+        let dropped = dropped_batches(&last);
         Ok(Row {
             workflow: workflow.to_string(),
             link: if blackout_secs > 0.0 {

@@ -237,12 +237,11 @@ impl Wire for QuicWire {
     /// their own ([`QuicWire::send_apart`]), announced in the `Ack`.
     async fn send(&mut self, mut msg: Message) -> Result<(), End> {
         let version = wire::weights_of(&msg).map(|w| w.version);
-        if let Some(frame) = super::weights_frame(&self.weights, &self.metrics, "quic", &mut msg) {
-            if let (Message::Ack(_), Some(version)) = (&msg, version) {
+        let frame = super::weights_frame(&self.weights, &self.metrics, "quic", &mut msg);
+        if let (Some(frame), Some(version)) = (frame, version) {
+            if let Message::Ack(ack) = &mut msg {
                 let stream = self.send_apart(frame).await?;
-                if let Message::Ack(ack) = &mut msg {
-                    ack.weights_apart = Some(WeightsApart { version, stream });
-                }
+                ack.weights_apart = Some(WeightsApart { version, stream });
             } else {
                 self.fs.send_frame(&frame).await.map_err(|_| End::Lost)?;
             }

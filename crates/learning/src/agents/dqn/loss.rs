@@ -38,8 +38,7 @@ impl Dqn {
         let (both, _) = crate::agents::batch_on_device(&self.replay.batch, self.device);
         let q = tch::no_grad(|| self.q(&self.params, &both.narrow(0, 0, b)));
         let q_max = q.abs().max().double_value(&[]);
-        let bound = f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma);
-        Some((q_max, bound))
+        Some((q_max, self.return_bound()))
     }
 
     /// The largest |reward| observed, as a tensor of the agent's state:
@@ -66,8 +65,13 @@ impl Dqn {
     /// The bound of bootstrapped values under `dqn.bound_targets`: the
     /// largest discounted return the rewards seen so far allow.
     fn target_bound(&self) -> Option<f32> {
-        (self.cfg.bound_targets && self.max_abs_reward > 0.0)
-            .then(|| (f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma)) as f32)
+        (self.cfg.bound_targets && self.max_abs_reward > 0.0).then(|| self.return_bound() as f32)
+    }
+
+    /// max |reward| / (1 − γ): the largest discounted return the rewards
+    /// observed allow.
+    fn return_bound(&self) -> f64 {
+        f64::from(self.max_abs_reward) / (1.0 - self.cfg.gamma)
     }
 
     /// The Huber loss of `q_sa` against `target`: the batch's mean, each
