@@ -73,6 +73,7 @@ fn feed(agent: &mut dyn Agent, env_id: &str, n: usize, seed: u64) {
             terminated: s.terminated,
             episode,
             step: 0,
+            logp: None,
         });
         if s.done() {
             agent.end_episode(episode);

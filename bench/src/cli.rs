@@ -171,6 +171,25 @@ pub(crate) enum What {
         #[arg(long, default_value_t = 1.0)]
         steps_factor: f64,
     },
+    /// A change to learning against the build before it: shipped configs
+    /// per seed under this build and under `--before`'s, env steps to the
+    /// confirmed stop.
+    Ab {
+        /// The directory of the other build's `learner-server` and
+        /// `actor-client`.
+        #[arg(long)]
+        before: PathBuf,
+        /// Shipped config names.
+        #[arg(long, value_delimiter = ',')]
+        configs: Vec<String>,
+        #[arg(long, default_value_t = 3)]
+        seeds: u64,
+        #[arg(long, default_value_t = 4)]
+        actors: usize,
+        /// The JSON file's name under `--out` (without `.json`).
+        #[arg(long, default_value = "ab")]
+        name: String,
+    },
     /// Time to a confirmed CartPole solve, shipped configs over QUIC with 4
     /// local actors, per seed, against the same seeds under `single`; then
     /// whether it stays solved without a target, beside CleanRL's DQN.

@@ -166,6 +166,7 @@ fn minatar(secs: f64) -> anyhow::Result<MinatarRow> {
                 reward: f32::from(u8::from(t % 3 == 0)),
                 next_obs: &plane(t + 1),
                 terminated: t % 500 == 499,
+                logp: None,
             });
         }
         rate(secs, || {

@@ -77,6 +77,7 @@ pub fn fill(agent: &mut Dqn, n: usize) {
             reward: s.reward as f32,
             next_obs: &next,
             terminated: s.terminated,
+            logp: None,
         });
         if s.done() {
             e.reset(None, &mut obs);
@@ -121,6 +122,7 @@ fn stall_case(
                 reward: *r,
                 next_obs: obs,
                 terminated: false,
+                logp: None,
             });
         }
         steps += 64;

@@ -35,9 +35,12 @@
 //!   two-sided ping-pong, and `async`/`rma` over MPI vs QUIC (see `mpi/`).
 //! - `reference`: MinAtar DQN configs vs MinAtar's DQN in PyTorch, per
 //!   frame and per second (see `reference.rs`).
+//! - `ab`: shipped configs per seed under this build and another (the
+//!   build before a change), env steps to the confirmed stop (see `ab.rs`).
 //! - `env-groups` (feature `mpi`): HeatRod-v0 spanning K = 1, 2, 4 ranks
 //!   vs the same env on one rank without a group (see `env_groups.rs`).
 
+mod ab;
 mod agents;
 mod cli;
 mod cnn;
@@ -169,6 +172,13 @@ fn main() -> anyhow::Result<()> {
             seeds,
             steps_factor,
         } => learn::bench(&only, eval_episodes, seeds, steps_factor, &cli.out),
+        What::Ab {
+            before,
+            configs,
+            seeds,
+            actors,
+            name,
+        } => ab::bench(&before, &configs, seeds, actors, &name, &cli.out),
         What::Solve {
             configs,
             seeds,

@@ -74,6 +74,7 @@ fn filled(shape: [u32; 7], device: Device) -> R2d2 {
             reward: (t % 3) as f32,
             next_obs: &row(step + 1),
             terminated: t + 1 == len,
+            logp: None,
         });
         if t + 1 == len {
             agent.end_episode(episode);

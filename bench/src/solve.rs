@@ -20,8 +20,6 @@ use rlfleet_output::{EpisodeRecord, read_episodes};
 use rlfleet_shared::config::{AgentKind, RunConfig, TransportKind, WorkflowKind};
 use serde::Serialize;
 use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
 
 /// CleanRL's DQN for CartPole-v1 (embedded, so the bench runs from any
 /// directory).
@@ -94,24 +92,8 @@ pub struct SolveSummary {
 /// Runs `cfg` through `learner-server run` (with `actors` local actors
 /// unless it is `single`) and reads its summary.
 fn one(cfg: &RunConfig, dir: &Path, actors: usize) -> anyhow::Result<SolveRow> {
-    let path = dir.join(format!("{}-{}.toml", cfg.name, cfg.seed));
-    std::fs::write(&path, cfg.to_resolved_toml())?;
-    let mut cmd = Command::new(crate::workflows::learner_server()?);
-    cmd.args(["run", "--no-progress", "--state-dir"])
-        .arg(dir.join("state"))
-        .arg(&path)
-        .env("RUST_LOG", "warn");
-    if cfg.workflow != WorkflowKind::Single {
-        cmd.args(["--local-actors", &actors.to_string()]);
-    }
-    let t0 = Instant::now();
-    let out = cmd.output()?;
-    let process_secs = t0.elapsed().as_secs_f64();
-    let s = crate::workflows::finished_summary(
-        &out,
-        &format!("{} seed {}", cfg.name, cfg.seed),
-        &cfg.output_dir,
-    )?;
+    let server = crate::workflows::learner_server()?;
+    let (s, process_secs) = crate::workflows::run_as_user(&server, cfg, dir, actors)?;
     let float = |k: &str| s.get(k).and_then(toml::Value::as_float);
     let confirm = float("confirm_eval_return").filter(|v| !v.is_nan());
     Ok(SolveRow {

@@ -85,6 +85,33 @@ pub(crate) fn run_local_envs(
     finished_summary(&out, &cfg.name, &cfg.output_dir)
 }
 
+/// Runs `cfg` through the `learner-server` at `server` as a user does
+/// (`run`, with `actors` local actors unless it is `single`; its config
+/// file and state directory in `dir`): the run's summary, and the seconds
+/// from launching the process to its exit.
+pub(crate) fn run_as_user(
+    server: &Path,
+    cfg: &RunConfig,
+    dir: &Path,
+    actors: usize,
+) -> anyhow::Result<(toml::Value, f64)> {
+    let path = dir.join(format!("{}-{}.toml", cfg.name, cfg.seed));
+    std::fs::write(&path, cfg.to_resolved_toml())?;
+    let mut cmd = Command::new(server);
+    cmd.args(["run", "--no-progress", "--state-dir"])
+        .arg(dir.join("state"))
+        .arg(&path)
+        .env("RUST_LOG", "warn");
+    if cfg.workflow != WorkflowKind::Single {
+        cmd.args(["--local-actors", &actors.to_string()]);
+    }
+    let t0 = std::time::Instant::now();
+    let out = cmd.output()?;
+    let secs = t0.elapsed().as_secs_f64();
+    let what = format!("{} seed {} ({})", cfg.name, cfg.seed, server.display());
+    Ok((finished_summary(&out, &what, &cfg.output_dir)?, secs))
+}
+
 /// The `summary.toml` a `learner-server` process (`out`) left in
 /// `output_dir`, once it has exited successfully; `what` names the run in
 /// the error otherwise.

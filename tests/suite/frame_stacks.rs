@@ -136,6 +136,7 @@ fn sampled_replay_equals_the_rows(
             terminated: row.terminated,
             episode: row.episode,
             step: 0,
+            logp: None,
         });
         slot_of[slot] = (row.episode, steps.len());
         steps.push(r);

@@ -303,6 +303,9 @@ impl<L: Link> Play<'_, L> {
                     env.begin(i as u32, episode, first, seen, self.obs_u8);
                 }
                 env.step(a, step.reward as f32, newest(&slot.obs, stack), self.obs_u8);
+                if let Some(&logp) = self.policy.logps().get(k) {
+                    env.step_logp(logp);
+                }
                 if step.done() {
                     env.end(step.terminated);
                     finished.push(EpisodeResult {

@@ -96,17 +96,7 @@ mod tests {
         let mut steps = Steps::default();
         steps.begin(0, 1, 0, &[0.5; 7056], true);
         steps.step(&[1.0], 1.0, &[0.25; 7056], true);
-        let batch = Submission::Batch(Experience {
-            actor_id: "a".into(),
-            session_id: 1,
-            seq: 1,
-            policy_version: 0,
-            steps: steps.into(),
-            finished: vec![],
-            faults: vec![],
-            idle_envs: vec![],
-            last: false,
-        });
+        let batch = Submission::Batch(Experience::lone("a", steps));
         let kept = batch.clone();
         link.send(batch.into_message()).await.unwrap();
         let Some(Message::Experience(got)) = from_actor.recv().await else {

@@ -149,6 +149,7 @@ fn net_rows(secs: f64, threads: usize, batches: &[u32]) -> anyhow::Result<Vec<Ne
                 reward: 1.0,
                 next_obs: &next,
                 terminated: false,
+                logp: None,
             });
         }
         let update = per_sec(secs, || {

@@ -145,6 +145,7 @@ fn emit_first<T>(
             terminated,
             episode,
             step: 0,
+            logp: None,
         },
         if terminated { 0.0 } else { discount },
     );
@@ -169,6 +170,7 @@ mod tests {
                 terminated,
                 episode,
                 step: 0,
+                logp: None,
             },
             |t, d| out.push((t.obs[0], t.reward, t.next_obs[0], d)),
         );

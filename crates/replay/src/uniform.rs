@@ -24,6 +24,10 @@ pub struct Transition<'a, T = f32> {
     /// trajectory at the agent first, so a step that does not follow the
     /// last one given starts a new trajectory.
     pub step: u32,
+    /// The log-probability of `action` under the weights that chose it (a
+    /// density for a continuous action), where the actor said: the
+    /// behaviour policy PPO's ratio and IMPALA's V-trace weigh it by.
+    pub logp: Option<f32>,
 }
 
 impl<'a, T> Transition<'a, T> {
@@ -41,6 +45,7 @@ impl<'a, T> Transition<'a, T> {
             terminated: self.terminated,
             episode: self.episode,
             step: self.step,
+            logp: self.logp,
         }
     }
 }
@@ -307,6 +312,7 @@ mod tests {
                 reward: v,
                 next_obs: &[v + 0.5, v + 0.5],
                 terminated: v >= 3.0,
+                logp: None,
             },
             0.5,
         );

@@ -181,6 +181,17 @@ impl ActorPolicy {
         }
     }
 
+    /// The log-probability (a density for a continuous head) of each
+    /// action of the last call under the weights that picked it, one per
+    /// row, from the sampled heads of A2C, PPO and IMPALA (their learners
+    /// weigh each step by it); empty for the others, and when greedy.
+    pub fn logps(&self) -> &[f32] {
+        match self {
+            ActorPolicy::Discrete(q) => q.logps(),
+            ActorPolicy::Continuous(c) => c.logps(),
+        }
+    }
+
     /// Zeros env slot `slot`'s recurrent state (a new episode there).
     pub fn reset_slot(&mut self, slot: usize) {
         if let ActorPolicy::Discrete(q) = self {

@@ -57,6 +57,9 @@ pub struct ContinuousPolicy {
     pub explore: bool,
     pub version: u64,
     rng: Pcg64,
+    /// The Gaussian head's log-density of each action it last sampled
+    /// (empty for the other heads, and when greedy).
+    logps: Vec<f32>,
 }
 
 impl ContinuousPolicy {
@@ -85,6 +88,7 @@ impl ContinuousPolicy {
             explore: true,
             version: 0,
             rng: Pcg64::seed_from_u64(seed),
+            logps: Vec::new(),
         }
     }
 
@@ -154,15 +158,29 @@ impl ContinuousPolicy {
         self.act_rows(Rows::Values(obs), n, explore, actions);
     }
 
+    /// For the Gaussian head (PPO's) when exploring, the log-density of
+    /// each action of the last call under the weights that sampled it
+    /// (uniform in the box before any were loaded), one per row: the
+    /// behaviour policy PPO's ratio needs. Empty otherwise.
+    pub fn logps(&self) -> &[f32] {
+        &self.logps
+    }
+
     /// [`ContinuousPolicy::act`] for rows held either way.
     pub fn act_rows(&mut self, obs: Rows<'_>, n: usize, explore: bool, actions: &mut Vec<f32>) {
         actions.clear();
+        self.logps.clear();
         let d = self.dim;
+        let gives_logp = explore && self.head == ContinuousHead::Gaussian;
         if !self.net.loaded() {
+            let volume: f32 = (0..d).map(|j| (self.high[j] - self.low[j]).ln()).sum();
             for _ in 0..n {
                 for j in 0..d {
                     let u: f32 = self.rng.random();
                     actions.push(self.low[j] + u * (self.high[j] - self.low[j]));
+                }
+                if gives_logp {
+                    self.logps.push(-volume);
                 }
             }
             return;
@@ -171,6 +189,7 @@ impl ContinuousPolicy {
         let width = out.len() / n.max(1);
         for i in 0..n {
             let row = &out[i * width..(i + 1) * width];
+            let mut logp = 0.0;
             for j in 0..d {
                 let (lo, hi) = (self.low[j], self.high[j]);
                 let scale = |t: f32| lo + (t + 1.0) * 0.5 * (hi - lo);
@@ -192,7 +211,9 @@ impl ContinuousPolicy {
                     }
                     ContinuousHead::Gaussian => {
                         if explore {
-                            row[j] + self.log_std[j].exp() * standard_normal(&mut self.rng)
+                            let z = standard_normal(&mut self.rng);
+                            logp += -0.5 * z * z - self.log_std[j] - HALF_LOG_2PI;
+                            row[j] + self.log_std[j].exp() * z
                         } else {
                             row[j].clamp(lo, hi)
                         }
@@ -200,9 +221,15 @@ impl ContinuousPolicy {
                 };
                 actions.push(a);
             }
+            if gives_logp {
+                self.logps.push(logp);
+            }
         }
     }
 }
+
+/// ln √(2π): the Gaussian log-density's constant.
+const HALF_LOG_2PI: f32 = 0.918_938_5;
 
 /// A standard normal draw (Box–Muller).
 pub fn standard_normal<R: Rng>(rng: &mut R) -> f32 {
@@ -264,5 +291,34 @@ mod tests {
             (mean - 0.5).abs() < 0.03 && (var.sqrt() - 1.0).abs() < 0.03,
             "{mean} {var}"
         );
+    }
+
+    /// The Gaussian head says the log-density of each action it sampled
+    /// (uniform in the box before weights); greedy, and the other heads,
+    /// say none.
+    #[test]
+    fn the_gaussian_head_says_the_log_density_of_its_samples() {
+        let (low, high) = ([-2.0f32, 0.0], [2.0f32, 1.0]);
+        let mut g = ContinuousPolicy::new(1, &[], ContinuousHead::Gaussian, &low, &high, 4);
+        let mut a = Vec::new();
+        g.act(&[0.5], 1, true, &mut a);
+        assert!((g.logps()[0] + 4f32.ln()).abs() < 1e-6, "{:?}", g.logps());
+        // Means x and -x, log stds 0.5 and -1.
+        let (ls0, ls1) = (0.5f32, -1.0f32);
+        g.load(1, &[1.0, -1.0, 0.0, 0.0, ls0, ls1]).unwrap();
+        for _ in 0..10 {
+            g.act(&[0.5, -0.25], 2, true, &mut a);
+            for (i, x) in [0.5f32, -0.25].into_iter().enumerate() {
+                let z0 = (a[2 * i] - x) / ls0.exp();
+                let z1 = (a[2 * i + 1] + x) / ls1.exp();
+                let want = -0.5 * (z0 * z0 + z1 * z1) - ls0 - ls1 - 2.0 * HALF_LOG_2PI;
+                assert!((g.logps()[i] - want).abs() < 1e-4, "{:?} {want}", g.logps());
+            }
+        }
+        g.act(&[0.5], 1, false, &mut a);
+        assert!(g.logps().is_empty());
+        let mut tanh = ContinuousPolicy::new(1, &[], ContinuousHead::Tanh, &low, &high, 1);
+        tanh.act(&[0.5], 1, true, &mut a);
+        assert!(tanh.logps().is_empty());
     }
 }

@@ -34,6 +34,9 @@ pub struct QPolicy {
     states: Vec<f32>,
     /// The acting rows' states, gathered for one forward pass.
     gathered: Vec<f32>,
+    /// A sampling policy's log-probability of each action it last picked
+    /// (empty for an epsilon-greedy one).
+    logps: Vec<f32>,
 }
 
 impl QPolicy {
@@ -53,6 +56,7 @@ impl QPolicy {
             rng: Pcg64::seed_from_u64(seed),
             states: Vec::new(),
             gathered: Vec::new(),
+            logps: Vec::new(),
         }
     }
 
@@ -120,6 +124,14 @@ impl QPolicy {
         self.act_in(obs, slots.len(), Some(slots), actions);
     }
 
+    /// For a sampling policy (`sample`), the log-probability of each
+    /// action of the last call under the weights that picked it (uniform
+    /// before any were loaded), one per row: the behaviour policy an
+    /// off-policy correction needs. Empty for an epsilon-greedy policy.
+    pub fn logps(&self) -> &[f32] {
+        &self.logps
+    }
+
     /// Zeros slot `slot`'s recurrent state (its env begins an episode).
     pub fn reset_slot(&mut self, slot: usize) {
         let len = self.net.net().state_len();
@@ -177,6 +189,7 @@ impl QPolicy {
         actions: &mut Vec<f32>,
     ) {
         actions.clear();
+        self.logps.clear();
         let width = self.net.net().output_dim();
         let skip = usize::from(self.dueling);
         let k = width - skip;
@@ -204,9 +217,15 @@ impl QPolicy {
             // (the draw below is below 1 always), so a seeded actor's
             // actions are the same either way.
             let a = if !loaded {
+                if self.sample {
+                    self.logps.push(-(k as f32).ln());
+                }
                 self.rng.random_range(0..k)
             } else if self.sample {
-                sample_softmax(&q[i * width..(i + 1) * width], self.rng.random::<f32>())
+                let logits = &q[i * width..(i + 1) * width];
+                let a = sample_softmax(logits, self.rng.random::<f32>());
+                self.logps.push(log_softmax_at(logits, a));
+                a
             } else if self.rng.random::<f32>() < epsilons.get(i).copied().unwrap_or(self.epsilon) {
                 self.rng.random_range(0..k)
             } else {
@@ -216,6 +235,13 @@ impl QPolicy {
             actions.push(a as f32);
         }
     }
+}
+
+/// log softmax(`logits`)[`a`], never above 0.
+pub fn log_softmax_at(logits: &[f32], a: usize) -> f32 {
+    let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let total: f32 = logits.iter().map(|&l| (l - max).exp()).sum();
+    (logits[a] - max) - total.ln()
 }
 
 /// The index whose cumulative softmax probability first exceeds `u` in
@@ -310,6 +336,41 @@ mod tests {
         assert_eq!(ones, 7_500);
         assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.999_999), 2);
         assert_eq!(sample_softmax(&[5.0, -50.0, 1.0], 0.0), 0);
+    }
+
+    /// A sampling policy says the log-probability of each action it
+    /// picked: uniform before weights, the log softmax of its logits
+    /// after; an epsilon-greedy one says none.
+    #[test]
+    fn a_sampling_policy_says_the_log_probability_of_what_it_picked() {
+        let shape = NetShape::new(3, &[5], 4);
+        let mut p = QPolicy::from_shape(shape.clone(), 3);
+        p.sample = true;
+        let obs = [0.3f32, -0.2, 0.9, -1.0, 0.5, 0.1];
+        let mut actions = Vec::new();
+        p.act(&obs, 2, &mut actions);
+        assert_eq!(p.logps(), [-(4f32.ln()); 2]);
+        let params: Vec<f32> = (0..shape.numel())
+            .map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1)
+            .collect();
+        p.load(1, &params).unwrap();
+        let mut net = NetCopy::new(shape);
+        net.load(&params).unwrap();
+        let logits = net.forward(&obs, 2).to_vec();
+        for _ in 0..20 {
+            p.act(&obs, 2, &mut actions);
+            for i in 0..2 {
+                let row = &logits[i * 4..(i + 1) * 4];
+                let z: f32 = row.iter().map(|l| l.exp()).sum();
+                let want = (row[actions[i] as usize].exp() / z).ln();
+                assert!((p.logps()[i] - want).abs() < 1e-6, "{:?} {want}", p.logps());
+                assert!(p.logps()[i] <= 0.0);
+            }
+        }
+        p.sample = false;
+        p.epsilon = 0.1;
+        p.act(&obs, 2, &mut actions);
+        assert!(p.logps().is_empty());
     }
 
     /// A real `NetCopy` that counts its forward passes.

@@ -73,6 +73,12 @@ impl Steps {
         self.push_obs(next_obs, as_u8);
     }
 
+    /// The log-probability of the last step's action, from a policy that
+    /// gives them (every step of a batch has one, or none has).
+    pub fn step_logp(&mut self, logp: f32) {
+        self.logp.push(logp);
+    }
+
     /// The open run's last step ended its episode (`terminated`: in a
     /// terminal state; else by a time limit).
     pub fn end(&mut self, terminated: bool) {
@@ -91,6 +97,7 @@ impl Steps {
         self.obs_u8.append(&mut other.obs_u8);
         self.actions.append(&mut other.actions);
         self.rewards.append(&mut other.rewards);
+        self.logp.append(&mut other.logp);
     }
 
     /// Takes the last run out (its episode was abandoned): `obs_dim` and
@@ -109,6 +116,7 @@ impl Steps {
         self.obs_u8.truncate(obs);
         self.rewards.truncate(self.rewards.len() - steps);
         self.actions.truncate(self.actions.len() - steps * act_dim);
+        self.logp.truncate(self.logp.len().saturating_sub(steps));
     }
 
     /// Empties the batch, keeping its allocations.
@@ -118,6 +126,7 @@ impl Steps {
         self.obs_u8.clear();
         self.actions.clear();
         self.rewards.clear();
+        self.logp.clear();
     }
 
     /// Observation row `row` as f32 into `out` (`obs_dim` values).
@@ -209,18 +218,37 @@ mod tests {
         assert_eq!(s.runs[2].first, 5);
     }
 
+    /// With or without log-probabilities: dropping a run takes its own
+    /// out, and appending keeps them in step with the rewards.
     #[test]
     fn an_abandoned_run_leaves_no_trace() {
-        let mut s = Steps::default();
-        s.begin(0, 1, 0, &[0.0, 0.0], false);
-        s.step(&[1.0], 1.0, &[1.0, 1.0], false);
-        s.end(true);
-        let kept = s.clone();
-        s.begin(0, 2, 0, &[5.0, 5.0], false);
-        s.step(&[0.0], 2.0, &[6.0, 6.0], false);
-        s.step(&[0.0], 2.0, &[7.0, 7.0], false);
-        s.drop_last_run(2, 1);
-        assert_eq!(s, kept);
+        for with_logp in [false, true] {
+            let mut s = Steps::default();
+            let step = |s: &mut Steps, a: f32, r: f32, o: f32| {
+                s.step(&[a], r, &[o, o], false);
+                if with_logp {
+                    s.step_logp(-r);
+                }
+            };
+            s.begin(0, 1, 0, &[0.0, 0.0], false);
+            step(&mut s, 1.0, 1.0, 1.0);
+            s.end(true);
+            let kept = s.clone();
+            s.begin(0, 2, 0, &[5.0, 5.0], false);
+            step(&mut s, 0.0, 2.0, 6.0);
+            step(&mut s, 0.0, 3.0, 7.0);
+            s.drop_last_run(2, 1);
+            assert_eq!(s, kept);
+            let mut other = Steps::default();
+            other.begin(1, 3, 0, &[0.0, 0.0], false);
+            step(&mut other, 1.0, 4.0, 1.0);
+            s.append(&mut other);
+            let logp: &[f32] = if with_logp { &[-1.0, -4.0] } else { &[] };
+            assert_eq!(
+                (s.rewards.as_slice(), s.logp.as_slice()),
+                (&[1.0, 4.0][..], logp)
+            );
+        }
     }
 
     #[test]

@@ -172,11 +172,12 @@ fn a2c_and_ppo_reach_475_with_sync_and_seed_a2c() {
 
 /// IMPALA over `seed-a2c` and `async`: the `seed` front acts with whatever
 /// weights it last loaded, `async` actors with those of their last
-/// acknowledgement; each step remembers that version, and V-trace corrects
-/// for the lag (and for the epochs after an update's first): CartPole's
-/// target is confirmed, every step was corrected (none dropped for want of
-/// the weights that acted it), the lag is reported and TensorBoard shows
-/// the importance weights.
+/// acknowledgement; each step carries its action's log-probability under
+/// them, and V-trace corrects for the lag (and for the epochs after an
+/// update's first): CartPole's target is confirmed, every step was
+/// corrected (none dropped for want of its log-probability: the front and
+/// the actors over the wire gave every one), the lag is reported and
+/// TensorBoard shows the importance weights.
 #[test]
 fn impala_reaches_475_with_seed_a2c_and_async_correcting_their_lag() {
     let _heavy = heavy();
@@ -233,8 +234,8 @@ fn continuous_agents_learn_pendulum_over_async_and_seed() {
 /// IMPALA with an LSTM core over `async`: each of 4 actor processes runs
 /// the core with every env slot's state, the learner trains each unroll
 /// from the state its episode had reached and V-trace's behaviour
-/// log-probs come from the acting versions' weights over the same
-/// sequences; CartPole's target is confirmed (seed 1, 8 runs two at a
+/// log-probs are the ones the actors computed with the states they held;
+/// CartPole's target is confirmed (seed 1, 8 runs two at a
 /// time: 18,000 to 136,000 env steps, 6 to 33 s; a full test run of
 /// 2026-11-29 reached 500 only at 200,013; the config stops at 300,000
 /// steps or 3,000 episodes).

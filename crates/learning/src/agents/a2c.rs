@@ -169,11 +169,11 @@ impl Act for A2c {
 
 impl Learn for A2c {
     fn observe(&mut self, t: &Transition<'_>) {
-        rollout::keep(&mut self.open, self.bytes, t, self.train_steps);
+        rollout::keep(&mut self.open, self.bytes, t);
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        rollout::keep(&mut self.open, self.bytes, t, self.train_steps);
+        rollout::keep(&mut self.open, self.bytes, t);
     }
 
     fn abandon_episode(&mut self, episode: u64) {
@@ -275,6 +275,7 @@ mod tests {
             terminated,
             episode,
             step: 0,
+            logp: None,
         });
     }
 

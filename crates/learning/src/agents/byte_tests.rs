@@ -75,6 +75,7 @@ fn same_learning(
                 terminated: e == 1 && t + 1 == len,
                 episode: e,
                 step: 0,
+                logp: None,
             };
             bytes.observe_bytes(&step);
             let (o, n): (Vec<f32>, Vec<f32>) = (

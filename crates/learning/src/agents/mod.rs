@@ -23,7 +23,6 @@ mod rollout;
 mod sac;
 mod sequences;
 mod td3;
-mod versions;
 pub mod vtrace;
 
 pub use a2c::A2c;
@@ -89,6 +88,14 @@ pub trait Act {
         }
     }
 
+    /// The log-probability (a density for a continuous action) of the
+    /// action the last [`Act::act`] picked, for an agent that samples its
+    /// actions and weighs each step by its behaviour policy (PPO, IMPALA);
+    /// `None` for the others.
+    fn last_logp(&self) -> Option<f32> {
+        None
+    }
+
     /// The exploration rate at `env_steps` that actors acting for this
     /// agent use (0 when the agent explores otherwise).
     fn epsilon(&self, _env_steps: u64) -> f64 {
@@ -106,12 +113,6 @@ pub trait Act {
 /// Learning: experience in (transition by transition, episode ends,
 /// episodes played again), gradient steps out, and what training reports.
 pub trait Learn {
-    /// The transitions observed next were acted by the published weights
-    /// of version `version` (an actor's, or the `seed` front's; until told,
-    /// the agent's own current version, as under `single`). An agent that
-    /// corrects for policy lag (IMPALA) remembers it per step.
-    fn acted_with(&mut self, _version: u64) {}
-
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
 

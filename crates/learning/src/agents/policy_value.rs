@@ -69,6 +69,12 @@ impl SoftmaxActor {
         self.policy.act(obs, 1, &mut self.picked);
         action[0] = self.picked[0];
     }
+
+    /// The log-probability of the action [`SoftmaxActor::act`] last
+    /// picked.
+    pub fn last_logp(&self) -> Option<f32> {
+        self.policy.logps().first().copied()
+    }
 }
 
 /// The state's tensors over the policy's parameters, and the value's.

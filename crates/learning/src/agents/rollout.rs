@@ -1,7 +1,7 @@
 //! [`Rollout`]: consecutive steps of one episode as an on-policy agent
-//! (PPO, IMPALA) holds them until it trains on them, with the policy
-//! version that acted each. A uint8 env's observations are kept as bytes
-//! and cross to the device as bytes.
+//! (PPO, IMPALA) holds them until it trains on them, with each action's
+//! log-probability under the weights that chose it. A uint8 env's
+//! observations are kept as bytes and cross to the device as bytes.
 
 use rlfleet_replay::{ObsStore, ObsValue, Transition};
 use std::collections::HashMap;
@@ -17,8 +17,10 @@ pub(super) struct Rollout {
     /// The observation after the last step, and whether it is terminal.
     pub last_next: ObsStore,
     pub terminated: bool,
-    /// The version of the weights that acted each step.
-    pub versions: Vec<u64>,
+    /// Each step's action's log-probability under the weights that chose
+    /// it, as the actor (or the `seed` front) said: the behaviour policy.
+    /// NaN where it did not say.
+    pub logp: Vec<f32>,
 }
 
 impl Rollout {
@@ -31,19 +33,23 @@ impl Rollout {
             rewards: Vec::new(),
             last_next: ObsStore::empty(bytes),
             terminated: false,
-            versions: Vec::new(),
+            logp: Vec::new(),
         }
     }
 
-    /// Appends one step (observations as they came: values or bytes),
-    /// acted by the weights of `version`.
-    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>, version: u64) {
-        self.versions.push(version);
+    /// Appends one step (observations as they came: values or bytes).
+    pub fn push<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
+        self.logp.push(t.logp.unwrap_or(f32::NAN));
         self.obs.push_row(t.obs);
         self.actions.extend_from_slice(t.action);
         self.rewards.push(t.reward);
         self.last_next.set_row(t.next_obs);
         self.terminated = t.terminated;
+    }
+
+    /// Every step's behaviour log-probability is known.
+    pub fn behaviour_known(&self) -> bool {
+        self.logp.iter().all(|l| !l.is_nan())
     }
 
     /// Steps held.
@@ -55,8 +61,7 @@ impl Rollout {
     pub fn bytes(&self) -> usize {
         self.obs.bytes()
             + self.last_next.bytes()
-            + 4 * (self.actions.len() + self.rewards.len())
-            + 8 * self.versions.len()
+            + 4 * (self.actions.len() + self.rewards.len() + self.logp.len())
     }
 }
 
@@ -66,19 +71,26 @@ pub(super) fn open_count<R, V>(open: &HashMap<u64, R>, carry: &HashMap<u64, V>) 
     open.len() + carry.keys().filter(|e| !open.contains_key(e)).count()
 }
 
-/// Appends `t`, acted by the weights of `version`, to its episode's
-/// rollout in `open` (a new one, with observations as bytes when `bytes`,
-/// for an episode not seen yet).
+/// Appends `t` to its episode's rollout in `open` (a new one, with
+/// observations as bytes when `bytes`, for an episode not seen yet).
 pub(super) fn keep<T: ObsValue>(
     open: &mut HashMap<u64, Rollout>,
     bytes: bool,
     t: &Transition<'_, T>,
-    version: u64,
 ) {
     open.entry(t.episode)
         .or_insert_with(|| Rollout {
             episode: t.episode,
             ..Rollout::new(bytes)
         })
-        .push(t, version);
+        .push(t);
+}
+
+/// Every held step's behaviour log-probability, in the rollouts' order
+/// (NaN where unknown).
+pub(super) fn behaviour(rollouts: &[Rollout]) -> Vec<f32> {
+    rollouts
+        .iter()
+        .flat_map(|r| r.logp.iter().copied())
+        .collect()
 }

@@ -221,6 +221,7 @@ mod tests {
                 terminated: false,
                 episode: 0,
                 step: 0,
+                logp: None,
             });
         }
         let (actor0, alpha0) = (sac.weights().data, sac.alpha());

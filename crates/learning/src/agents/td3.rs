@@ -191,6 +191,7 @@ mod tests {
                 terminated: false,
                 episode: 0,
                 step: 0,
+                logp: None,
             });
         }
         let actor0 = td3.weights().data;

@@ -87,6 +87,7 @@ fn play(chains: &mut FrameChains, n: u32, plays: usize, rebuilt: bool) -> (Rows,
                 reward: (p * 100 + t) as f32,
                 next_obs: &stack(p, t + 1),
                 terminated: last && terminal,
+                logp: None,
             };
             chains.push(&tr);
             let newest = frame(
@@ -187,6 +188,7 @@ fn open_windows_wait_and_a_checkpoint_brings_the_closed_chains_back_exactly() {
         reward: t as f32,
         next_obs: &[],
         terminated: false,
+        logp: None,
     };
     for t in 0..4 {
         let (obs, next) = (stack(5, t), stack(5, t + 1));
@@ -246,6 +248,7 @@ fn a_play_again_of_an_episode_starts_its_own_chain() {
             reward: 0.0,
             next_obs: &next,
             terminated: false,
+            logp: None,
         });
     }
     chains.abandon(2);
@@ -259,6 +262,7 @@ fn a_play_again_of_an_episode_starts_its_own_chain() {
         reward: 1.0,
         next_obs: &next,
         terminated: true,
+        logp: None,
     });
     let got = sampled(&chains);
     assert_eq!(got[&(9, 0)].0, stack(9, 0));

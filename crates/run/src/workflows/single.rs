@@ -100,6 +100,7 @@ impl SingleRun {
                 reward: step.reward as f32,
                 next_obs: &next_obs,
                 terminated: step.terminated,
+                logp: self.agent.last_logp(),
             });
             self.book.counters.env_steps += 1;
             ep_return += step.reward;

@@ -23,6 +23,11 @@ pub struct Steps {
     pub actions: Vec<f32>,
     /// `Σ steps` values.
     pub rewards: Vec<f32>,
+    /// The log-probability of each step's action under the weights that
+    /// chose it (a density for a continuous action), `Σ steps` values; or
+    /// empty, from a policy that gives none (epsilon-greedy). PPO and
+    /// IMPALA weigh each step by it.
+    pub logp: Vec<f32>,
 }
 
 /// One run of [`Steps`]: `steps` steps of `env` in `episode`.
@@ -92,6 +97,24 @@ pub struct Experience {
     /// has no episode to give it, this is its end sentinel
     /// (`rma-queue-pop-all`).
     pub last: bool,
+}
+
+impl Experience {
+    /// A batch of `steps` and nothing else: the first of session 1 of
+    /// `actor_id`, acted by version 0 (for tests and tools).
+    pub fn lone(actor_id: &str, steps: Steps) -> Experience {
+        Experience {
+            actor_id: actor_id.into(),
+            session_id: 1,
+            seq: 1,
+            policy_version: 0,
+            steps: steps.into(),
+            finished: vec![],
+            faults: vec![],
+            idle_envs: vec![],
+            last: false,
+        }
+    }
 }
 
 /// "Give me work" (the experience workflows): the actor has envs with

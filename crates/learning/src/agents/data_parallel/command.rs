@@ -40,6 +40,7 @@ pub(super) struct Step<T> {
     reward: f32,
     next_obs: Vec<T>,
     terminated: bool,
+    logp: Option<f32>,
 }
 
 impl<T: Copy> Step<T> {
@@ -52,6 +53,7 @@ impl<T: Copy> Step<T> {
             reward: t.reward,
             next_obs: t.next_obs.to_vec(),
             terminated: t.terminated,
+            logp: t.logp,
         }
     }
 
@@ -64,6 +66,7 @@ impl<T: Copy> Step<T> {
             reward: self.reward,
             next_obs: &self.next_obs,
             terminated: self.terminated,
+            logp: self.logp,
         }
     }
 }
@@ -172,6 +175,7 @@ mod tests {
                 reward: 2.5,
                 next_obs: &[0.25, f32::NAN],
                 terminated: true,
+                logp: Some(-0.5),
             })),
             Item::Bytes(Step::of(&Transition {
                 episode: 4,
@@ -181,6 +185,7 @@ mod tests {
                 reward: -1.0,
                 next_obs: &[7, 9],
                 terminated: false,
+                logp: None,
             })),
             Item::End(3),
             Item::Abandon(4),

@@ -147,6 +147,10 @@ impl Act for DataParallel {
         self.inner.act_batch(obs, n, env_steps, actions)
     }
 
+    fn last_logp(&self) -> Option<f32> {
+        self.inner.last_logp()
+    }
+
     fn epsilon(&self, env_steps: u64) -> f64 {
         self.inner.epsilon(env_steps)
     }

@@ -17,6 +17,7 @@ fn feed(dqn: &mut Dqn) {
             reward: 1.0,
             next_obs: &o,
             terminated: i % 5 == 0,
+            logp: None,
         });
     }
 }
@@ -87,6 +88,7 @@ fn the_learning_rate_anneals_to_its_floor_and_holds() {
             reward: 1.0,
             next_obs: &o,
             terminated: false,
+            logp: None,
         });
     }
     assert_eq!(dqn.train(250), 1);
@@ -242,6 +244,7 @@ fn stacked_byte_frames_reach_the_device_as_bytes() {
             reward: 1.0,
             next_obs: &stack(t + 1),
             terminated: t == 39,
+            logp: None,
         });
     }
     assert_eq!(dqn.train(0), 1);
@@ -389,6 +392,7 @@ fn hand_written_gradients_train_as_autograd_does() {
                     reward: (t % 4) as f32 - 1.0,
                     next_obs: &next,
                     terminated: t % 17 == 16,
+                    logp: None,
                 });
             }
         }

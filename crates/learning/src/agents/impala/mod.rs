@@ -1,11 +1,12 @@
 //! [`Impala`]: IMPALA's actor-critic (Espeholt et al. 2018) over discrete
 //! actions — a policy network (logits) and a value network, each over one
 //! flat tensor with its own Adam — trained on unrolls with V-trace targets
-//! ([`super::vtrace`]). Each step remembers the policy version that chose
-//! its action (`Learn::acted_with`; under `single` the agent's own), and
-//! the agent keeps the published weights of recent versions, so an update
-//! computes the behaviour policy μ exactly and corrects for the lag of
-//! steps acted by older weights instead of refusing them. Every `n_steps`
+//! ([`super::vtrace`]). Each step carries the log-probability of its action
+//! under the weights that chose it, as the actor (or the `seed` front, or
+//! under `single` the agent's own acting) computed it with the state it
+//! acted from: the behaviour policy μ is exact, however old the weights
+//! and whatever a recurrent core's state was, and V-trace corrects for the
+//! lag instead of refusing it. Every `n_steps`
 //! held steps (finished and unfinished episodes alike, each episode's steps
 //! one unroll) it takes `n_epochs` gradient steps on all of them, V-trace
 //! recomputed from the current networks each time.
@@ -15,7 +16,6 @@ mod recurrent;
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
 use super::rollout::{self, Rollout};
-use super::versions::KeptVersions;
 use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use rlfleet_replay::{ObsStore, ObsValue, Transition};
@@ -25,13 +25,8 @@ use rlfleet_shared::nets::{ConvTorso, Core};
 use std::collections::{BTreeSet, HashMap};
 use tch::{Device, Kind, Tensor};
 
-/// Published versions whose weights are kept for the steps they acted:
-/// a step acted by an older one cannot be corrected and is dropped
-/// (counted in [`Impala::uncorrectable`]).
-const KEPT_VERSIONS: usize = 64;
-
-/// One episode's steps since the last update, and the policy version that
-/// acted each.
+/// One episode's steps since the last update, with their behaviour
+/// log-probabilities.
 type Unroll = Rollout;
 
 /// V-trace's importance weights at the latest gradient step.
@@ -54,13 +49,8 @@ pub struct Impala {
     ready: Vec<Unroll>,
     /// Steps held in `open` and `ready`.
     held: usize,
-    /// The version that acted the steps observed next (`None`: this
-    /// agent's own, as under `single`).
-    acting: Option<u64>,
-    /// The published policy of recent versions.
-    kept: KeptVersions,
-    /// Steps dropped because the weights that acted them were no longer
-    /// kept.
+    /// Steps dropped because nothing said their behaviour
+    /// log-probability (an unroll with one such step goes whole).
     uncorrectable: u64,
     train_steps: u64,
     last_loss: Option<Tensor>,
@@ -73,6 +63,9 @@ pub struct Impala {
     carry: HashMap<u64, Tensor>,
     /// With a recurrent core: steps backpropagated through at most.
     max_seq_len: u32,
+    /// The behaviour log-probs the latest gradient step weighed by.
+    #[cfg(test)]
+    last_mu: Vec<f32>,
 }
 
 impl Impala {
@@ -106,7 +99,7 @@ impl Impala {
             (seed, seed ^ 0x1a1a),
             device,
         );
-        let mut agent = Impala {
+        Impala {
             nets,
             cfg: cfg.clone(),
             obs_dim: spec.obs_dim(),
@@ -115,8 +108,6 @@ impl Impala {
             open: HashMap::new(),
             ready: Vec::new(),
             held: 0,
-            acting: None,
-            kept: KeptVersions::new(KEPT_VERSIONS),
             uncorrectable: 0,
             train_steps: 0,
             last_loss: None,
@@ -125,20 +116,19 @@ impl Impala {
             actor,
             carry: HashMap::new(),
             max_seq_len: max_seq_len.max(1),
-        };
-        agent.kept.keep(0, &agent.nets.policy);
-        agent
+            #[cfg(test)]
+            last_mu: Vec::new(),
+        }
     }
 
-    /// Steps dropped so far because the weights that acted them were no
-    /// longer kept.
+    /// Steps dropped so far because nothing said their behaviour
+    /// log-probability.
     pub fn uncorrectable(&self) -> u64 {
         self.uncorrectable
     }
 
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
-        let version = self.acting.unwrap_or(self.train_steps);
-        rollout::keep(&mut self.open, self.bytes, t, version);
+        rollout::keep(&mut self.open, self.bytes, t);
         self.held += 1;
     }
 
@@ -160,33 +150,16 @@ impl Impala {
         (logp, entropy)
     }
 
-    /// log μ(a|x) for every held step, from the weights of the version
-    /// that acted it (each kept: checked before).
-    fn behaviour_logp(&self, versions: &[u64], obs: &Tensor, actions: &Tensor) -> Vec<f32> {
-        let logp = |w: &Tensor, idx: &Tensor| {
-            let (obs, actions) = (obs.index_select(0, idx), actions.index_select(0, idx));
-            self.log_prob_entropy(w, &obs, &actions).0
-        };
-        self.kept
-            .logp_by_version(versions, self.device, None, logp)
-            .0
-    }
-
-    /// Every held step's action (`[n, 1]`, int64, on the device) and the
-    /// version that acted it, in the unrolls' order.
-    fn actions_and_versions(&self, unrolls: &[Unroll]) -> (Tensor, Vec<u64>) {
+    /// Every held step's action (`[n, 1]`, int64, on the device), in the
+    /// unrolls' order.
+    fn actions(&self, unrolls: &[Unroll]) -> Tensor {
         let actions: Vec<i64> = unrolls
             .iter()
             .flat_map(|u| u.actions.iter().map(|&a| a as i64))
             .collect();
-        let versions = unrolls
-            .iter()
-            .flat_map(|u| u.versions.iter().copied())
-            .collect();
-        let actions = Tensor::from_slice(&actions)
+        Tensor::from_slice(&actions)
             .to_device(self.device)
-            .unsqueeze(1);
-        (actions, versions)
+            .unsqueeze(1)
     }
 
     /// Trains on every held unroll; returns the gradient steps taken.
@@ -195,12 +168,9 @@ impl Impala {
         let finished: BTreeSet<u64> = unrolls.iter().map(|u| u.episode).collect();
         unrolls.extend(self.open.drain().map(|(_, u)| u));
         self.held = 0;
-        // Steps acted by weights no longer kept cannot be corrected.
-        let (kept, lost): (Vec<Unroll>, Vec<Unroll>) = unrolls.into_iter().partition(|u| {
-            u.versions
-                .iter()
-                .all(|&v| self.kept.weights_of(v).is_some())
-        });
+        // Steps whose behaviour policy nobody said cannot be corrected.
+        let (kept, lost): (Vec<Unroll>, Vec<Unroll>) =
+            unrolls.into_iter().partition(Rollout::behaviour_known);
         self.uncorrectable += lost.iter().map(|u| u.len() as u64).sum::<u64>();
         for u in &lost {
             self.carry.remove(&u.episode);
@@ -218,12 +188,11 @@ impl Impala {
             rows_on_device(&parts, self.obs_dim, self.device)
         };
         let (obs, lasts) = (rows(&|u| &u.obs), rows(&|u| &u.last_next));
-        let (actions, versions) = self.actions_and_versions(&unrolls);
-        let mu = self.behaviour_logp(&versions, &obs, &actions);
+        let actions = self.actions(&unrolls);
+        let mu = rollout::behaviour(&unrolls);
         for _ in 0..self.cfg.n_epochs {
             self.gradient_step(&unrolls, &obs, &lasts, &actions, &mu);
         }
-        self.kept.keep(self.train_steps, &self.nets.policy);
         self.actor.stale();
         self.cfg.n_epochs
     }
@@ -244,26 +213,19 @@ impl Impala {
         let boot = tch::no_grad(|| self.nets.values(lasts));
         self.vtrace_step(unrolls, (logp, entropy, values), &boot, mu);
     }
-
-    /// Only the weights now loaded are kept (what acted before is another
-    /// run's).
-    fn forget_versions(&mut self) {
-        self.kept.reset(self.train_steps, &self.nets.policy);
-        self.actor.stale();
-    }
 }
 
 impl Act for Impala {
     fn act(&mut self, obs: &[f32], _env_steps: u64, action: &mut [f32]) {
         self.actor.act(&self.nets, self.train_steps, obs, action);
     }
+
+    fn last_logp(&self) -> Option<f32> {
+        self.actor.last_logp()
+    }
 }
 
 impl Learn for Impala {
-    fn acted_with(&mut self, version: u64) {
-        self.acting = Some(version);
-    }
-
     fn observe(&mut self, t: &Transition<'_>) {
         self.observe_step(t);
     }
@@ -347,7 +309,7 @@ impl Persist for Impala {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy_net.numel() as usize)?;
         self.nets.load_policy(&w.data);
-        self.forget_versions();
+        self.actor.stale();
         Ok(())
     }
 
@@ -358,7 +320,7 @@ impl Persist for Impala {
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
-        self.forget_versions();
+        self.actor.stale();
         Ok(())
     }
 }

@@ -20,6 +20,10 @@ impl Impala {
         boot: &Tensor,
         mu: &[f32],
     ) {
+        #[cfg(test)]
+        {
+            self.last_mu = mu.to_vec();
+        }
         let host = |t: &Tensor| -> Vec<f32> { Vec::try_from(&t.detach()).expect("f32 values") };
         let log_rhos: Vec<f32> = host(&logp).iter().zip(mu).map(|(p, m)| p - m).collect();
         let (v, boot) = (host(&values), host(boot));
@@ -57,7 +61,14 @@ impl Impala {
         let n = rhos.len() as f64;
         self.last_rho = Some(RhoStats {
             mean: rhos.iter().map(|&r| f64::from(r)).sum::<f64>() / n,
-            clipped: rhos.iter().filter(|&&r| r > clip.rho_bar).count() as f64 / n,
+            // Clipped by more than rounding: an on-policy step's ρ is 1 up
+            // to the rounding between the actor's log-probability and the
+            // learner's.
+            clipped: rhos
+                .iter()
+                .filter(|&&r| r > clip.rho_bar * (1.0 + 1e-5))
+                .count() as f64
+                / n,
         });
         let vs = Tensor::from_slice(&vs).to_device(self.device);
         let adv = Tensor::from_slice(&adv).to_device(self.device);

@@ -1,15 +1,14 @@
 //! IMPALA with a recurrent core: the held unrolls as padded sequences
 //! (`agents::sequences`), each from the state its episode had reached at
 //! the previous update (zeros at an episode's first step), run window by
-//! window (`model.max_seq_len`). The behaviour log-probs μ of each step
-//! come from the weights of the version that acted it, run over the same
-//! sequences from the same start states; each gradient step runs the
-//! current networks over every piece at once (truncated backpropagation
+//! window (`model.max_seq_len`). The behaviour log-probs μ are the
+//! actors' own, computed with the state each acted from (not one the
+//! learner rebuilt); each gradient step runs the current networks over every piece at once (truncated backpropagation
 //! through time) and takes V-trace's step on the result.
 
 use super::{Impala, Unroll};
-use crate::agents::rollout::Rollout;
-use crate::agents::sequences::{Padded, all_pieces, start_states, windowed, windowed_both};
+use crate::agents::rollout::{self, Rollout};
+use crate::agents::sequences::{Padded, all_pieces, start_states, windowed_both};
 use std::collections::BTreeSet;
 use tch::{Kind, Tensor};
 
@@ -23,37 +22,24 @@ impl Impala {
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
         let episodes = unrolls.iter().map(|u| u.episode);
         let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
-        let (actions, versions) = self.actions_and_versions(unrolls);
-        let padded_actions = seq.spread(&actions);
+        let padded_actions = seq.spread(&self.actions(unrolls));
         let logp_of = |logits: &Tensor| {
             logits
                 .log_softmax(1, Kind::Float)
                 .gather(1, &padded_actions, false)
                 .squeeze_dim(1)
         };
-        // μ per version; the pieces' start states and the unfinished
-        // episodes' end states from the current weights.
-        let (mu, piece_starts) = tch::no_grad(|| {
-            let mut mu = vec![0f32; versions.len()];
-            for v in versions.iter().copied().collect::<BTreeSet<u64>>() {
-                let w = self.kept.weights_of(v).expect("kept (checked before)");
-                let (logits, _, _) =
-                    windowed(&self.nets.policy_net, w, &seq, &starts.narrow(1, 0, len));
-                let logp = logp_of(&logits).index_select(0, &seq.rows);
-                let logp = Vec::<f32>::try_from(&logp).expect("f32 values");
-                for (i, l) in logp.into_iter().enumerate() {
-                    if versions[i] == v {
-                        mu[i] = l;
-                    }
-                }
-            }
+        let mu = rollout::behaviour(unrolls);
+        // The pieces' start states and the unfinished episodes' end states
+        // from the current weights.
+        let piece_starts = tch::no_grad(|| {
             let (_, _, piece_starts, ends) = windowed_both(&self.nets, &seq, &starts);
             for (b, u) in unrolls.iter().enumerate() {
                 if !finished.contains(&u.episode) {
                     self.carry.insert(u.episode, ends.get(b as i64));
                 }
             }
-            (mu, piece_starts)
+            piece_starts
         });
         for _ in 0..self.cfg.n_epochs {
             // Every piece at once, rows in the padded layout.
@@ -77,7 +63,6 @@ impl Impala {
             let boot = values.detach().index_select(0, &seq.boot_rows);
             self.vtrace_step(unrolls, (at(&logp), at(&entropy), at(&values)), &boot, &mu);
         }
-        self.kept.keep(self.train_steps, &self.nets.policy);
         self.actor.stale();
         self.cfg.n_epochs
     }

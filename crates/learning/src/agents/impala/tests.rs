@@ -1,10 +1,14 @@
-//! IMPALA's bookkeeping: the behaviour policy of each step is the weights
-//! of the version that acted it; steps acted by weights no longer kept are
-//! dropped and counted; on-policy steps have importance weights of exactly
-//! 1; updates take `n_epochs` steps every `n_steps` held steps.
+//! IMPALA's bookkeeping: the behaviour policy of each step is the
+//! log-probability its actor computed when it chose the action (with the
+//! recurrent state the actor held); steps that carry none are dropped and
+//! counted; on-policy steps have importance weights of exactly 1; updates
+//! take `n_epochs` steps every `n_steps` held steps.
 
 use super::*;
+use crate::agents::sequences::{Padded, windowed};
 use crate::agents::{Learn, Persist};
+use rlfleet_shared::nets::Rows;
+use rlfleet_shared::policy::QPolicy;
 
 fn spec() -> EnvSpec {
     rlfleet_shared::env::spec("CartPole-v1").unwrap()
@@ -19,104 +23,139 @@ fn cfg(n_steps: u32, n_epochs: u32) -> ImpalaConfig {
     }
 }
 
-/// `steps` steps of `episode`, acted by `version` (`None`: the agent's
-/// own); the last one terminal when `ends`.
-fn play(agent: &mut Impala, episode: u64, steps: usize, version: Option<u64>, ends: bool) {
-    if let Some(v) = version {
-        agent.acted_with(v);
+/// The observation of step `t` of `episode`.
+fn obs_at(episode: u64, t: usize) -> [f32; 4] {
+    [0.05 * t as f32, -0.1, 0.02 * episode as f32, 0.01]
+}
+
+/// Who chooses the actions of [`play`]: the agent itself (as under
+/// `single`), an actor with published weights (its env slot 0), or
+/// nobody who says a log-probability.
+enum By<'a> {
+    Agent,
+    Actor(&'a mut QPolicy),
+    Unsaid,
+}
+
+/// Steps `from..to` of `episode`, the last one terminal when `ends`; each
+/// carries the log-probability its chooser gave. Returns those.
+fn play(
+    agent: &mut Impala,
+    episode: u64,
+    (from, to): (usize, usize),
+    by: By<'_>,
+    ends: bool,
+) -> Vec<f32> {
+    let mut by = by;
+    if let (By::Actor(q), 0) = (&mut by, from) {
+        // A new episode: a recurrent core starts from zeros.
+        q.reset_slot(0);
     }
-    for t in 0..steps {
-        let obs = [0.05 * t as f32, -0.1, 0.02 * episode as f32, 0.01];
+    let mut said = Vec::new();
+    for t in from..to {
+        let obs = obs_at(episode, t);
+        let mut action = [((t + episode as usize) % 2) as f32];
+        let logp = match &mut by {
+            By::Agent => {
+                agent.act(&obs, 0, &mut action);
+                agent.last_logp()
+            }
+            By::Actor(q) => {
+                let mut picked = Vec::new();
+                q.act_slots(Rows::Values(&obs), &[0], &mut picked);
+                action[0] = picked[0];
+                q.logps().first().copied()
+            }
+            By::Unsaid => None,
+        };
+        said.extend(logp);
         agent.observe(&Transition {
             obs: &obs,
-            action: &[((t + episode as usize) % 2) as f32],
+            action: &action,
             reward: 1.0,
-            next_obs: &obs,
-            terminated: ends && t + 1 == steps,
+            next_obs: &obs_at(episode, t + 1),
+            terminated: ends && t + 1 == to,
             episode,
-            step: 0,
+            step: t as u32,
+            logp,
         });
     }
+    said
 }
 
-/// log π(a|x) of every held step under `weights`, computed apart from the
-/// agent's bookkeeping (a network of the same shape loaded with them).
-fn logp_under(agent: &Impala, weights: &[f32]) -> Vec<f32> {
-    let mut unrolls: Vec<&Unroll> = agent.ready.iter().collect();
-    unrolls.extend(agent.open.values());
-    let mut out = Vec::new();
-    let params = Tensor::from_slice(weights);
-    for u in unrolls {
-        let obs = rows_on_device(&[&u.obs], agent.obs_dim, Device::Cpu);
-        let logits = agent.nets.policy_net.forward(&params, &obs);
-        let logp = logits.log_softmax(1, Kind::Float);
-        for (i, &a) in u.actions.iter().enumerate() {
-            out.push(logp.double_value(&[i as i64, a as i64]) as f32);
-        }
-    }
-    out
+/// An actor's policy for `agent`'s network, loaded with `weights`.
+fn actor_of(agent: &Impala, weights: &Weights) -> QPolicy {
+    let mut q = QPolicy::from_shape(agent.nets.policy_net.shape().clone(), 11);
+    q.sample = true;
+    q.load(weights.version, &weights.data).unwrap();
+    q
 }
 
+/// Steps acted by published weights older than the learner's (a lagging
+/// actor) carry the log-probabilities that actor computed, in plain Rust;
+/// they equal the learner's own under those weights, and an update's ρ at
+/// its first epoch is 1 for steps acted by the current weights and not for
+/// the others.
 #[test]
-fn the_behaviour_policy_is_the_weights_of_the_version_that_acted() {
+fn the_behaviour_policy_is_the_log_probability_each_step_carries() {
     let mut agent = Impala::new(&cfg(8, 2), &spec(), None, 7, Device::Cpu);
     let v0 = agent.weights();
-    assert_eq!(v0.version, 0);
-    play(&mut agent, 1, 8, None, true);
+    play(&mut agent, 1, (0, 8), By::Agent, true);
     agent.end_episode(1);
     assert_eq!(agent.train(8), 2, "n_epochs gradient steps");
     let v2 = agent.weights();
-    assert_eq!(v2.version, 2);
+    assert_eq!((v0.version, v2.version), (0, 2));
     assert_ne!(v0.data, v2.data);
-    // Steps acted by version 0 (lagging actors) and by version 2.
-    play(&mut agent, 2, 4, Some(0), false);
-    play(&mut agent, 3, 4, Some(2), false);
-    let mut unrolls: Vec<&Unroll> = agent.ready.iter().collect();
-    unrolls.extend(agent.open.values());
-    let versions: Vec<u64> = unrolls
-        .iter()
-        .flat_map(|u| u.versions.iter().copied())
-        .collect();
-    let parts: Vec<&ObsStore> = unrolls.iter().map(|u| &u.obs).collect();
-    let obs = rows_on_device(&parts, agent.obs_dim, Device::Cpu);
-    let actions: Vec<i64> = unrolls
-        .iter()
-        .flat_map(|u| u.actions.iter().map(|&a| a as i64))
-        .collect();
-    let actions = Tensor::from_slice(&actions).unsqueeze(1);
-    let mu = agent.behaviour_logp(&versions, &obs, &actions);
-    let (under_v0, under_v2) = (logp_under(&agent, &v0.data), logp_under(&agent, &v2.data));
-    for i in 0..mu.len() {
-        let want = if versions[i] == 0 {
-            under_v0[i]
-        } else {
-            under_v2[i]
-        };
+    let mut lagging = actor_of(&agent, &v0);
+    let said = play(&mut agent, 2, (0, 6), By::Actor(&mut lagging), true);
+    agent.end_episode(2);
+    let params = Tensor::from_slice(&v0.data);
+    let u = &agent.ready[0];
+    let obs = rows_on_device(&[&u.obs], agent.obs_dim, Device::Cpu);
+    let logp = agent
+        .nets
+        .policy_net
+        .forward(&params, &obs)
+        .log_softmax(1, Kind::Float);
+    assert_eq!(said.len(), 6);
+    for (i, &a) in u.actions.iter().enumerate() {
+        let learner = logp.double_value(&[i as i64, a as i64]) as f32;
         assert!(
-            (mu[i] - want).abs() < 1e-6,
-            "step {i} of version {}",
-            versions[i]
+            (said[i] - learner).abs() < 1e-5,
+            "step {i}: {} vs {learner}",
+            said[i]
         );
+        assert_eq!(u.logp[i], said[i]);
     }
+    // On-policy steps (the current weights) alone: every ρ is 1.
+    let mut agent = Impala::new(&cfg(6, 1), &spec(), None, 7, Device::Cpu);
+    let mut actor = actor_of(&agent, &agent.weights());
+    play(&mut agent, 3, (0, 6), By::Actor(&mut actor), true);
+    agent.end_episode(3);
+    assert_eq!(agent.train(6), 1);
+    let rho = agent.last_rho.expect("measured");
     assert!(
-        under_v0
-            .iter()
-            .zip(&under_v2)
-            .any(|(a, b)| (a - b).abs() > 1e-4)
+        (rho.mean - 1.0).abs() < 1e-5 && rho.clipped == 0.0,
+        "{rho:?}"
     );
+    // Steps of the weights before that update: corrected (ρ ≠ 1).
+    play(&mut agent, 4, (0, 6), By::Actor(&mut actor), true);
+    agent.end_episode(4);
+    assert_eq!(agent.train(12), 1);
+    let rho = agent.last_rho.expect("measured");
+    assert!((rho.mean - 1.0).abs() > 1e-5, "{rho:?}");
+    assert_eq!(agent.uncorrectable(), 0);
 }
 
 #[test]
-fn steps_of_weights_no_longer_kept_are_dropped_and_counted() {
+fn steps_without_a_behaviour_log_probability_are_dropped_and_counted() {
     let mut agent = Impala::new(&cfg(6, 1), &spec(), None, 3, Device::Cpu);
-    // Version 5 was never published by this agent: nothing can correct it.
-    play(&mut agent, 1, 3, Some(5), false);
-    play(&mut agent, 2, 3, Some(0), false);
+    play(&mut agent, 1, (0, 3), By::Unsaid, false);
+    play(&mut agent, 2, (0, 3), By::Agent, false);
     assert_eq!(agent.replay_len(), 6);
     assert_eq!(agent.train(6), 1);
     assert_eq!((agent.uncorrectable(), agent.replay_len()), (3, 0));
-    // After the update all held steps went: versions 0 and 1 are kept.
-    play(&mut agent, 3, 6, Some(0), true);
+    play(&mut agent, 3, (0, 6), By::Agent, true);
     agent.end_episode(3);
     assert_eq!(agent.train(12), 1);
     assert_eq!(agent.uncorrectable(), 3);
@@ -125,17 +164,20 @@ fn steps_of_weights_no_longer_kept_are_dropped_and_counted() {
 #[test]
 fn on_policy_steps_have_importance_weights_of_one() {
     let mut agent = Impala::new(&cfg(10, 1), &spec(), None, 5, Device::Cpu);
-    play(&mut agent, 1, 6, None, true);
+    play(&mut agent, 1, (0, 6), By::Agent, true);
     agent.end_episode(1);
-    play(&mut agent, 2, 4, None, false);
+    play(&mut agent, 2, (0, 4), By::Agent, false);
     assert_eq!(agent.train(10), 1);
     let rho = agent.last_rho.expect("measured");
-    assert_eq!((rho.mean, rho.clipped), (1.0, 0.0));
+    assert!(
+        (rho.mean - 1.0).abs() < 1e-5 && rho.clipped == 0.0,
+        "{rho:?}"
+    );
     let scalars = agent.scalars(10);
     assert!(
         scalars
             .iter()
-            .any(|&(k, v)| k == "vtrace/rho_mean" && v == 1.0)
+            .any(|&(k, v)| k == "vtrace/rho_mean" && (v - 1.0).abs() < 1e-5)
     );
     // A state round trip restores the networks.
     let saved = agent.state();
@@ -145,19 +187,20 @@ fn on_policy_steps_have_importance_weights_of_one() {
     assert_eq!(other.weights().version, agent.weights().version);
 }
 
-/// With a recurrent core, an update's first epoch is on-policy: μ, run
-/// with the acting version's weights over the same sequences from the same
-/// start states, equals π (every ρ is 1) — across windows shorter
-/// than the unrolls and with an episode cut by the update, whose state is
-/// carried to its next unroll and used up there; steps of an older
-/// version are corrected (ρ ≠ 1) after an update.
+/// With a recurrent core, an update's first epoch is on-policy: the
+/// actor's μ, from the weights it acted with and the state it held, equals
+/// π (every ρ is 1) — across windows shorter than the unrolls and with an
+/// episode cut by the update, whose state is carried to its next unroll
+/// and used up there; steps the actor goes on acting with the weights
+/// before the update are corrected (ρ ≠ 1).
 #[test]
 fn a_recurrent_update_is_on_policy_at_its_first_epoch_and_carries_states() {
     let core = Core { size: 6, layers: 1 };
     let mut agent = Impala::with_core(&cfg(20, 1), &spec(), None, (Some(core), 4), 3, Device::Cpu);
-    play(&mut agent, 1, 9, None, true);
+    let mut actor = actor_of(&agent, &agent.weights());
+    play(&mut agent, 1, (0, 9), By::Actor(&mut actor), true);
     agent.end_episode(1);
-    play(&mut agent, 2, 11, None, false);
+    play(&mut agent, 2, (0, 11), By::Actor(&mut actor), false);
     assert_eq!(agent.train(20), 1);
     let rho = agent.last_rho.unwrap();
     assert!(
@@ -167,14 +210,66 @@ fn a_recurrent_update_is_on_policy_at_its_first_epoch_and_carries_states() {
     assert_eq!(agent.carry.keys().copied().collect::<Vec<_>>(), vec![2]);
     assert_eq!(agent.carry[&2].size(), [2 * core.state_len() as i64]);
     // Episode 2 goes on, acted by the version before the update.
-    play(&mut agent, 2, 20, Some(0), true);
+    play(&mut agent, 2, (11, 31), By::Actor(&mut actor), true);
     agent.end_episode(2);
     assert_eq!(agent.train(40), 1);
     assert!(agent.carry.is_empty());
     let rho = agent.last_rho.unwrap();
+    assert!((rho.mean - 1.0).abs() > 1e-5, "{rho:?}");
+    assert_eq!(agent.uncorrectable(), 0);
+}
+
+/// Recurrent IMPALA's μ for an episode acted by two versions in turn (the
+/// actor loaded newer weights mid-episode, its core's state carried on) is
+/// the actor's own log-probabilities. Recomputing it on the learner, each
+/// version's weights run from the episode's start, gets the first
+/// version's steps right and the second's wrong: the actor's state at the
+/// switch was made by the first version.
+#[test]
+fn recurrent_mu_for_steps_of_two_versions_in_turn_is_the_actor_s_own() {
+    let core = Core { size: 6, layers: 1 };
+    let mut agent = Impala::with_core(&cfg(12, 1), &spec(), None, (Some(core), 4), 5, Device::Cpu);
+    let v0 = agent.weights();
+    play(&mut agent, 1, (0, 12), By::Agent, true);
+    agent.end_episode(1);
+    assert_eq!(agent.train(12), 1);
+    let v1 = agent.weights();
+    assert_ne!(v0.data, v1.data);
+    // Steps 0..6 acted by version 0, then 6..12 by version 1, one core.
+    let mut actor = actor_of(&agent, &v0);
+    let mut said = play(&mut agent, 2, (0, 6), By::Actor(&mut actor), false);
+    actor.load(v1.version, &v1.data).unwrap();
+    said.extend(play(&mut agent, 2, (6, 12), By::Actor(&mut actor), true));
+    agent.end_episode(2);
+    let unroll = &agent.ready[0];
+    // The learner's recomputation, per version from the episode's start.
+    let seq = Padded::new(&[unroll], agent.obs_dim, 4, Device::Cpu);
+    let actions = seq.spread(&agent.actions(std::slice::from_ref(unroll)));
+    let zeros = Tensor::zeros([1, core.state_len() as i64], (Kind::Float, Device::Cpu));
+    let recomputed = |w: &Weights| {
+        // The learner's own layout of the published weights.
+        let mut other =
+            Impala::with_core(&cfg(12, 1), &spec(), None, (Some(core), 4), 9, Device::Cpu);
+        other.load_weights(w).unwrap();
+        let (logits, _, _) = windowed(&agent.nets.policy_net, &other.nets.policy, &seq, &zeros);
+        let logp = logits
+            .log_softmax(1, Kind::Float)
+            .gather(1, &actions, false)
+            .squeeze_dim(1);
+        Vec::<f32>::try_from(&logp.index_select(0, &seq.rows)).unwrap()
+    };
+    let (under_v0, under_v1) = (recomputed(&v0), recomputed(&v1));
+    let close = |a: f32, b: f32| (a - b).abs() < 1e-5;
     assert!(
-        (rho.mean - 1.0).abs() > 1e-5 && rho.clipped > 0.0,
-        "{rho:?}"
+        (0..6).all(|i| close(said[i], under_v0[i])),
+        "{said:?} {under_v0:?}"
     );
+    assert!(
+        (6..12).any(|i| !close(said[i], under_v1[i])),
+        "the recomputation agreed: {said:?} {under_v1:?}"
+    );
+    // What the update weighs by is the actor's.
+    assert_eq!(agent.train(24), 1);
+    assert_eq!(agent.last_mu, said);
     assert_eq!(agent.uncorrectable(), 0);
 }

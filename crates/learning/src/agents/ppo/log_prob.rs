@@ -1,8 +1,8 @@
-//! The policy's log-probabilities: under the current weights, under given
-//! weights, and for held steps under the weights of the version that acted
-//! each ([`Ppo::behaviour_logp`]).
+//! The policy's log-probabilities: under the current weights, and the
+//! behaviour policy's of held steps ([`Ppo::behaviour_logp`]).
 
 use super::{Ppo, Rollout};
+use crate::agents::rollout;
 use tch::{Kind, Tensor};
 
 const HALF_LOG_2PI: f64 = 0.918_938_533_204_672_7;
@@ -11,17 +11,8 @@ impl Ppo {
     /// Log probabilities of `actions` (`[n, act_dim]`) at `obs` under the
     /// current policy, and the policy's entropy there, each `[n]`.
     pub(super) fn log_prob_entropy(&self, obs: &Tensor, actions: &Tensor) -> (Tensor, Tensor) {
-        self.log_prob_entropy_under(&self.nets.policy, obs, actions)
-    }
-
-    /// [`Ppo::log_prob_entropy`] under the policy weights `policy`.
-    pub(super) fn log_prob_entropy_under(
-        &self,
-        policy: &Tensor,
-        obs: &Tensor,
-        actions: &Tensor,
-    ) -> (Tensor, Tensor) {
         let n_mlp = self.nets.policy_net.numel();
+        let policy = &self.nets.policy;
         let out = self
             .nets
             .policy_net
@@ -29,8 +20,8 @@ impl Ppo {
         self.log_prob_entropy_of(policy, &out, actions)
     }
 
-    /// [`Ppo::log_prob_entropy_under`] from the policy network's outputs
-    /// `out` (`policy`: the weights, whose tail holds continuous log stds).
+    /// [`Ppo::log_prob_entropy`] from the policy network's outputs `out`
+    /// (`policy`: the weights, whose tail holds continuous log stds).
     pub(super) fn log_prob_entropy_of(
         &self,
         policy: &Tensor,
@@ -55,37 +46,35 @@ impl Ppo {
         (logp, entropy)
     }
 
-    /// log μ(a|x) of every held step (`[n]`, on the device), under the
-    /// weights of the version that acted it.
+    /// log μ(a|x) of every held step (`[n]`, on the device): the one it
+    /// carries, or where it carries none the current policy's (counted).
     pub(super) fn behaviour_logp(
         &mut self,
         segments: &[Rollout],
         obs: &Tensor,
         actions: &Tensor,
     ) -> Tensor {
-        let versions: Vec<u64> = segments
-            .iter()
-            .flat_map(|s| s.versions.iter().copied())
-            .collect();
-        if versions.iter().all(|&v| v == self.train_steps) {
-            return tch::no_grad(|| self.log_prob_entropy(obs, actions).0);
+        match self.carried_logp(segments) {
+            (carried, false) => carried,
+            (carried, true) => {
+                let current = tch::no_grad(|| self.log_prob_entropy(obs, actions).0);
+                or_current(&carried, &current)
+            }
         }
-        let logp = |w: &Tensor, idx: &Tensor| {
-            let (obs, actions) = (obs.index_select(0, idx), actions.index_select(0, idx));
-            self.log_prob_entropy_under(w, &obs, &actions).0
-        };
-        let current = Some(&self.nets.policy);
-        let (mu, fell_back) = self
-            .kept
-            .logp_by_version(&versions, self.device, current, logp);
-        self.uncorrected += fell_back as u64;
-        Tensor::from_slice(&mu).to_device(self.device)
     }
 
-    /// Only the weights now loaded are kept (what acted before is another
-    /// run's).
-    pub(super) fn forget_versions(&mut self) {
-        self.kept.reset(self.train_steps, &self.nets.policy);
-        self.actor_fresh = false;
+    /// Every held step's carried behaviour log-probability (`[n]`, on the
+    /// device, in the segments' order; NaN where it carries none, each
+    /// counted in `uncorrected`), and whether any carries none.
+    pub(super) fn carried_logp(&mut self, segments: &[Rollout]) -> (Tensor, bool) {
+        let mu = rollout::behaviour(segments);
+        let missing = mu.iter().filter(|l| l.is_nan()).count();
+        self.uncorrected += missing as u64;
+        (Tensor::from_slice(&mu).to_device(self.device), missing > 0)
     }
+}
+
+/// `carried` where it is known, `current` where it is NaN.
+pub(super) fn or_current(carried: &Tensor, current: &Tensor) -> Tensor {
+    current.where_self(&carried.isnan(), carried)
 }

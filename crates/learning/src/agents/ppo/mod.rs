@@ -7,14 +7,14 @@
 //! separate. Steps are kept per episode (episodes from many actors
 //! interleave); every `n_steps` transitions the held segments are trained
 //! on, an unfinished one bootstrapping from the value of its last state.
-//! The old log probabilities are those of the weights that acted each step
-//! (`Learn::acted_with`; under `single` the agent's own): the agent keeps
-//! its last few published versions, as IMPALA does, so a step acted while
-//! the previous update was running (`seed-a2c` with `[distributed]
-//! max_batches_ahead` above 2) is weighed by the ratio to the policy that
-//! chose it. A step whose weights are no longer kept falls back to the
-//! policy at update time (counted: `train/uncorrected_steps`), as do a
-//! recurrent core's steps.
+//! The old log probabilities are the ones each step carries: its action's
+//! log-probability under the weights that chose it, as the actor (or the
+//! `seed` front, or under `single` the agent's own acting) computed it, so
+//! a step acted while the previous update was running (`seed-a2c` with
+//! `[distributed] max_batches_ahead` above 2), or by a recurrent core from
+//! the state the actor held, is weighed by the ratio to the policy that
+//! chose it. A step that carries none falls back to the policy at update
+//! time (counted: `train/uncorrected_steps`).
 //!
 //! With a recurrent core (`[model] core = "lstm"`, `recurrent.rs`) both
 //! networks run over each held segment as a sequence from the state its
@@ -26,7 +26,6 @@ mod recurrent;
 
 use super::policy_value::PolicyValue;
 use super::rollout::{self, Rollout};
-use super::versions::KeptVersions;
 use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
@@ -76,20 +75,10 @@ pub struct Ppo {
     /// With a recurrent core: steps backpropagated through at most
     /// (`model.max_seq_len`).
     max_seq_len: u32,
-    /// The version that acted the steps observed next (`None`: this
-    /// agent's own, as under `single`).
-    acting: Option<u64>,
-    /// The published policy of the last few versions.
-    kept: KeptVersions,
-    /// Steps whose acting weights were no longer kept, weighed against the
-    /// policy at update time instead.
+    /// Steps that carried no behaviour log-probability, weighed against
+    /// the policy at update time instead.
     uncorrected: u64,
 }
-
-/// Published versions kept for the steps they acted. The front runs at
-/// most `max_batches_ahead` inference batches ahead of training, so a
-/// held step was acted by one of the last few updates' weights.
-const KEPT_VERSIONS: usize = 4;
 
 impl Ppo {
     /// `torso`: convolutional layers in front of both networks' `hidden`
@@ -151,8 +140,6 @@ impl Ppo {
             policy = Tensor::cat(&[policy, log_std], 0);
         }
         let value = value_net.init(device);
-        let mut kept = KeptVersions::new(KEPT_VERSIONS);
-        kept.reset(0, &policy);
         Ppo {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
@@ -173,8 +160,6 @@ impl Ppo {
             last_entropy: None,
             carry: HashMap::new(),
             max_seq_len: max_seq_len.max(1),
-            acting: None,
-            kept,
             uncorrected: 0,
         }
     }
@@ -183,11 +168,9 @@ impl Ppo {
         self.nets.policy_net.shape().core().is_some()
     }
 
-    /// Holds `t` in its episode's segment, with the version that acted it
-    /// (the agent's own unless `acted_with` said otherwise).
+    /// Holds `t` in its episode's segment.
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
-        let version = self.acting.unwrap_or(self.train_steps);
-        rollout::keep(&mut self.open, self.bytes, t, version);
+        rollout::keep(&mut self.open, self.bytes, t);
         self.held += 1;
     }
 
@@ -245,7 +228,6 @@ impl Ppo {
                 steps += 1;
             }
         }
-        self.kept.keep(self.train_steps, &self.nets.policy);
         self.actor_fresh = false;
         steps
     }
@@ -268,13 +250,18 @@ impl Act for Ppo {
         }
         action.copy_from_slice(&self.picked);
     }
+
+    fn last_logp(&self) -> Option<f32> {
+        match &self.actor {
+            Actor::Discrete(q) => q.logps(),
+            Actor::Continuous(c) => c.logps(),
+        }
+        .first()
+        .copied()
+    }
 }
 
 impl Learn for Ppo {
-    fn acted_with(&mut self, version: u64) {
-        self.acting = Some(version);
-    }
-
     fn observe(&mut self, t: &Transition<'_>) {
         self.observe_step(t);
     }
@@ -360,7 +347,7 @@ impl Persist for Ppo {
     fn load_weights(&mut self, w: &Weights) -> Result<(), AgentError> {
         check_weights(&w.data, self.nets.policy.numel())?;
         self.nets.load_policy(&w.data);
-        self.forget_versions();
+        self.actor_fresh = false;
         Ok(())
     }
 
@@ -371,7 +358,7 @@ impl Persist for Ppo {
     fn load_state(&mut self, s: &AgentState) -> Result<(), AgentError> {
         self.nets.load_state(s)?;
         self.train_steps = s.train_steps;
-        self.forget_versions();
+        self.actor_fresh = false;
         Ok(())
     }
 }
@@ -393,6 +380,7 @@ mod tests {
                 terminated: t + 1 == steps,
                 episode,
                 step: 0,
+                logp: None,
             });
         }
     }
@@ -416,12 +404,13 @@ mod tests {
         out
     }
 
-    /// Steps acted while an update ran (by the weights before it) are
-    /// weighed against those weights, not the ones trained since; steps
-    /// of a version never published fall back to the current weights and
-    /// are counted.
+    /// Steps acted while an update ran (by the weights before it) carry
+    /// their actor's log-probabilities under those weights, and are
+    /// weighed against them, not the ones trained since; steps that carry
+    /// none fall back to the current weights and are counted.
     #[test]
-    fn old_log_probs_are_those_of_the_weights_that_acted() {
+    fn old_log_probs_are_those_each_step_carries() {
+        use rlfleet_shared::nets::Rows;
         let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
         let cfg = PpoConfig {
             n_steps: 8,
@@ -437,21 +426,35 @@ mod tests {
         assert_eq!(ppo.train(8), 2);
         let v2 = ppo.weights();
         assert_eq!((v0.version, v2.version), (0, 2));
+        // `feed` says no log-probability: those 8 fell back.
+        assert_eq!(ppo.uncorrected, 8);
         // Episode 2 acted by version 0 (the front ran on during the
-        // update), episode 3 by version 2, episode 4 by version 7 (never
-        // published here).
-        for (episode, version, action) in [(2, 0, 0.0), (3, 2, 1.0), (4, 7, 1.0)] {
+        // update), episode 3 by version 2, episode 4 by nobody who said.
+        let actor = |w: &Weights| {
+            let mut q = QPolicy::from_shape(ppo.nets.policy_net.shape().clone(), 5);
+            q.sample = true;
+            q.load(w.version, &w.data).unwrap();
+            Some(q)
+        };
+        let mut said = Vec::new();
+        for (episode, mut by) in [(2, actor(&v0)), (3, actor(&v2)), (4, None)] {
             for t in 0..3 {
-                ppo.acted_with(version);
                 let o = vec![0.1 * t as f32 - 0.05 * episode as f32; 4];
+                let (mut action, mut logp) = (vec![1.0], None);
+                if let Some(q) = &mut by {
+                    q.act_rows(Rows::Values(&o), 1, &mut action);
+                    logp = q.logps().first().copied();
+                    said.push(logp.unwrap());
+                }
                 ppo.observe(&Transition {
                     obs: &o,
-                    action: &[action],
+                    action: &action,
                     reward: 1.0,
                     next_obs: &o,
                     terminated: t == 2,
                     episode,
-                    step: 0,
+                    step: t,
+                    logp,
                 });
             }
             ppo.end_episode(episode);
@@ -461,26 +464,23 @@ mod tests {
         let actions: Vec<f32> = ppo.ready.iter().flat_map(|s| s.actions.clone()).collect();
         let actions = Tensor::from_slice(&actions).view([-1, 1]);
         let segments = std::mem::take(&mut ppo.ready);
-        let versions: Vec<u64> = segments.iter().flat_map(|s| s.versions.clone()).collect();
-        assert_eq!(versions, [0, 0, 0, 2, 2, 2, 7, 7, 7]);
         let mu = Vec::<f32>::try_from(&ppo.behaviour_logp(&segments, &obs, &actions)).unwrap();
         ppo.ready = segments;
         let (under_v0, under_v2) = (logp_under(&ppo, &v0.data), logp_under(&ppo, &v2.data));
-        for (i, &v) in versions.iter().enumerate() {
-            let want = if v == 0 { under_v0[i] } else { under_v2[i] };
-            assert!((mu[i] - want).abs() < 1e-6, "step {i} of version {v}");
+        for i in 0..9 {
+            let want = if i < 3 { under_v0[i] } else { under_v2[i] };
+            assert!((mu[i] - want).abs() < 1e-5, "step {i}: {} vs {want}", mu[i]);
+            if i < 6 {
+                assert_eq!(mu[i], said[i], "step {i} weighs by what it carried");
+            }
         }
         assert!((0..3).any(|i| (under_v0[i] - under_v2[i]).abs() > 1e-4));
-        assert_eq!(ppo.uncorrected, 3);
+        assert_eq!(ppo.uncorrected, 11);
         let scalars = ppo.scalars(0);
         assert!(
-            scalars.contains(&("train/uncorrected_steps", 3.0)),
+            scalars.contains(&("train/uncorrected_steps", 11.0)),
             "{scalars:?}"
         );
-        // A checkpoint's weights start a new history: only they are kept.
-        ppo.load_weights(&v0).unwrap();
-        assert!(ppo.kept.weights_of(0).is_none());
-        assert!(ppo.kept.weights_of(2).is_some());
     }
 
     /// With a recurrent core an episode cut by an update goes on from the
@@ -565,6 +565,7 @@ mod tests {
                 terminated: false,
                 episode: 6,
                 step: 0,
+                logp: None,
             });
             assert_eq!(ppo.train(20), 2 * 3, "{env}");
             assert_eq!((ppo.replay_len(), ppo.train_steps()), (0, 6));

@@ -6,10 +6,11 @@
 //! segment.
 //!
 //! The states are recomputed here with the weights of each update, not
-//! sent by actors: the old log probabilities are the update-time policy's
-//! anyway, and an actor (or the `single` loop) only needs its own state to
-//! act.
+//! sent by actors: the old log probabilities are the actors' own (computed
+//! with the state each acted from), and an actor (or the `single` loop)
+//! only needs its own state to act.
 
+use super::log_prob::or_current;
 use super::{Actor, Ppo, Rollout};
 use crate::agents::sequences::{Padded, start_states, windowed_both};
 use rand::Rng;
@@ -57,10 +58,11 @@ impl Ppo {
             );
             (logits, v.squeeze_dim(1), Tensor::cat(&[p_end, v_end], 1))
         };
+        let (carried, missing) = self.carried_logp(segments);
         // The whole pass, window by window: the old outputs, and the state
         // each piece starts from.
         // (A core's policy is discrete: its parameters are the network's.)
-        let (old_logp, old_v, boot, piece_starts) = tch::no_grad(|| {
+        let (current_logp, old_v, boot, piece_starts) = tch::no_grad(|| {
             let (logits, v, piece_starts, ends) = windowed_both(&self.nets, &seq, &starts);
             for (b, s) in segments.iter().enumerate().skip(finished) {
                 self.carry.insert(s.episode, ends.get(b as i64));
@@ -75,6 +77,14 @@ impl Ppo {
                 piece_starts,
             )
         });
+        // The steps' own behaviour log-probabilities, the update-time
+        // policy's where a step carries none.
+        let carried = seq.spread(&carried);
+        let old_logp = if missing {
+            or_current(&carried, &current_logp)
+        } else {
+            carried
+        };
         let adv = self.gae(segments, &old_v, &boot);
         let returns = &adv + &old_v;
         let (adv, returns) = (seq.spread(&adv), seq.spread(&returns));

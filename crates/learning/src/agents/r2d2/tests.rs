@@ -218,6 +218,7 @@ fn burned_in_sequences_see_what_the_whole_episode_sees() {
             reward: 0.0,
             next_obs: &obs(t + 1),
             terminated: t == 22,
+            logp: None,
         });
     }
     agent.end_episode(4);
@@ -299,6 +300,7 @@ fn sequences_and_priorities_survive_a_checkpoint() {
                 reward: if t == 8 { 1.0 } else { 0.0 },
                 next_obs: &x,
                 terminated: t == 8,
+                logp: None,
             });
             env_steps += 1;
             a.train(env_steps);
@@ -354,6 +356,7 @@ fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
             reward,
             next_obs: &n,
             terminated,
+            logp: None,
         });
         by_values.observe(&Transition {
             episode: 1,
@@ -363,6 +366,7 @@ fn a_byte_envs_sequences_stay_bytes_and_train_as_values_do() {
             reward,
             next_obs: &nv,
             terminated,
+            logp: None,
         });
     }
     by_bytes.end_episode(1);

@@ -58,10 +58,16 @@ pub(super) fn check_experience(
     if let Some(p) = problems.into_iter().flatten().next() {
         return Err(p);
     }
+    if !t.logp.is_empty()
+        && let Some(p) = shape("logp", t.logp.len(), n)
+    {
+        return Err(p);
+    }
     for (what, v) in [
         ("obs", &t.obs),
         ("rewards", &t.rewards),
         ("actions", &t.actions),
+        ("logp", &t.logp),
     ] {
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             return Err((
@@ -69,6 +75,17 @@ pub(super) fn check_experience(
                 format!("experience: `{what}`[{i}] is {}", v[i]),
             ));
         }
+    }
+    if action_space.is_discrete()
+        && let Some(i) = t.logp.iter().position(|&l| l > 0.0)
+    {
+        return Err((
+            ErrorCode::BadShape,
+            format!(
+                "experience: `logp`[{i}] = {} is above 0, not the log of a probability",
+                t.logp[i]
+            ),
+        ));
     }
     if let Some(n_actions) = action_space.n()
         && let Some(i) = t
@@ -158,4 +175,59 @@ pub(super) fn check_submission(
     }
     check_envs(s.faults().iter().map(|f| f.env), n_envs)?;
     check_envs(s.idle_envs().iter().copied(), n_envs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rlfleet_shared::wire::Steps;
+
+    fn batch(logp: Vec<f32>) -> Experience {
+        let mut steps = Steps::default();
+        steps.begin(0, 1, 0, &[0.0; 4], false);
+        steps.step(&[1.0], 1.0, &[0.5; 4], false);
+        steps.step(&[0.0], 1.0, &[0.25; 4], false);
+        steps.logp = logp;
+        Experience::lone("a", steps)
+    }
+
+    /// A batch's log-probabilities are none or one per step, finite, and
+    /// for a discrete action not above 0; each refusal names the problem.
+    #[test]
+    fn log_probabilities_are_checked_and_named() {
+        let shapes = Shapes {
+            obs_dim: 4,
+            obs_u8: false,
+            action_space: Space::Discrete { n: 2 },
+        };
+        let check = |logp: Vec<f32>| check_experience(&batch(logp), &shapes, 1);
+        assert!(check(vec![]).is_ok());
+        assert!(check(vec![-0.5, -0.7]).is_ok());
+        let refused = |logp: Vec<f32>| check(logp).unwrap_err();
+        assert_eq!(
+            refused(vec![-0.5]),
+            (
+                ErrorCode::BadShape,
+                "experience: `logp` has 1 values, expected 2 for 2 steps in 1 runs".into()
+            )
+        );
+        assert_eq!(refused(vec![-0.5, f32::NAN]).0, ErrorCode::NonFinite);
+        assert_eq!(
+            refused(vec![-0.5, f32::NAN]).1,
+            "experience: `logp`[1] is NaN"
+        );
+        assert_eq!(
+            refused(vec![0.5, -0.1]).1,
+            "experience: `logp`[0] = 0.5 is above 0, not the log of a probability"
+        );
+        // A continuous action's density may exceed 1.
+        let boxed = Shapes {
+            action_space: Space::Box {
+                low: vec![-1.0],
+                high: vec![1.0],
+            },
+            ..shapes.clone()
+        };
+        assert!(check_experience(&batch(vec![0.5, 1.5]), &boxed, 1).is_ok());
+    }
 }

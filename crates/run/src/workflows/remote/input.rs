@@ -75,6 +75,10 @@ pub(super) struct Acted {
     pub actions: Vec<f32>,
     /// The version of the weights that chose them.
     pub version: u64,
+    /// Each env's action's log-probability under those weights (`n_envs`
+    /// values, 0 for envs that needed none), from a policy that samples;
+    /// empty otherwise.
+    pub logp: Vec<f32>,
 }
 
 /// What the run thread took out of the pools: batches with their actor's

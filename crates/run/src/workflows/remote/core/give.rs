@@ -127,7 +127,6 @@ impl Core {
         let verdicts = self.judge(conn, e, pooled, resend);
         let mut given = Given::default();
         let (od, ad) = (self.obs_dim(), self.act_dim());
-        self.agent.acted_with(e.policy_version);
         let t = &e.steps;
         let (agent, plays) = (&mut self.agent, &mut self.plays);
         let step = |s: &StepRef| Transition::<'_, u8> {
@@ -138,6 +137,7 @@ impl Core {
             reward: t.rewards[s.step],
             next_obs: &[],
             terminated: s.terminated,
+            logp: t.logp.get(s.step).copied(),
         };
         if let Some(frames) = &mut self.frames {
             // Single frames: each env's stack, kept here, makes the

@@ -198,6 +198,7 @@ impl Front {
                 obs,
                 actions: vec![0.0; n_envs * self.act_dim],
                 version: self.policy.version(),
+                logp: Vec::new(),
             };
             self.forward(vec![forward]);
         } else {
@@ -304,15 +305,21 @@ impl Front {
         self.cores.scatter(rows(), &states);
         self.metrics.inference_batch_size.observe(n as f64);
         let mut items = Vec::with_capacity(pending.len());
+        // The behaviour policy's log-probabilities, for the agent.
+        let chosen_logp = self.policy.logps();
         let mut row = 0;
         let mut waits = Duration::ZERO;
         let answered = pending.len();
         for p in pending {
             let n_envs = p.obs.flags.len();
             let mut actions = vec![0f32; n_envs * ad];
+            let mut logp = vec![0f32; if chosen_logp.is_empty() { 0 } else { n_envs }];
             for &i in &p.act {
                 let i = i as usize;
                 actions[i * ad..(i + 1) * ad].copy_from_slice(&chosen[row * ad..(row + 1) * ad]);
+                if let Some(l) = logp.get_mut(i) {
+                    *l = chosen_logp[row];
+                }
                 row += 1;
             }
             let starts = self.starts_for(p.conn).unwrap_or_default();
@@ -330,6 +337,7 @@ impl Front {
                 obs: p.obs,
                 actions,
                 version: self.policy.version(),
+                logp,
             });
         }
         // Counted before the run hears of the batch: its books, read when

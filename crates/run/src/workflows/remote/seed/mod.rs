@@ -41,15 +41,18 @@ struct EnvTrack {
     prev_action: Vec<f32>,
     /// The version of the weights that chose `prev_action`.
     prev_version: u64,
+    /// Its log-probability under them, from a policy that samples.
+    prev_logp: Option<f32>,
     ret: f64,
     len: u32,
 }
 
 impl EnvTrack {
     /// The observation an action was just chosen for (as values or as
-    /// bytes), that action and the version of the weights that chose it.
-    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32], version: u64) {
-        self.prev_version = version;
+    /// bytes), that action, and the version of the weights that chose it
+    /// with the action's log-probability under them.
+    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32], (version, logp): Acting) {
+        (self.prev_version, self.prev_logp) = (version, logp);
         self.prev_obs.clear();
         self.prev_obs.extend_from_slice(obs);
         self.prev_bytes.clear();
@@ -62,6 +65,10 @@ impl EnvTrack {
         !self.prev_obs.is_empty() || !self.prev_bytes.is_empty()
     }
 }
+
+/// The version of the weights that chose an action, and its
+/// log-probability under them (from a policy that samples).
+type Acting = (u64, Option<f32>);
 
 /// The run-thread side of a `seed` run.
 #[derive(Debug)]
@@ -122,6 +129,7 @@ impl Seed {
             obs: o,
             actions,
             version,
+            logp,
         } = item;
         // A uint8 run's observations reach the agent as bytes.
         let bytes = !o.obs_u8.is_empty();
@@ -159,8 +167,9 @@ impl Seed {
                 (&o.obs[row], &[][..])
             };
             let action = &actions[i * ad..(i + 1) * ad];
+            let acting = (version, logp.get(i).copied());
             if f & flags::FRESH != 0 || !track.remembers() {
-                track.remember(obs, raw, action, version);
+                track.remember(obs, raw, action, acting);
                 continue;
             }
             let terminated = f & flags::TERMINATED != 0;
@@ -172,16 +181,16 @@ impl Seed {
                 reward: o.rewards[i],
                 next_obs: &[],
                 terminated,
+                logp: track.prev_logp,
             };
             // The front may have acted with weights older than the
-            // learner's: reported as the policy lag, and told to the agent
-            // (IMPALA corrects for it).
+            // learner's: reported as the policy lag (the step's `logp` lets
+            // IMPALA and PPO correct for it).
             let lag = core
                 .agent()
                 .train_steps()
                 .saturating_sub(track.prev_version);
             core.policy_lag(lag);
-            core.agent_mut().acted_with(track.prev_version);
             if bytes {
                 core.agent_mut()
                     .observe_bytes(&step.with_obs(&track.prev_bytes, raw));
@@ -198,7 +207,7 @@ impl Seed {
                 ended.push((i as u32, episode, track.ret, track.len));
                 *track = EnvTrack::default();
             } else {
-                track.remember(obs, raw, action, version);
+                track.remember(obs, raw, action, acting);
             }
         }
         let n = core.env_steps() - before;
