@@ -390,6 +390,10 @@ pub(crate) enum What {
         steps: u64,
         #[arg(long, default_value_t = 2)]
         actors: usize,
+        /// Also run each config under the build whose `learner-server` and
+        /// `actor-client` are in this directory (the change's baseline).
+        #[arg(long)]
+        before: Option<PathBuf>,
     },
     /// The same DQN run under every workflow, vs. `single`.
     Workflows {

@@ -257,7 +257,8 @@ fn main() -> anyhow::Result<()> {
             configs,
             steps,
             actors,
-        } => wire::bench(&configs, steps, actors, &cli.out),
+            before,
+        } => wire::bench(&configs, (steps, actors), before.as_deref(), &cli.out),
         What::Workflows {
             steps,
             workflows,

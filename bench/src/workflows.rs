@@ -61,12 +61,23 @@ pub(crate) fn run_local(cfg: &RunConfig, actors: usize, dir: &Path) -> anyhow::R
 /// `lanes` connections.
 pub(crate) fn run_local_envs(
     cfg: &RunConfig,
+    actors: (usize, u32, u32),
+    dir: &Path,
+) -> anyhow::Result<toml::Value> {
+    run_local_on(&learner_server()?, cfg, actors, dir)
+}
+
+/// [`run_local_envs`] with the `learner-server` at `server` (another
+/// build's, beside its `actor-client`).
+pub(crate) fn run_local_on(
+    server: &Path,
+    cfg: &RunConfig,
     (actors, envs, lanes): (usize, u32, u32),
     dir: &Path,
 ) -> anyhow::Result<toml::Value> {
     let path = dir.join(format!("{}.toml", cfg.name));
     std::fs::write(&path, cfg.to_resolved_toml())?;
-    let out = Command::new(learner_server()?)
+    let out = Command::new(server)
         .args([
             "run",
             "--no-progress",

@@ -45,6 +45,8 @@ struct Play<'a, L> {
     running: Vec<usize>,
     obs: Vec<f32>,
     actions: Vec<f32>,
+    /// With a recurrent core: the running envs' states before acting.
+    acted_from: Vec<f32>,
     /// Each env's runs of the batch being played (one env's steps stay
     /// together, each observation once: see [`Steps`]).
     per_env: Vec<Steps>,
@@ -117,6 +119,7 @@ pub(super) async fn play_experience<L: Link>(
         running: Vec::new(),
         obs: Vec::new(),
         actions: Vec::new(),
+        acted_from: Vec::new(),
         per_env: Vec::new(),
         may_trail: w.weights_may_trail,
         apart_from: None,
@@ -273,6 +276,12 @@ impl<L: Link> Play<'_, L> {
                     self.policy.reset_slot(i);
                 }
             }
+            // What each env acts from, sent with a run that starts here.
+            self.acted_from.clear();
+            for &i in running.iter() {
+                self.policy.state_into(i, &mut self.acted_from);
+            }
+            let state_len = self.acted_from.len() / running.len();
             self.policy.act_slots(obs, running, actions);
             let mut ended = false;
             for (k, &i) in running.iter().enumerate() {
@@ -301,6 +310,9 @@ impl<L: Link> Play<'_, L> {
                 {
                     let seen = newest(&obs[k * od..(k + 1) * od], stack);
                     env.begin(i as u32, episode, first, seen, self.obs_u8);
+                    if state_len > 0 {
+                        env.run_state(&self.acted_from[k * state_len..(k + 1) * state_len]);
+                    }
                 }
                 env.step(a, step.reward as f32, newest(&slot.obs, stack), self.obs_u8);
                 if let Some(&logp) = self.policy.logps().get(k) {

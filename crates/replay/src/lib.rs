@@ -7,7 +7,9 @@ mod n_step;
 mod obs_store;
 mod prioritized;
 mod rate_limiter;
+mod sequence_frames;
 mod sequences;
+mod stacked_rows;
 mod uniform;
 
 pub use chains::FrameChains;
@@ -16,5 +18,7 @@ pub use obs_store::{ObsStore, ObsValue};
 pub use prioritized::{Prioritized, SumTree};
 pub use rate_limiter::RateLimiter;
 pub use rlfleet_checkpoint::{Blob, BlobType, ImageError, ReplayImage};
-pub use sequences::{Sequence, SequenceReplay};
+pub use sequence_frames::{FrameRows, SequenceFrames};
+pub use sequences::{SeqObs, Sequence, SequenceReplay};
+pub use stacked_rows::StackedRows;
 pub use uniform::{SampledBatch, Transition, UniformReplay};

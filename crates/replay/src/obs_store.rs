@@ -104,6 +104,21 @@ impl ObsStore {
         }
     }
 
+    /// Whether the values from offset `at` are `row` (as this store keeps
+    /// it: a byte store compares bytes).
+    pub fn equals<T: ObsValue>(&self, at: usize, row: &[T]) -> bool {
+        match self {
+            ObsStore::F32(v) => v[at..at + row.len()]
+                .iter()
+                .zip(row)
+                .all(|(a, b)| *a == b.value()),
+            ObsStore::U8(v) => v[at..at + row.len()]
+                .iter()
+                .zip(row)
+                .all(|(a, b)| *a == b.byte()),
+        }
+    }
+
     /// Reads `out.len()` values from offset `at` into `out`.
     pub fn read(&self, at: usize, out: &mut [f32]) {
         match self {
@@ -160,6 +175,14 @@ impl ObsStore {
 
     pub fn is_bytes(&self) -> bool {
         matches!(self, ObsStore::U8(_))
+    }
+
+    /// Bytes `at..at + len` of a byte store, to write.
+    pub fn bytes_mut(&mut self, at: usize, len: usize) -> &mut [u8] {
+        match self {
+            ObsStore::U8(v) => &mut v[at..at + len],
+            ObsStore::F32(_) => panic!("bytes_mut of an f32 store"),
+        }
     }
 
     /// Copies `out.len()` bytes from offset `at` of a byte store.

@@ -192,6 +192,14 @@ impl ActorPolicy {
         }
     }
 
+    /// Appends env slot `slot`'s recurrent state to `out` (what it acts
+    /// from next; nothing without a core).
+    pub fn state_into(&self, slot: usize, out: &mut Vec<f32>) {
+        if let ActorPolicy::Discrete(q) = self {
+            q.state_into(slot, out);
+        }
+    }
+
     /// Zeros env slot `slot`'s recurrent state (a new episode there).
     pub fn reset_slot(&mut self, slot: usize) {
         if let ActorPolicy::Discrete(q) = self {

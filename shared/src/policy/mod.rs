@@ -132,6 +132,16 @@ impl QPolicy {
         &self.logps
     }
 
+    /// Appends slot `slot`'s recurrent state to `out` (`state_len`
+    /// values: zeros before it first acts; nothing without a core).
+    pub fn state_into(&self, slot: usize, out: &mut Vec<f32>) {
+        let len = self.net.net().state_len();
+        match self.states.get(slot * len..(slot + 1) * len) {
+            Some(s) => out.extend_from_slice(s),
+            None => out.resize(out.len() + len, 0.0),
+        }
+    }
+
     /// Zeros slot `slot`'s recurrent state (its env begins an episode).
     pub fn reset_slot(&mut self, slot: usize) {
         let len = self.net.net().state_len();

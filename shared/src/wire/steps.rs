@@ -73,6 +73,12 @@ impl Steps {
         self.push_obs(next_obs, as_u8);
     }
 
+    /// The policy core's state the open run's first action was chosen
+    /// from (every run of a batch has one, or none has).
+    pub fn run_state(&mut self, state: &[f32]) {
+        self.states.extend_from_slice(state);
+    }
+
     /// The log-probability of the last step's action, from a policy that
     /// gives them (every step of a batch has one, or none has).
     pub fn step_logp(&mut self, logp: f32) {
@@ -98,14 +104,17 @@ impl Steps {
         self.actions.append(&mut other.actions);
         self.rewards.append(&mut other.rewards);
         self.logp.append(&mut other.logp);
+        self.states.append(&mut other.states);
     }
 
     /// Takes the last run out (its episode was abandoned): `obs_dim` and
     /// `act_dim` values per observation and action.
     pub fn drop_last_run(&mut self, obs_dim: usize, act_dim: usize) {
+        let state_len = self.states.len() / self.runs.len().max(1);
         let Some(run) = self.runs.pop() else {
             return;
         };
+        self.states.truncate(self.states.len() - state_len);
         let (rows, steps) = (run.steps as usize + 1, run.steps as usize);
         let obs = if self.obs_u8.is_empty() {
             self.obs.len()
@@ -127,6 +136,7 @@ impl Steps {
         self.actions.clear();
         self.rewards.clear();
         self.logp.clear();
+        self.states.clear();
     }
 
     /// Observation row `row` as f32 into `out` (`obs_dim` values).
@@ -218,8 +228,8 @@ mod tests {
         assert_eq!(s.runs[2].first, 5);
     }
 
-    /// With or without log-probabilities: dropping a run takes its own
-    /// out, and appending keeps them in step with the rewards.
+    /// With or without log-probabilities and run states: dropping a run
+    /// takes its own out, and appending keeps them in step.
     #[test]
     fn an_abandoned_run_leaves_no_trace() {
         for with_logp in [false, true] {
@@ -230,17 +240,23 @@ mod tests {
                     s.step_logp(-r);
                 }
             };
-            s.begin(0, 1, 0, &[0.0, 0.0], false);
+            let begin = |s: &mut Steps, env: u32, episode: u64, o: f32| {
+                s.begin(env, episode, 0, &[o, o], false);
+                if with_logp {
+                    s.run_state(&[o, -o]);
+                }
+            };
+            begin(&mut s, 0, 1, 0.0);
             step(&mut s, 1.0, 1.0, 1.0);
             s.end(true);
             let kept = s.clone();
-            s.begin(0, 2, 0, &[5.0, 5.0], false);
+            begin(&mut s, 0, 2, 5.0);
             step(&mut s, 0.0, 2.0, 6.0);
             step(&mut s, 0.0, 3.0, 7.0);
             s.drop_last_run(2, 1);
             assert_eq!(s, kept);
             let mut other = Steps::default();
-            other.begin(1, 3, 0, &[0.0, 0.0], false);
+            begin(&mut other, 1, 3, 3.0);
             step(&mut other, 1.0, 4.0, 1.0);
             s.append(&mut other);
             let logp: &[f32] = if with_logp { &[-1.0, -4.0] } else { &[] };
@@ -248,6 +264,12 @@ mod tests {
                 (s.rewards.as_slice(), s.logp.as_slice()),
                 (&[1.0, 4.0][..], logp)
             );
+            let states: &[f32] = if with_logp {
+                &[0.0, -0.0, 3.0, -3.0]
+            } else {
+                &[]
+            };
+            assert_eq!(s.states, states);
         }
     }
 

@@ -2,7 +2,7 @@
 //! learner acknowledges in order — a batch of experience, or a request
 //! for work — with what both sides read of it.
 
-use super::messages::{EnvFaultReport, Experience, Message, WorkRequest};
+use super::messages::{EnvFaultReport, Experience, Message, Steps, WorkRequest};
 
 /// What an actor of the experience workflows sends and the learner
 /// acknowledges in order: a batch of experience, or a request for work.
@@ -94,6 +94,24 @@ impl Submission {
         match self {
             Submission::Batch(e) => e.last,
             Submission::Ask(w) => w.last,
+        }
+    }
+}
+
+impl Experience {
+    /// A batch of `steps` and nothing else: the first of session 1 of
+    /// `actor_id`, acted by version 0 (for tests and tools).
+    pub fn lone(actor_id: &str, steps: Steps) -> Experience {
+        Experience {
+            actor_id: actor_id.into(),
+            session_id: 1,
+            seq: 1,
+            policy_version: 0,
+            steps: steps.into(),
+            finished: vec![],
+            faults: vec![],
+            idle_envs: vec![],
+            last: false,
         }
     }
 }

@@ -11,7 +11,7 @@
 //! (truncated backpropagation through time, `agents::sequences`).
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
-use super::rollout::{self, Rollout};
+use super::rollout::{self, Kept, Rollout};
 use super::sequences::{Padded, all_pieces, windowed_both};
 use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
 use crate::agents::{Act, Learn, Parallel, Persist};
@@ -27,8 +27,9 @@ pub struct A2c {
     cfg: A2cConfig,
     nets: PolicyValue,
     obs_dim: usize,
-    /// The env's observations are bytes (kept as bytes).
-    bytes: bool,
+    /// How its rollouts keep observations (bytes for a uint8 env, one
+    /// frame per step of a stack).
+    kept: Kept,
     device: Device,
     open: HashMap<u64, Rollout>,
     ready: VecDeque<Rollout>,
@@ -74,11 +75,16 @@ impl A2c {
             (seed, seed ^ 0xa2c0),
             device,
         );
+        let kept = Kept::of(
+            spec.obs_dtype.is_bytes(),
+            spec.obs_dim(),
+            nets.policy_net.shape(),
+        );
         A2c {
             nets,
             cfg: cfg.clone(),
             obs_dim: spec.obs_dim(),
-            bytes: spec.obs_dtype.is_bytes(),
+            kept,
             device,
             open: HashMap::new(),
             ready: VecDeque::new(),
@@ -94,7 +100,7 @@ impl A2c {
     /// step of `t` (with gradients), and the value after its last step.
     fn outputs(&self, t: &Rollout) -> (Tensor, Tensor, f64) {
         let Some(core) = self.nets.policy_net.shape().core() else {
-            let obs = rows_on_device(&[&t.obs], self.obs_dim, self.device);
+            let obs = Rollout::obs_on_device(&[t], self.device);
             let logits = self.nets.policy_net.forward(&self.nets.policy, &obs);
             let bootstrap = tch::no_grad(|| {
                 let last = rows_on_device(&[&t.last_next], self.obs_dim, self.device);
@@ -169,11 +175,11 @@ impl Act for A2c {
 
 impl Learn for A2c {
     fn observe(&mut self, t: &Transition<'_>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.kept, &mut None, t);
     }
 
     fn observe_bytes(&mut self, t: &Transition<'_, u8>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.kept, &mut None, t);
     }
 
     fn abandon_episode(&mut self, episode: u64) {

@@ -13,6 +13,7 @@ mod dqn;
 mod greedy;
 mod impala;
 mod off_policy;
+mod on_device;
 mod optimizer;
 mod policy_value;
 mod ppo;
@@ -37,9 +38,9 @@ pub use r2d2::R2d2;
 pub use sac::Sac;
 pub use td3::Td3;
 
-use crate::device::upload;
 pub(crate) use crate::device::{copy_into, to_vec};
-use rlfleet_replay::{ObsStore, SampledBatch, Transition};
+pub(crate) use on_device::{batch_on_device, kept_on_device, rows_on_device, stacked_frames};
+use rlfleet_replay::Transition;
 use rlfleet_shared::config::{AgentKind, RunConfig};
 use rlfleet_shared::env::EnvSpec;
 use tch::Device;
@@ -113,6 +114,13 @@ pub trait Act {
 /// Learning: experience in (transition by transition, episode ends,
 /// episodes played again), gradient steps out, and what training reports.
 pub trait Learn {
+    /// The next step of `episode` observed was acted from the recurrent
+    /// state `state` (the policy core's, as the actor or the `seed` front
+    /// held it before acting). An agent whose trajectories train a core
+    /// (PPO, IMPALA) runs the policy from it when the step starts one,
+    /// instead of a state it made itself.
+    fn acted_from(&mut self, _episode: u64, _state: &[f32]) {}
+
     /// Stores experience.
     fn observe(&mut self, t: &Transition<'_>);
 
@@ -306,46 +314,6 @@ pub(crate) fn check_weights(data: &[f32], expected: usize) -> Result<(), AgentEr
         Some(i) => Err(AgentError::NonFinite(i)),
         None => Ok(()),
     }
-}
-
-/// A sampled batch on `device`: its observations and next observations
-/// `[2 * batch, obs_dim]` (uint8 when the replay keeps bytes: they cross
-/// to the device as bytes and the network converts them there), and
-/// `data` (actions, rewards and discounts at the batch's offsets; the
-/// observations too when they are f32).
-pub(crate) fn batch_on_device(batch: &SampledBatch, device: Device) -> (tch::Tensor, tch::Tensor) {
-    let (b, od) = (batch.batch as i64, batch.obs_dim as i64);
-    let data = upload(&batch.data, &[batch.data.len() as i64], device);
-    let both = if batch.bytes {
-        upload(&batch.obs_bytes, &[2 * b, od], device)
-    } else {
-        data.narrow(0, 0, 2 * b * od).view([2 * b, od])
-    };
-    (both, data)
-}
-
-/// The rows of `parts`, one after the other, on `device` as `[rows,
-/// obs_dim]` f32: a byte store's rows cross as bytes and become values
-/// there (an on-policy agent's trajectories).
-pub(crate) fn rows_on_device(parts: &[&ObsStore], obs_dim: usize, device: Device) -> tch::Tensor {
-    // Each part crosses from its own store (no joined host copy first),
-    // and the parts meet on the device.
-    let od = obs_dim as i64;
-    let on: Vec<tch::Tensor> = parts
-        .iter()
-        .map(|p| match p {
-            ObsStore::U8(v) => upload(v, &[v.len() as i64 / od, od], device),
-            ObsStore::F32(v) => upload(v, &[v.len() as i64 / od, od], device),
-        })
-        .collect();
-    assert!(
-        on.windows(2).all(|w| w[0].kind() == w[1].kind()),
-        "rows of bytes and values together"
-    );
-    if on.is_empty() {
-        return tch::Tensor::zeros([0, od], (tch::Kind::Float, device));
-    }
-    tch::Tensor::cat(&on, 0).to_kind(tch::Kind::Float)
 }
 
 /// The gradients of `loss` with respect to each of `params`, as fresh

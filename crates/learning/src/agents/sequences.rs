@@ -3,10 +3,8 @@
 //! window by window ([`windowed`]): what PPO's and IMPALA's recurrent
 //! updates share.
 
-use super::rollout::Rollout;
-use super::rows_on_device;
+use super::rollout::{Rollout, lasts_on_device};
 use crate::nets::FlatNet;
-use rlfleet_replay::ObsStore;
 use tch::{Kind, Tensor};
 
 /// Segments as `[steps, batch]` sequences: sequence `b` holds segment
@@ -35,15 +33,16 @@ impl Padded {
         let (n, batch) = (lens.iter().sum::<i64>(), lens.len() as i64);
         let longest = lens.iter().max().copied().unwrap_or(0) + 1;
         let steps = (longest + window - 1) / window * window;
-        let parts: Vec<&ObsStore> = segments
-            .iter()
-            .map(|s| &s.obs)
-            .chain(segments.iter().map(|s| &s.last_next))
-            .collect();
         // Every step's row, every segment's last observation, one zero row.
-        let all = rows_on_device(&parts, obs_dim, device);
         let zero = Tensor::zeros([1, obs_dim as i64], (Kind::Float, device));
-        let all = Tensor::cat(&[all, zero], 0);
+        let all = Tensor::cat(
+            &[
+                Rollout::obs_on_device(segments, device),
+                lasts_on_device(segments, obs_dim, device),
+                zero,
+            ],
+            0,
+        );
         let mut index = vec![n + batch; (steps * batch) as usize];
         let mut keep = vec![0f32; (steps * batch) as usize];
         let (mut rows, mut boot_rows) = (Vec::with_capacity(n as usize), Vec::new());
@@ -166,17 +165,28 @@ pub(crate) fn all_pieces(
     out.index_select(0, &Tensor::from_slice(&back).to_device(device))
 }
 
-/// The states `episodes` start from: each one's carried state (taken out of
-/// `carry`), or zeros for an episode not seen before (`[episodes, width]`).
+/// The states `segments` start from (`[segments, width]`, the policy's
+/// then the value's): each one's carried state (taken out of `carry`), or
+/// zeros for an episode not seen before; the policy's part is the actor's
+/// where it said what it acted the segment's first step from.
 pub(crate) fn start_states(
     carry: &mut std::collections::HashMap<u64, Tensor>,
-    episodes: impl Iterator<Item = u64>,
+    segments: &[&Rollout],
     width: i64,
     device: tch::Device,
 ) -> Tensor {
     let zeros = Tensor::zeros([width], (Kind::Float, device));
-    let starts: Vec<Tensor> = episodes
-        .map(|e| carry.remove(&e).unwrap_or_else(|| zeros.copy()))
+    let starts: Vec<Tensor> = segments
+        .iter()
+        .map(|s| {
+            let mut start = carry.remove(&s.episode).unwrap_or_else(|| zeros.copy());
+            if let Some(actor) = &s.start {
+                let n = actor.len() as i64;
+                let actor = Tensor::from_slice(actor).to_device(device);
+                start = Tensor::cat(&[actor, start.narrow(0, n, width - n)], 0);
+            }
+            start
+        })
         .collect();
     Tensor::stack(&starts, 0)
 }

@@ -28,6 +28,11 @@ pub struct Steps {
     /// empty, from a policy that gives none (epsilon-greedy). PPO and
     /// IMPALA weigh each step by it.
     pub logp: Vec<f32>,
+    /// With a recurrent core: the policy core's state each run's first
+    /// action was chosen from, `runs × state_len` values; or empty. PPO
+    /// and IMPALA run their policy from it where the run starts their
+    /// trajectory.
+    pub states: Vec<f32>,
 }
 
 /// One run of [`Steps`]: `steps` steps of `env` in `episode`.
@@ -97,24 +102,6 @@ pub struct Experience {
     /// has no episode to give it, this is its end sentinel
     /// (`rma-queue-pop-all`).
     pub last: bool,
-}
-
-impl Experience {
-    /// A batch of `steps` and nothing else: the first of session 1 of
-    /// `actor_id`, acted by version 0 (for tests and tools).
-    pub fn lone(actor_id: &str, steps: Steps) -> Experience {
-        Experience {
-            actor_id: actor_id.into(),
-            session_id: 1,
-            seq: 1,
-            policy_version: 0,
-            steps: steps.into(),
-            finished: vec![],
-            faults: vec![],
-            idle_envs: vec![],
-            last: false,
-        }
-    }
 }
 
 /// "Give me work" (the experience workflows): the actor has envs with

@@ -4,7 +4,7 @@
 //! sampling over the ring's slots when configured, and the batch a
 //! gradient step reads.
 
-use crate::agents::AgentError;
+use crate::agents::{AgentError, stacked_frames};
 use rand::Rng;
 use rand_pcg::Pcg64;
 use rlfleet_replay::{
@@ -257,13 +257,4 @@ fn store<'a, T: ObsValue>(
             per.pushed(slot);
         }
     }
-}
-
-/// The bytes of one frame and the frames in a stack, when the network
-/// reads a channels-first stack of uint8 frames (the replay then keeps
-/// each frame once).
-fn stacked_frames(shape: &NetShape) -> Option<(usize, usize)> {
-    let t = shape.torso()?;
-    let [c, h, w] = t.input;
-    (t.bytes && !t.channels_last && c > 1).then_some((h * w, c))
 }

@@ -15,10 +15,10 @@ mod objective;
 mod recurrent;
 
 use super::policy_value::{PolicyValue, SoftmaxActor};
-use super::rollout::{self, Rollout};
-use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
+use super::rollout::{self, Kept, Rollout};
+use super::{AgentError, AgentState, Weights, check_weights};
 use crate::agents::{Act, Learn, Parallel, Persist};
-use rlfleet_replay::{ObsStore, ObsValue, Transition};
+use rlfleet_replay::{ObsValue, Transition};
 use rlfleet_shared::config::ImpalaConfig;
 use rlfleet_shared::env::EnvSpec;
 use rlfleet_shared::nets::{ConvTorso, Core};
@@ -42,8 +42,9 @@ pub struct Impala {
     cfg: ImpalaConfig,
     nets: PolicyValue,
     obs_dim: usize,
-    /// The env's observations are bytes (kept as bytes).
-    bytes: bool,
+    /// How its rollouts keep observations (bytes for a uint8 env, one
+    /// frame per step of a stack).
+    kept: Kept,
     device: Device,
     open: HashMap<u64, Unroll>,
     ready: Vec<Unroll>,
@@ -58,6 +59,9 @@ pub struct Impala {
     last_rho: Option<RhoStats>,
     /// Acting in this process (`single`).
     actor: SoftmaxActor,
+    /// The state the next step observed was acted from, when the actor
+    /// said and the step starts its episode's trajectory.
+    acted_from: Option<(u64, Vec<f32>)>,
     /// With a recurrent core: each unfinished episode's states (policy's
     /// then value's) where its trained steps ended.
     carry: HashMap<u64, Tensor>,
@@ -99,11 +103,16 @@ impl Impala {
             (seed, seed ^ 0x1a1a),
             device,
         );
+        let kept = Kept::of(
+            spec.obs_dtype.is_bytes(),
+            spec.obs_dim(),
+            nets.policy_net.shape(),
+        );
         Impala {
             nets,
             cfg: cfg.clone(),
             obs_dim: spec.obs_dim(),
-            bytes: spec.obs_dtype.is_bytes(),
+            kept,
             device,
             open: HashMap::new(),
             ready: Vec::new(),
@@ -114,6 +123,7 @@ impl Impala {
             last_entropy: None,
             last_rho: None,
             actor,
+            acted_from: None,
             carry: HashMap::new(),
             max_seq_len: max_seq_len.max(1),
             #[cfg(test)]
@@ -128,7 +138,7 @@ impl Impala {
     }
 
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.kept, &mut self.acted_from, t);
         self.held += 1;
     }
 
@@ -183,11 +193,7 @@ impl Impala {
         if self.nets.policy_net.shape().core().is_some() {
             return self.update_recurrent(&unrolls, &finished);
         }
-        let rows = |f: &dyn Fn(&Unroll) -> &ObsStore| {
-            let parts: Vec<&ObsStore> = unrolls.iter().map(f).collect();
-            rows_on_device(&parts, self.obs_dim, self.device)
-        };
-        let (obs, lasts) = (rows(&|u| &u.obs), rows(&|u| &u.last_next));
+        let (obs, lasts) = rollout::on_device(&unrolls, self.obs_dim, self.device);
         let actions = self.actions(&unrolls);
         let mu = rollout::behaviour(&unrolls);
         for _ in 0..self.cfg.n_epochs {
@@ -226,6 +232,13 @@ impl Act for Impala {
 }
 
 impl Learn for Impala {
+    fn acted_from(&mut self, episode: u64, state: &[f32]) {
+        // Only a trajectory's first step starts from it.
+        if !self.open.contains_key(&episode) {
+            self.acted_from = Some((episode, state.to_vec()));
+        }
+    }
+
     fn observe(&mut self, t: &Transition<'_>) {
         self.observe_step(t);
     }

@@ -20,8 +20,7 @@ impl Impala {
         let window = i64::from(self.max_seq_len);
         let parts: Vec<&Rollout> = unrolls.iter().collect();
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
-        let episodes = unrolls.iter().map(|u| u.episode);
-        let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
+        let starts = start_states(&mut self.carry, &parts, 2 * len, self.device);
         let padded_actions = seq.spread(&self.actions(unrolls));
         let logp_of = |logits: &Tensor| {
             logits

@@ -29,11 +29,13 @@ fn obs_at(episode: u64, t: usize) -> [f32; 4] {
 }
 
 /// Who chooses the actions of [`play`]: the agent itself (as under
-/// `single`), an actor with published weights (its env slot 0), or
-/// nobody who says a log-probability.
+/// `single`), an actor with published weights (its env slot 0; `Stating`:
+/// one that also says the state it acted the first step from, as actors
+/// with a core do at a run's start), or nobody who says a log-probability.
 enum By<'a> {
     Agent,
     Actor(&'a mut QPolicy),
+    Stating(&'a mut QPolicy),
     Unsaid,
 }
 
@@ -47,9 +49,14 @@ fn play(
     ends: bool,
 ) -> Vec<f32> {
     let mut by = by;
-    if let (By::Actor(q), 0) = (&mut by, from) {
+    if let (By::Actor(q) | By::Stating(q), 0) = (&mut by, from) {
         // A new episode: a recurrent core starts from zeros.
         q.reset_slot(0);
+    }
+    if let By::Stating(q) = &mut by {
+        let mut state = Vec::new();
+        q.state_into(0, &mut state);
+        agent.acted_from(episode, &state);
     }
     let mut said = Vec::new();
     for t in from..to {
@@ -60,7 +67,7 @@ fn play(
                 agent.act(&obs, 0, &mut action);
                 agent.last_logp()
             }
-            By::Actor(q) => {
+            By::Actor(q) | By::Stating(q) => {
                 let mut picked = Vec::new();
                 q.act_slots(Rows::Values(&obs), &[0], &mut picked);
                 action[0] = picked[0];
@@ -111,7 +118,7 @@ fn the_behaviour_policy_is_the_log_probability_each_step_carries() {
     agent.end_episode(2);
     let params = Tensor::from_slice(&v0.data);
     let u = &agent.ready[0];
-    let obs = rows_on_device(&[&u.obs], agent.obs_dim, Device::Cpu);
+    let obs = Rollout::obs_on_device(&[u], Device::Cpu);
     let logp = agent
         .nets
         .policy_net
@@ -272,4 +279,43 @@ fn recurrent_mu_for_steps_of_two_versions_in_turn_is_the_actor_s_own() {
     assert_eq!(agent.train(24), 1);
     assert_eq!(agent.last_mu, said);
     assert_eq!(agent.uncorrectable(), 0);
+}
+
+/// An unroll runs the policy from the state its actor says it acted the
+/// first step from: an actor whose core's state was made by other weights
+/// than the learner's (so the learner's carried state is not the actor's)
+/// acts on with the learner's weights, and the update's first epoch is on
+/// policy (every ρ is 1); from the learner's own carried state it is not.
+#[test]
+fn an_unroll_starts_from_the_state_its_actor_acted_from() {
+    let core = Core { size: 6, layers: 1 };
+    let rho_after = |stating: bool| {
+        let mut agent =
+            Impala::with_core(&cfg(20, 1), &spec(), None, (Some(core), 4), 3, Device::Cpu);
+        let other = Impala::with_core(&cfg(20, 1), &spec(), None, (Some(core), 4), 99, Device::Cpu);
+        // Steps 0..20 acted by other weights: the learner's carry for the
+        // episode is its own weights' state, not the actor's.
+        let mut actor = actor_of(&agent, &other.weights());
+        play(&mut agent, 2, (0, 20), By::Actor(&mut actor), false);
+        assert_eq!(agent.train(20), 1);
+        // Then the learner's weights, from the actor's state.
+        let now = agent.weights();
+        actor.load(now.version, &now.data).unwrap();
+        let by = if stating {
+            By::Stating(&mut actor)
+        } else {
+            By::Actor(&mut actor)
+        };
+        play(&mut agent, 2, (20, 40), by, true);
+        agent.end_episode(2);
+        assert_eq!(agent.train(40), 1);
+        agent.last_rho.unwrap()
+    };
+    let rho = rho_after(true);
+    assert!(
+        (rho.mean - 1.0).abs() < 1e-5 && rho.clipped == 0.0,
+        "{rho:?}"
+    );
+    let rho = rho_after(false);
+    assert!((rho.mean - 1.0).abs() > 1e-4, "{rho:?}");
 }

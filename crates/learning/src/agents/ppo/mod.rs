@@ -25,13 +25,13 @@ mod objective;
 mod recurrent;
 
 use super::policy_value::PolicyValue;
-use super::rollout::{self, Rollout};
-use super::{AgentError, AgentState, Weights, check_weights, rows_on_device};
+use super::rollout::{self, Kept, Rollout};
+use super::{AgentError, AgentState, Weights, check_weights};
 use crate::agents::{Act, Learn, Parallel, Persist};
 use crate::nets::FlatNet;
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
-use rlfleet_replay::{ObsStore, ObsValue, Transition};
+use rlfleet_replay::{ObsValue, Transition};
 use rlfleet_shared::config::PpoConfig;
 use rlfleet_shared::env::{EnvSpec, Space};
 use rlfleet_shared::nets::{ConvTorso, Core, NetShape};
@@ -51,8 +51,9 @@ pub struct Ppo {
     cfg: PpoConfig,
     nets: PolicyValue,
     obs_dim: usize,
-    /// The env's observations are bytes (kept as bytes).
-    bytes: bool,
+    /// How its rollouts keep observations (bytes for a uint8 env, one
+    /// frame per step of a stack).
+    kept: Kept,
     /// Scalars per action (1 for a discrete index).
     act_dim: usize,
     discrete: bool,
@@ -69,6 +70,9 @@ pub struct Ppo {
     last_loss: Option<Tensor>,
     /// The policy's mean entropy at the latest step.
     last_entropy: Option<Tensor>,
+    /// The state the next step observed was acted from, when the actor
+    /// said and the step starts its episode's trajectory.
+    acted_from: Option<(u64, Vec<f32>)>,
     /// With a recurrent core: each unfinished episode's states (policy's
     /// then value's, `[2 * state_len]`) where its trained steps ended.
     carry: HashMap<u64, Tensor>,
@@ -140,11 +144,12 @@ impl Ppo {
             policy = Tensor::cat(&[policy, log_std], 0);
         }
         let value = value_net.init(device);
+        let kept = Kept::of(spec.obs_dtype.is_bytes(), obs_dim, policy_net.shape());
         Ppo {
             nets: PolicyValue::new(policy_net, value_net, policy, value, cfg.lr),
             cfg: cfg.clone(),
             obs_dim,
-            bytes: spec.obs_dtype.is_bytes(),
+            kept,
             act_dim,
             discrete,
             device,
@@ -158,6 +163,7 @@ impl Ppo {
             train_steps: 0,
             last_loss: None,
             last_entropy: None,
+            acted_from: None,
             carry: HashMap::new(),
             max_seq_len: max_seq_len.max(1),
             uncorrected: 0,
@@ -170,7 +176,7 @@ impl Ppo {
 
     /// Holds `t` in its episode's segment.
     fn observe_step<T: ObsValue>(&mut self, t: &Transition<'_, T>) {
-        rollout::keep(&mut self.open, self.bytes, t);
+        rollout::keep(&mut self.open, self.kept, &mut self.acted_from, t);
         self.held += 1;
     }
 
@@ -188,11 +194,7 @@ impl Ppo {
             return self.update_recurrent(&segments, finished);
         }
         let (od, ad) = (self.obs_dim, self.act_dim as i64);
-        let rows = |f: &dyn Fn(&Rollout) -> &ObsStore| {
-            let parts: Vec<&ObsStore> = segments.iter().map(f).collect();
-            rows_on_device(&parts, od, self.device)
-        };
-        let (obs, lasts) = (rows(&|s| &s.obs), rows(&|s| &s.last_next));
+        let (obs, lasts) = rollout::on_device(&segments, od, self.device);
         let actions: Vec<f32> = segments
             .iter()
             .flat_map(|s| s.actions.iter().copied())
@@ -262,6 +264,13 @@ impl Act for Ppo {
 }
 
 impl Learn for Ppo {
+    fn acted_from(&mut self, episode: u64, state: &[f32]) {
+        // Only a trajectory's first step starts from it.
+        if !self.open.contains_key(&episode) {
+            self.acted_from = Some((episode, state.to_vec()));
+        }
+    }
+
     fn observe(&mut self, t: &Transition<'_>) {
         self.observe_step(t);
     }
@@ -391,7 +400,7 @@ mod tests {
         let params = Tensor::from_slice(weights);
         let mut out = Vec::new();
         for s in ppo.ready.iter() {
-            let obs = rows_on_device(&[&s.obs], ppo.obs_dim, Device::Cpu);
+            let obs = Rollout::obs_on_device(&[s], Device::Cpu);
             let logp = ppo
                 .nets
                 .policy_net
@@ -459,8 +468,8 @@ mod tests {
             }
             ppo.end_episode(episode);
         }
-        let parts: Vec<&ObsStore> = ppo.ready.iter().map(|s| &s.obs).collect();
-        let obs = rows_on_device(&parts, 4, Device::Cpu);
+        let parts: Vec<&Rollout> = ppo.ready.iter().collect();
+        let obs = Rollout::obs_on_device(&parts, Device::Cpu);
         let actions: Vec<f32> = ppo.ready.iter().flat_map(|s| s.actions.clone()).collect();
         let actions = Tensor::from_slice(&actions).view([-1, 1]);
         let segments = std::mem::take(&mut ppo.ready);

@@ -32,8 +32,7 @@ impl Ppo {
         let window = i64::from(self.max_seq_len);
         let parts: Vec<&Rollout> = segments.iter().collect();
         let seq = Padded::new(&parts, self.obs_dim, window, self.device);
-        let episodes = segments.iter().map(|s| s.episode);
-        let starts = start_states(&mut self.carry, episodes, 2 * len, self.device);
+        let starts = start_states(&mut self.carry, &parts, 2 * len, self.device);
         let actions: Vec<f32> = segments
             .iter()
             .flat_map(|s| s.actions.iter().copied())

@@ -7,7 +7,6 @@
 //! rescaling h and its inverse.
 
 use rlfleet_replay::{ObsStore, Sequence};
-use rlfleet_shared::nets::Rows;
 use tch::Tensor;
 
 /// Host arrays, time-major (`[t * batch + b]`); observations as the
@@ -41,9 +40,7 @@ impl Layout {
         gamma: f64,
     ) -> Layout {
         let b = seqs.len();
-        let bytes = seqs
-            .first()
-            .is_some_and(|s| matches!(s.obs, Rows::Bytes(_)));
+        let bytes = seqs.first().is_some_and(|s| s.obs.is_bytes());
         let mut l = Layout {
             x_burn: ObsStore::new(burn * b * od, bytes),
             x_main: ObsStore::new((unroll + 1) * b * od, bytes),
@@ -62,14 +59,13 @@ impl Layout {
                 "a sequence of this run"
             );
             l.states.extend_from_slice(s.state);
-            let row = |t: usize| s.obs.slice(t * od, od);
             for t in 0..beta {
                 let pos = (burn - beta + t) * b + j;
-                l.x_burn.write_rows(pos * od, row(t));
+                s.obs.write_row(t, od, &mut l.x_burn, pos * od);
             }
             for t in 0..=len {
                 let pos = t * b + j;
-                l.x_main.write_rows(pos * od, row(beta + t));
+                s.obs.write_row(beta + t, od, &mut l.x_main, pos * od);
             }
             for t in 0..len {
                 let pos = t * b + j;

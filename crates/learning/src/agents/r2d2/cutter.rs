@@ -11,7 +11,7 @@
 //! open episode's state through the caller's copy of the network as the
 //! steps come in, as the actor that played them did.
 
-use rlfleet_replay::{ObsStore, Sequence};
+use rlfleet_replay::{ObsStore, SeqObs, Sequence};
 use rlfleet_shared::nets::Rows;
 use std::collections::{HashMap, VecDeque};
 
@@ -116,7 +116,7 @@ impl Cutter {
             let k = ep.sent;
             let (start, drop_to) = (self.start_of(k), self.start_of(k + 1));
             let ep = self.open.get_mut(&s.episode).expect("just used");
-            send(ep, start, k * self.unroll - start, od, emit);
+            send((s.episode, ep), start, k * self.unroll - start, od, emit);
             ep.sent += 1;
             // What the next sequence does not read goes.
             let cut = drop_to - ep.first;
@@ -139,7 +139,13 @@ impl Cutter {
         let k = ep.sent;
         if ep.next > k * self.unroll {
             let start = self.start_of(k);
-            send(&ep, start, k * self.unroll - start, self.obs_dim, emit);
+            send(
+                (episode, &ep),
+                start,
+                k * self.unroll - start,
+                self.obs_dim,
+                emit,
+            );
         }
     }
 
@@ -159,9 +165,15 @@ impl Cutter {
     }
 }
 
-/// Sends the held steps from `start` to the latest as one sequence whose
-/// first `burn` steps only rebuild the state.
-fn send(ep: &Open, start: usize, burn: usize, od: usize, emit: impl FnOnce(&Sequence<'_>)) {
+/// Sends the held steps of `episode` from `start` to the latest as one
+/// sequence whose first `burn` steps only rebuild the state.
+fn send(
+    (episode, ep): (u64, &Open),
+    start: usize,
+    burn: usize,
+    od: usize,
+    emit: impl FnOnce(&Sequence<'_>),
+) {
     let from = start - ep.first;
     let state = &ep
         .starts
@@ -173,11 +185,13 @@ fn send(ep: &Open, start: usize, burn: usize, od: usize, emit: impl FnOnce(&Sequ
     obs.push_rows(ep.obs.rows(from * od, ep.obs.len() - from * od));
     obs.push_rows(ep.last_next.rows(0, ep.last_next.len()));
     emit(&Sequence {
-        obs: obs.rows(0, obs.len()),
+        obs: SeqObs::Rows(obs.rows(0, obs.len())),
         actions: &ep.actions[from..],
         rewards: &ep.rewards[from..],
         state,
         burn: burn as u32,
         terminated: ep.terminated,
+        episode,
+        first: start as u32,
     });
 }

@@ -104,14 +104,24 @@ impl R2d2 {
                 .expect("built for the same network");
         }
         actor.epsilon = cfg.ladder_epsilon(0) as f32;
+        let capacity = cfg.buffer_size as usize;
+        let mut replay = SequenceReplay::new(
+            capacity,
+            spec.obs_dim(),
+            core.state_len(),
+            cutter.max_steps(),
+            spec.obs_dtype.is_bytes(),
+        );
+        if let Some((frame, k)) = super::stacked_frames(&shape) {
+            // Each slot adds about an unroll of new frames (the burn-in's
+            // are the sequence before's); a quarter more for episodes'
+            // first stacks and last observations, and for episodes whose
+            // sequences come far apart.
+            let frames = (capacity * unroll * 5 / 4).max((cutter.max_steps() + 1) * k);
+            replay = replay.with_frames((frame, k), frames);
+        }
         R2d2 {
-            replay: SequenceReplay::new(
-                cfg.buffer_size as usize,
-                spec.obs_dim(),
-                core.state_len(),
-                cutter.max_steps(),
-                spec.obs_dtype.is_bytes(),
-            ),
+            replay,
             per: Prioritized::new(cfg.buffer_size as usize, cfg.priority_exponent),
             cutter,
             tracker: if conv {
@@ -199,8 +209,12 @@ impl R2d2 {
         per: &mut Prioritized,
     ) -> impl FnOnce(&rlfleet_replay::Sequence<'_>) {
         move |s| {
-            let slot = replay.push(s);
+            let (slot, dead) = replay.push(s);
             per.pushed(slot);
+            // Slots whose frames the replay's ring came round to.
+            for d in dead {
+                per.withhold(d);
+            }
         }
     }
 }
@@ -237,6 +251,7 @@ impl Learn for R2d2 {
     fn end_episode(&mut self, episode: u64) {
         self.cutter
             .end(episode, Self::store(&mut self.replay, &mut self.per));
+        self.replay.forget(episode);
         // `single`'s next episode: a fresh state, the next rung.
         self.episodes += 1;
         self.actor.reset_slot(0);
@@ -245,6 +260,7 @@ impl Learn for R2d2 {
 
     fn abandon_episode(&mut self, episode: u64) {
         self.cutter.abandon(episode);
+        self.replay.forget(episode);
     }
 
     fn open_episodes(&self) -> usize {
@@ -349,6 +365,10 @@ impl Persist for R2d2 {
     fn restore_replay(&mut self, img: &ReplayImage) -> Result<(), AgentError> {
         self.replay.restore(img)?;
         self.per.restore(img, self.replay.len())?;
+        // Slots whose frames did not fit the ring again are never drawn.
+        for slot in (0..self.replay.len()).filter(|&s| !self.replay.alive(s)) {
+            self.per.withhold(slot);
+        }
         self.cutter.abandon_all();
         Ok(())
     }

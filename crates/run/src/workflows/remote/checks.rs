@@ -17,6 +17,8 @@ pub(super) struct Shapes {
     /// Observations travel as uint8 (`Welcome.obs_u8`).
     pub obs_u8: bool,
     pub action_space: Space,
+    /// Values of the policy core's state (0: no core).
+    pub state_len: usize,
 }
 
 /// Checks a batch against the run's spaces; names the first problem.
@@ -63,11 +65,17 @@ pub(super) fn check_experience(
     {
         return Err(p);
     }
+    if !t.states.is_empty()
+        && let Some(p) = shape("states", t.states.len(), t.runs.len() * shapes.state_len)
+    {
+        return Err(p);
+    }
     for (what, v) in [
         ("obs", &t.obs),
         ("rewards", &t.rewards),
         ("actions", &t.actions),
         ("logp", &t.logp),
+        ("states", &t.states),
     ] {
         if let Some(i) = v.iter().position(|x| !x.is_finite()) {
             return Err((
@@ -199,6 +207,7 @@ mod tests {
             obs_dim: 4,
             obs_u8: false,
             action_space: Space::Discrete { n: 2 },
+            state_len: 3,
         };
         let check = |logp: Vec<f32>| check_experience(&batch(logp), &shapes, 1);
         assert!(check(vec![]).is_ok());
@@ -219,6 +228,21 @@ mod tests {
         assert_eq!(
             refused(vec![0.5, -0.1]).1,
             "experience: `logp`[0] = 0.5 is above 0, not the log of a probability"
+        );
+        // A recurrent state per run, of the core's size.
+        let with_states = |states: Vec<f32>| {
+            let mut e = batch(vec![]);
+            std::sync::Arc::make_mut(&mut e.steps).states = states;
+            check_experience(&e, &shapes, 1)
+        };
+        assert!(with_states(vec![0.5, -0.5, 0.0]).is_ok());
+        assert_eq!(
+            with_states(vec![0.5]).unwrap_err().1,
+            "experience: `states` has 1 values, expected 3 for 2 steps in 1 runs"
+        );
+        assert_eq!(
+            with_states(vec![0.5, f32::INFINITY, 0.0]).unwrap_err().0,
+            ErrorCode::NonFinite
         );
         // A continuous action's density may exceed 1.
         let boxed = Shapes {

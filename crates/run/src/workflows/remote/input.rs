@@ -79,6 +79,10 @@ pub(super) struct Acted {
     /// values, 0 for envs that needed none), from a policy that samples;
     /// empty otherwise.
     pub logp: Vec<f32>,
+    /// With a recurrent core: each env's state before the front acted
+    /// (`n_envs * state_len` values, zeros for envs that needed none);
+    /// empty otherwise.
+    pub states: Vec<f32>,
 }
 
 /// What the run thread took out of the pools: batches with their actor's

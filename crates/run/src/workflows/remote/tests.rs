@@ -575,6 +575,7 @@ fn seed_assembles_transitions_per_env_and_hands_out_the_next_episode() {
             actions: vec![1.0, 0.0],
             version: 0,
             logp: Vec::new(),
+            states: Vec::new(),
         }])
     };
     h.input(Input::Internal(acted(1, 0.0, 0.0, [flags::FRESH; 2])));

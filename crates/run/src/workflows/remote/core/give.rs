@@ -139,6 +139,13 @@ impl Core {
             terminated: s.terminated,
             logp: t.logp.get(s.step).copied(),
         };
+        // A run's first step was acted from the state the batch says.
+        let sl = t.states.len() / t.runs.len().max(1);
+        let acted_from = |agent: &mut Box<dyn Agent>, s: &StepRef| {
+            if sl > 0 && s.index == t.runs[s.run].first {
+                agent.acted_from(s.episode, &t.states[s.run * sl..(s.run + 1) * sl]);
+            }
+        };
         if let Some(frames) = &mut self.frames {
             // Single frames: each env's stack, kept here, makes the
             // observations.
@@ -147,6 +154,7 @@ impl Core {
                     if let Some((obs, next)) = stacks
                         && admit(agent.as_mut(), plays, &verdicts, s, &mut given)
                     {
+                        acted_from(agent, s);
                         agent.observe(&step(s).with_obs(obs, next));
                     }
                 }),
@@ -155,6 +163,7 @@ impl Core {
                     if let Some((obs, next)) = stacks
                         && admit(agent.as_mut(), plays, &verdicts, s, &mut given)
                     {
+                        acted_from(agent, s);
                         agent.observe_bytes(&step(s).with_obs(obs, next));
                     }
                 }),
@@ -178,6 +187,7 @@ impl Core {
                 }
                 t.obs_into(s.obs + 1, &mut next);
                 have = s.obs + 1;
+                acted_from(agent, &s);
                 agent.observe(&step(&s).with_obs(&obs, &next));
             }
         }

@@ -256,6 +256,11 @@ impl Core {
             obs_dim: self.frame_dim(),
             obs_u8: self.spec.obs_dtype.is_bytes(),
             action_space: self.spec.action_space.clone(),
+            state_len: self
+                .cfg()
+                .policy_net(&self.spec)
+                .core
+                .map_or(0, |c| c.state_len()),
         }
     }
 

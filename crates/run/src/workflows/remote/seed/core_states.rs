@@ -24,6 +24,11 @@ impl CoreStates {
         }
     }
 
+    /// Values of one env's state (0: the network has no core).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
     /// A request from `conn` for its envs with their `flags`: a new
     /// connection's envs start from zeros (the states of connections that
     /// `live` no longer has go), and an env whose observation is its

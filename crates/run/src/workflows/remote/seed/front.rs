@@ -199,6 +199,7 @@ impl Front {
                 actions: vec![0.0; n_envs * self.act_dim],
                 version: self.policy.version(),
                 logp: Vec::new(),
+                states: Vec::new(),
             };
             self.forward(vec![forward]);
         } else {
@@ -291,6 +292,9 @@ impl Front {
                 .flat_map(|p| p.act.iter().map(move |&i| (p.conn, i)))
         };
         let mut states = self.cores.gather(rows());
+        // What each env acts from, for the agent (states advance below).
+        let before = states.clone();
+        let sl = self.cores.len();
         let eps = self.ladder.epsilons(rows());
         let (bytes, values);
         let obs = if self.obs_u8 {
@@ -314,12 +318,14 @@ impl Front {
             let n_envs = p.obs.flags.len();
             let mut actions = vec![0f32; n_envs * ad];
             let mut logp = vec![0f32; if chosen_logp.is_empty() { 0 } else { n_envs }];
+            let mut acted_from = vec![0f32; n_envs * sl];
             for &i in &p.act {
                 let i = i as usize;
                 actions[i * ad..(i + 1) * ad].copy_from_slice(&chosen[row * ad..(row + 1) * ad]);
                 if let Some(l) = logp.get_mut(i) {
                     *l = chosen_logp[row];
                 }
+                acted_from[i * sl..(i + 1) * sl].copy_from_slice(&before[row * sl..(row + 1) * sl]);
                 row += 1;
             }
             let starts = self.starts_for(p.conn).unwrap_or_default();
@@ -338,6 +344,7 @@ impl Front {
                 actions,
                 version: self.policy.version(),
                 logp,
+                states: acted_from,
             });
         }
         // Counted before the run hears of the batch: its books, read when

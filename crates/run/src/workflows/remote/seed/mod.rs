@@ -43,6 +43,8 @@ struct EnvTrack {
     prev_version: u64,
     /// Its log-probability under them, from a policy that samples.
     prev_logp: Option<f32>,
+    /// With a recurrent core: the state it was chosen from.
+    prev_state: Vec<f32>,
     ret: f64,
     len: u32,
 }
@@ -50,9 +52,13 @@ struct EnvTrack {
 impl EnvTrack {
     /// The observation an action was just chosen for (as values or as
     /// bytes), that action, and the version of the weights that chose it
-    /// with the action's log-probability under them.
-    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32], (version, logp): Acting) {
+    /// with the action's log-probability under them and the state it was
+    /// chosen from.
+    fn remember(&mut self, obs: &[f32], bytes: &[u8], action: &[f32], acting: Acting<'_>) {
+        let (version, logp, state) = acting;
         (self.prev_version, self.prev_logp) = (version, logp);
+        self.prev_state.clear();
+        self.prev_state.extend_from_slice(state);
         self.prev_obs.clear();
         self.prev_obs.extend_from_slice(obs);
         self.prev_bytes.clear();
@@ -66,9 +72,10 @@ impl EnvTrack {
     }
 }
 
-/// The version of the weights that chose an action, and its
-/// log-probability under them (from a policy that samples).
-type Acting = (u64, Option<f32>);
+/// The version of the weights that chose an action, its log-probability
+/// under them (from a policy that samples), and the recurrent state it was
+/// chosen from (empty without a core).
+type Acting<'a> = (u64, Option<f32>, &'a [f32]);
 
 /// The run-thread side of a `seed` run.
 #[derive(Debug)]
@@ -130,6 +137,7 @@ impl Seed {
             actions,
             version,
             logp,
+            states,
         } = item;
         // A uint8 run's observations reach the agent as bytes.
         let bytes = !o.obs_u8.is_empty();
@@ -154,6 +162,8 @@ impl Seed {
         let (od, ad) = (core.obs_dim(), core.act_dim());
         let before = core.env_steps();
         let mut ended = Vec::new();
+        // Values of one env's recurrent state (0 without a core).
+        let sl = states.len() / envs.len().max(1);
         for (i, track) in envs.iter_mut().enumerate() {
             let f = o.flags[i];
             // No episode, or its start is still on its way to the actor.
@@ -167,7 +177,7 @@ impl Seed {
                 (&o.obs[row], &[][..])
             };
             let action = &actions[i * ad..(i + 1) * ad];
-            let acting = (version, logp.get(i).copied());
+            let acting = (version, logp.get(i).copied(), &states[i * sl..(i + 1) * sl]);
             if f & flags::FRESH != 0 || !track.remembers() {
                 track.remember(obs, raw, action, acting);
                 continue;
@@ -191,6 +201,10 @@ impl Seed {
                 .train_steps()
                 .saturating_sub(track.prev_version);
             core.policy_lag(lag);
+            if !track.prev_state.is_empty() {
+                let episode = track.episode.expect("playing");
+                core.agent_mut().acted_from(episode, &track.prev_state);
+            }
             if bytes {
                 core.agent_mut()
                     .observe_bytes(&step.with_obs(&track.prev_bytes, raw));
