@@ -47,10 +47,10 @@ pub struct AbSummary {
 }
 
 #[derive(Debug, Serialize)]
-struct Report {
+struct Report<'a> {
     before: String,
-    runs: Vec<AbRun>,
-    summaries: Vec<AbSummary>,
+    runs: &'a [AbRun],
+    summaries: &'a [AbSummary],
 }
 
 /// Runs `cfg` with the `learner-server` at `server` and reads its summary.
@@ -85,7 +85,7 @@ fn side(runs: &[AbRun], build: &str) -> Side {
 }
 
 pub fn bench(
-    before: &Path,
+    other: &Path,
     configs: &[String],
     seeds: u64,
     actors: usize,
@@ -93,7 +93,7 @@ pub fn bench(
     out: &Path,
 ) -> anyhow::Result<()> {
     let servers: [(&'static str, PathBuf); 2] = [
-        ("before", before.join("learner-server")),
+        ("before", other.join("learner-server")),
         ("after", crate::workflows::learner_server()?),
     ];
     for (_, s) in &servers {
@@ -103,8 +103,10 @@ pub fn bench(
     let mut runs = Vec::new();
     let mut summaries = Vec::new();
     for config in configs {
-        let shipped =
-            RunConfig::load(&crate::workflows::shipped(&format!("config/{config}.toml")))?;
+        // From its absolute path, so that its `python_path` stays right
+        // when the run's copy is written elsewhere.
+        let path = crate::workflows::shipped(&format!("config/{config}.toml"));
+        let shipped = RunConfig::load(&std::fs::canonicalize(path)?)?;
         anyhow::ensure!(
             shipped.stop.target_eval_return.is_some(),
             "{config} has no evaluation target to confirm"
@@ -153,11 +155,13 @@ pub fn bench(
             after,
             ratio,
         });
+        // What is measured so far, should a later config fail.
+        let report = Report {
+            before: other.display().to_string(),
+            runs: &runs,
+            summaries: &summaries,
+        };
+        crate::measure::write_json(out, name, &report)?;
     }
-    let report = Report {
-        before: before.display().to_string(),
-        runs,
-        summaries,
-    };
-    crate::measure::write_json(out, name, &report)
+    Ok(())
 }

@@ -63,17 +63,23 @@ fn serve(conns: &[ConnId]) -> Serving {
 
 /// [`serve`], with more `[distributed]` keys.
 fn serve_with(conns: &[ConnId], distributed: &str) -> Serving {
-    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
     let text = "name = \"held\"\nenv = \"CartPole-v1\"\nagent = \"dqn\"\nworkflow = \"seed\"\noutput_dir = \"unused\"\n\
                 [stop]\nmax_episodes = 10\n[distributed]\nmax_batches_ahead = 1\n";
     let cfg =
         RunConfig::from_toml(&format!("{text}{distributed}\n"), "held").expect("a valid config");
     assert_eq!(cfg.agent, AgentKind::Dqn);
+    serve_cfg(conns, &cfg, |n| vec![0.0; n])
+}
+
+/// A CartPole front for `cfg` serving the actors `conns`, with the weights
+/// `params(numel)` as version 0.
+fn serve_cfg(conns: &[ConnId], cfg: &RunConfig, params: impl Fn(usize) -> Vec<f32>) -> Serving {
+    let cfg = cfg.clone();
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
     let policy = ActorPolicy::new(&spec, cfg.agent, cfg.policy_net(&spec), false, 1);
-    let zeros: Arc<[f32]> = vec![0.0; policy.numel()].into();
     let link = Arc::new(SeedLink::new(PolicySnapshot {
         version: 0,
-        params: zeros,
+        params: params(policy.numel()).into(),
         epsilon: 0.0,
     }));
     for &conn in conns {
@@ -232,5 +238,60 @@ async fn a_lone_request_is_served_at_its_deadline_and_its_wait_tallied() {
         (figures.latency_secs - waited.as_secs_f64()).abs() < 1e-6,
         "{figures:?} against {waited:?}"
     );
+    f.stop().await;
+}
+
+/// A recurrent IMPALA front hands the run, with each env's action, the
+/// action's log-probability under the weights that chose it and the core's
+/// state it was chosen from: zeros at a new connection's first request, then
+/// the state that step led to. Both are what the same network, run apart
+/// from the front, gives for the actions the front drew.
+#[tokio::test(flavor = "current_thread", start_paused = true)]
+async fn the_front_hands_over_each_action_s_log_probability_and_state() {
+    use super::super::input::Internal;
+    use rlfleet_shared::nets::{Forward, NetCopy, Rows};
+    let text = "name = \"lstm\"\nenv = \"CartPole-v1\"\nagent = \"impala\"\nworkflow = \"seed-a2c\"\n\
+                output_dir = \"unused\"\n[stop]\nmax_episodes = 10\n[model]\ncore = \"lstm\"\ncore_size = 4\n\
+                [impala]\nhidden = [8]\n[distributed]\nmax_batches_ahead = 4\n";
+    let cfg = RunConfig::from_toml(text, "lstm").expect("a valid config");
+    let weights =
+        |n: usize| -> Vec<f32> { (0..n).map(|i| ((i * 37 % 11) as f32 - 5.0) * 0.1).collect() };
+    let f = serve_cfg(&[7], &cfg, weights);
+    let spec = rlfleet_shared::env::spec("CartPole-v1").unwrap();
+    let shape = ActorPolicy::new(&spec, cfg.agent, cfg.policy_net(&spec), false, 1)
+        .net()
+        .clone();
+    let mut net = NetCopy::new(shape.clone());
+    net.load(&weights(shape.numel())).unwrap();
+    let mut state = vec![0.0; shape.state_len()];
+    for seq in 0..2 {
+        let answer = ask(&f.requests, 7, seq).await;
+        let Message::Actions(a) = within(answer).await.unwrap() else {
+            panic!("actions");
+        };
+        settle().await;
+        let Ok(Input::Internal(Internal::Acted(items))) = f.taken.try_recv() else {
+            panic!("the batch went to the run");
+        };
+        let acted = &items[0];
+        assert_eq!(acted.actions, a.actions);
+        assert_eq!(
+            acted.states, state,
+            "request {seq}: the state it acted from"
+        );
+        let obs = observations(seq).obs;
+        let logits = net
+            .forward_state(Rows::Values(&obs), 1, &mut state)
+            .to_vec();
+        let z: f32 = logits.iter().map(|l| l.exp()).sum();
+        let want = (logits[a.actions[0] as usize].exp() / z).ln();
+        assert_eq!(acted.logp.len(), 1);
+        assert!(
+            (acted.logp[0] - want).abs() < 1e-5,
+            "{:?} against {want}",
+            acted.logp
+        );
+    }
+    assert!(state.iter().any(|&x| x != 0.0));
     f.stop().await;
 }
