@@ -54,13 +54,18 @@ struct Report<'a> {
 }
 
 /// Runs `cfg` with the `learner-server` at `server` and reads its summary.
-fn one(server: &Path, cfg: &RunConfig, dir: &Path, actors: usize) -> anyhow::Result<AbRun> {
+fn one(
+    (build, server): (&'static str, &Path),
+    cfg: &RunConfig,
+    dir: &Path,
+    actors: usize,
+) -> anyhow::Result<AbRun> {
     let (s, _) = crate::workflows::run_as_user(server, cfg, dir, actors)?;
     let float = |k: &str| s.get(k).and_then(toml::Value::as_float);
     Ok(AbRun {
         config: cfg.name.clone(),
         seed: cfg.seed,
-        build: "after",
+        build,
         confirmed: s.get("target_reached").and_then(toml::Value::as_bool) == Some(true),
         confirm_eval_return: float("confirm_eval_return").filter(|v| !v.is_nan()),
         env_steps: s
@@ -117,8 +122,7 @@ pub fn bench(
                 let mut cfg = shipped.clone();
                 cfg.seed = seed;
                 cfg.output_dir = dir.path().join(format!("{config}-{seed}-{build}"));
-                let mut run = one(server, &cfg, dir.path(), actors)?;
-                run.build = build;
+                let run = one((build, server), &cfg, dir.path(), actors)?;
                 println!(
                     "{config} seed {seed} {build}: {} at {} env steps ({:.0} s)",
                     if run.confirmed {

@@ -17,8 +17,7 @@ use rlfleet_shared::config::WorkflowKind;
 use rlfleet_shared::env::newest;
 use rlfleet_shared::policy::ActorPolicy;
 use rlfleet_shared::wire::{
-    EpisodeResult, Experience, Message, RUN_GOES_ON, Steps, Submission, WeightsApart, Welcome,
-    WorkRequest,
+    EpisodeResult, Experience, Message, Steps, Submission, WeightsApart, Welcome, WorkRequest,
 };
 use std::time::Duration;
 
@@ -45,7 +44,9 @@ struct Play<'a, L> {
     running: Vec<usize>,
     obs: Vec<f32>,
     actions: Vec<f32>,
-    /// With a recurrent core: the running envs' states before acting.
+    /// With a recurrent core: the state each running env that begins a
+    /// run acts from (`state_len` values per running env; the others'
+    /// unused).
     acted_from: Vec<f32>,
     /// Each env's runs of the batch being played (one env's steps stay
     /// together, each observation once: see [`Steps`]).
@@ -276,12 +277,17 @@ impl<L: Link> Play<'_, L> {
                     self.policy.reset_slot(i);
                 }
             }
-            // What each env acts from, sent with a run that starts here.
-            self.acted_from.clear();
-            for &i in running.iter() {
-                self.policy.state_into(i, &mut self.acted_from);
+            // What each env that begins a run here acts from, sent with
+            // the run.
+            let state_len = self.policy.net().state_len();
+            self.acted_from.resize(running.len() * state_len, 0.0);
+            for (k, &i) in running.iter().enumerate() {
+                let episode = envs.slots[i].episode.expect("running");
+                if state_len > 0 && !per_env[i].continues(episode) {
+                    let to = &mut self.acted_from[k * state_len..(k + 1) * state_len];
+                    self.policy.state_into(i, to);
+                }
             }
-            let state_len = self.acted_from.len() / running.len();
             self.policy.act_slots(obs, running, actions);
             let mut ended = false;
             for (k, &i) in running.iter().enumerate() {
@@ -291,11 +297,7 @@ impl<L: Link> Play<'_, L> {
                 let Some(step) = envs.step(i, a)? else {
                     // The episode goes back to the learner: its steps here
                     // with it (its earlier runs of this batch ended others).
-                    let runs = &per_env[i].runs;
-                    if runs
-                        .last()
-                        .is_some_and(|r| r.episode == episode && r.end == RUN_GOES_ON)
-                    {
+                    if per_env[i].continues(episode) {
                         per_env[i].drop_last_run(od / stack, ad);
                     }
                     ended = true;
@@ -303,11 +305,7 @@ impl<L: Link> Play<'_, L> {
                 };
                 let slot = &mut envs.slots[i];
                 let env = &mut per_env[i];
-                if env
-                    .runs
-                    .last()
-                    .is_none_or(|r| r.episode != episode || r.end != RUN_GOES_ON)
-                {
+                if !env.continues(episode) {
                     let seen = newest(&obs[k * od..(k + 1) * od], stack);
                     env.begin(i as u32, episode, first, seen, self.obs_u8);
                     if state_len > 0 {

@@ -278,17 +278,18 @@ impl SequenceReplay {
             }
             None => self.obs.image(n * (m + 1) * od),
         };
-        let le = |v: &mut dyn Iterator<Item = Vec<u8>>| Blob::u8(&v.flatten().collect::<Vec<u8>>());
+        let episodes: Vec<u8> = self.episodes[..n]
+            .iter()
+            .flat_map(|e| e.to_le_bytes())
+            .collect();
+        let firsts: Vec<u8> = self.firsts[..n]
+            .iter()
+            .flat_map(|f| f.to_le_bytes())
+            .collect();
         let blobs = [
             ("obs", obs),
-            (
-                "episodes",
-                le(&mut self.episodes[..n].iter().map(|e| e.to_le_bytes().to_vec())),
-            ),
-            (
-                "firsts",
-                le(&mut self.firsts[..n].iter().map(|f| f.to_le_bytes().to_vec())),
-            ),
+            ("episodes", Blob::u8(&episodes)),
+            ("firsts", Blob::u8(&firsts)),
             ("actions", Blob::f32(&self.actions[..n * m])),
             ("rewards", Blob::f32(&self.rewards[..n * m])),
             ("states", Blob::f32(&self.states[..n * sl])),

@@ -192,9 +192,9 @@ impl ActorPolicy {
         }
     }
 
-    /// Appends env slot `slot`'s recurrent state to `out` (what it acts
-    /// from next; nothing without a core).
-    pub fn state_into(&self, slot: usize, out: &mut Vec<f32>) {
+    /// Env slot `slot`'s recurrent state into `out` (`state_len` values:
+    /// what it acts from next; a policy without a core has none).
+    pub fn state_into(&self, slot: usize, out: &mut [f32]) {
         if let ActorPolicy::Discrete(q) = self {
             q.state_into(slot, out);
         }

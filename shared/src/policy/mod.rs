@@ -132,13 +132,13 @@ impl QPolicy {
         &self.logps
     }
 
-    /// Appends slot `slot`'s recurrent state to `out` (`state_len`
-    /// values: zeros before it first acts; nothing without a core).
-    pub fn state_into(&self, slot: usize, out: &mut Vec<f32>) {
+    /// Slot `slot`'s recurrent state into `out` (`state_len` values:
+    /// zeros before it first acts).
+    pub fn state_into(&self, slot: usize, out: &mut [f32]) {
         let len = self.net.net().state_len();
         match self.states.get(slot * len..(slot + 1) * len) {
-            Some(s) => out.extend_from_slice(s),
-            None => out.resize(out.len() + len, 0.0),
+            Some(s) => out.copy_from_slice(s),
+            None => out.fill(0.0),
         }
     }
 

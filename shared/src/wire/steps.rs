@@ -85,6 +85,14 @@ impl Steps {
         self.logp.push(logp);
     }
 
+    /// Whether the next step of `episode` goes on in the last run (it is
+    /// that episode's and goes on), rather than beginning one.
+    pub fn continues(&self, episode: u64) -> bool {
+        self.runs
+            .last()
+            .is_some_and(|r| r.episode == episode && r.end == RUN_GOES_ON)
+    }
+
     /// The open run's last step ended its episode (`terminated`: in a
     /// terminal state; else by a time limit).
     pub fn end(&mut self, terminated: bool) {

@@ -1,10 +1,12 @@
 //! IMPALA with a recurrent core: the held unrolls as padded sequences
-//! (`agents::sequences`), each from the state its episode had reached at
-//! the previous update (zeros at an episode's first step), run window by
-//! window (`model.max_seq_len`). The behaviour log-probs μ are the
-//! actors' own, computed with the state each acted from (not one the
-//! learner rebuilt); each gradient step runs the current networks over every piece at once (truncated backpropagation
-//! through time) and takes V-trace's step on the result.
+//! (`agents::sequences`), run window by window (`model.max_seq_len`). An
+//! unroll's policy starts from the state its actor acted its first step
+//! from, where the actor said; otherwise, and always for the value
+//! network, from the state its episode reached at the previous update
+//! (zeros at an episode's first step). The behaviour log-probs μ are the
+//! actors' own; each gradient step runs the current networks over every
+//! piece at once (truncated backpropagation through time) and takes
+//! V-trace's step on the result.
 
 use super::{Impala, Unroll};
 use crate::agents::rollout::{self, Rollout};

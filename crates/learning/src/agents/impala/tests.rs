@@ -54,7 +54,7 @@ fn play(
         q.reset_slot(0);
     }
     if let By::Stating(q) = &mut by {
-        let mut state = Vec::new();
+        let mut state = vec![0.0; q.net().state_len()];
         q.state_into(0, &mut state);
         agent.acted_from(episode, &state);
     }

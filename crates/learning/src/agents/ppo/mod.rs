@@ -17,8 +17,9 @@
 //! time (counted: `train/uncorrected_steps`).
 //!
 //! With a recurrent core (`[model] core = "lstm"`, `recurrent.rs`) both
-//! networks run over each held segment as a sequence from the state its
-//! episode had reached, and minibatches are whole segments.
+//! networks run over each held segment as a sequence (the policy from the
+//! state its actor acted from, where it said), and minibatches are whole
+//! segments.
 
 mod log_prob;
 mod objective;

@@ -1,14 +1,12 @@
 //! PPO with a recurrent core: the held segments laid out as padded,
-//! time-major sequences, each starting from the state its episode had
-//! reached at the previous update (zeros at an episode's first step);
-//! minibatches of whole segments, trained by backpropagation through each
-//! segment; the states unfinished episodes reach kept for their next
-//! segment.
-//!
-//! The states are recomputed here with the weights of each update, not
-//! sent by actors: the old log probabilities are the actors' own (computed
-//! with the state each acted from), and an actor (or the `single` loop)
-//! only needs its own state to act.
+//! time-major sequences; minibatches of whole segments, trained by
+//! backpropagation through each segment. A segment's policy starts from
+//! the state its actor acted its first step from, where the actor said
+//! (`Learn::acted_from`); otherwise, and always for the value network,
+//! from the state its episode reached at the previous update (zeros at an
+//! episode's first step), kept here for unfinished episodes. The old log
+//! probabilities are the actors' own, computed with the state each acted
+//! from.
 
 use super::log_prob::or_current;
 use super::{Actor, Ppo, Rollout};
